@@ -1,0 +1,5 @@
+import sys
+
+from open_rag_eval.cli import main
+
+sys.exit(main())

