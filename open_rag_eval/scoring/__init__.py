@@ -1,0 +1,1 @@
+"""Pure math, no I/O: retrieval measures, TREC method scores, statistics."""
