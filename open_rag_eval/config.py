@@ -1,0 +1,204 @@
+"""Validated configs: ``load_config(path)`` reads YAML, interpolates ``${VAR}`` / ``${oc.env:VAR}``, translates the
+peer's config layout, and validates every section -- evaluator options included -- before any work starts.
+
+Relative paths in a config resolve against the config file's folder. Errors name the YAML path and the valid choices.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from open_rag_eval.connector import ConnectorConfig
+from open_rag_eval.errors import ConfigError
+from open_rag_eval.judge.config import JudgeConfig
+from open_rag_eval.peer_config import is_peer_config, translate_peer_config
+from open_rag_eval.registry import resolve
+
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "load_config", "load_config_text"]
+
+log = logging.getLogger(__name__)
+
+_ENV = re.compile(r"\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)(?:(?::-|,)([^}]*))?\}")
+
+
+class SweepOptions(BaseModel):
+    """The ``sweep:`` section (scheduled consistency sweeps)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    history: str = ".open-rag-eval/history.sqlite"
+    system: str = "default"
+    baseline: str = "previous"  # or a pinned sweep id
+    thresholds: dict[str, float] = {}  # metric -> largest allowed drop of its mean
+    alpha: float = Field(0.05, gt=0, lt=1)
+    seed: int = 0
+
+
+class Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    input: str | None = None  # CSV (open-rag-eval layout) or JSONL
+    output_dir: str = "results"
+    judge: JudgeConfig | None = None
+    evaluators: list[dict[str, Any]] = Field(min_length=1)
+    connector: ConnectorConfig | None = None
+    sweep: SweepOptions | None = None
+
+
+@dataclass(frozen=True)
+class EvaluatorSpec:
+    type: str
+    cls: type
+    options: BaseModel
+
+    def build(self) -> Any:
+        return self.cls(self.options)
+
+
+@dataclass
+class LoadedConfig:
+    """A validated config with what was derived from it."""
+
+    config: Config
+    evaluators: list[EvaluatorSpec]
+    base_dir: Path
+    path: Path | None = None
+    raw: dict[str, Any] = field(default_factory=dict)  # before interpolation: env references, never their values
+
+    def resolve_path(self, value: str | Path) -> Path:
+        path = Path(os.path.expanduser(str(value)))
+        return path if path.is_absolute() else self.base_dir / path
+
+    @property
+    def judge(self) -> JudgeConfig:
+        return self.config.judge or JudgeConfig()
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_config(path: Path) -> LoadedConfig:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise ConfigError(f"cannot read config: {error.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("config is not UTF-8 text", file=str(path)) from None
+    return load_config_text(text, base_dir=Path(path).resolve().parent, file=str(path))
+
+
+def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> LoadedConfig:
+    raw = _parse_yaml(text, file)
+    if is_peer_config(raw):
+        raw = translate_peer_config(raw, file=file)
+        log.info("%s: translated the peer's config layout (input_queries/results_folder/evaluator) to ours", file)
+    try:
+        config = Config.model_validate(_interpolate(raw, "", file))
+    except ValidationError as error:
+        raise _config_error(error, Config, file) from None
+    specs = [_evaluator_spec(entry, f"evaluators[{i}]", file) for i, entry in enumerate(config.evaluators)]
+    _check_inputs(config, specs, file)
+    return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
+
+
+def _parse_yaml(text: str, file: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark is not None else file
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {problem}", file=where) from None
+    if not isinstance(data, dict):
+        raise ConfigError("a config must be a YAML mapping of sections (input, output_dir, judge, evaluators...)", file=file)
+    return data
+
+
+def _interpolate(value: Any, path: str, file: str) -> Any:
+    if isinstance(value, dict):
+        return {key: _interpolate(item, f"{path}.{key}" if path else str(key), file) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(item, f"{path}[{i}]", file) for i, item in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def replace(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"environment variable {name} is not set", path=path, file=file)
+
+    return _ENV.sub(replace, value)
+
+
+def _evaluator_spec(entry: dict[str, Any], path: str, file: str) -> EvaluatorSpec:
+    if "type" not in entry:
+        raise ConfigError("missing 'type' (e.g. trec, consistency, golden)", path=path, file=file)
+    options = {key: value for key, value in entry.items() if key != "type"}
+    try:
+        cls = resolve("evaluator", str(entry["type"]), path=f"{path}.type")
+    except ConfigError as error:
+        raise ConfigError(error.problem, path=error.path, file=file) from None
+    try:
+        return EvaluatorSpec(str(entry["type"]), cls, cls.Options.model_validate(options))
+    except ValidationError as error:
+        raise _config_error(error, cls.Options, file, prefix=path) from None
+
+
+def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None:
+    own_data = any(getattr(spec.options, "run", None) or getattr(spec.options, "results_dir", None) for spec in specs)
+    if config.input is None and config.connector is None and not own_data:
+        raise ConfigError("required: the RAG outputs to evaluate (a CSV or JSONL file), or a connector:", path="input", file=file)
+    if config.input is not None and config.connector is not None:
+        raise ConfigError("give either input or connector, not both", path="connector", file=file)
+
+
+def _config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
+    first = error.errors()[0]
+    parts = [prefix] if prefix else []
+    for loc in first["loc"]:
+        parts.append(f"[{loc}]" if isinstance(loc, int) else f".{loc}" if parts else str(loc))
+    path = "".join(parts).lstrip(".")
+    problem = first["msg"]
+    if first["type"] == "extra_forbidden":
+        problem = f"unknown key; valid keys here: {', '.join(_valid_keys(model, first['loc'][:-1]))}"
+    elif first["type"] == "literal_error":
+        problem = f"{problem} (got {first.get('input')!r})"
+    more = len(error.errors()) - 1
+    return ConfigError(problem + (f" (and {more} more problem{'s' * (more > 1)})" if more else ""), path=path, file=file)
+
+
+def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the (sub)model at ``loc``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = getattr(current, "model_fields", {}).get(part)
+        if info is None:
+            return []
+        current = _model_of(info.annotation)
+    return sorted(getattr(current, "model_fields", {}))
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,94 @@
+"""manifest.json: exactly what produced a result -- versions, config (env references, never their values) and its
+digest, input digest, prompt hashes, judge model and fingerprints, accounting, wall time, whether it was simulated."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from open_rag_eval import __version__
+from open_rag_eval.config import LoadedConfig
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.types import RAGOutput
+
+__all__ = ["build_manifest", "file_digest", "now_iso"]
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _safe_url(url: str | None) -> str | None:
+    """A base URL without credentials or query string."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = host + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _prompt_hashes() -> dict[str, str]:
+    try:
+        from open_rag_eval.prompts import template_hashes
+    except ImportError:
+        return {}
+    return template_hashes()
+
+
+def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -> dict[str, Any] | None:
+    if judge is None:
+        return None
+    config = loaded.judge
+    accounting = getattr(judge, "accounting", None)
+    snapshot = accounting.snapshot() if accounting is not None else {}
+    return {
+        "model": judge.model,
+        "base_url": None if simulated else _safe_url(config.base_url),
+        "api_key_env": None if simulated else config.api_key_env,
+        "simulated": simulated,
+        "max_concurrency": config.max_concurrency,
+        "fingerprints": snapshot.get("fingerprints", []),
+    }
+
+
+def build_manifest(
+    loaded: LoadedConfig, outputs: Sequence[RAGOutput], judge: Judge | None, simulated: bool, *, wall_time_s: float
+) -> dict[str, Any]:
+    accounting = getattr(judge, "accounting", None)
+    input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input else None
+    return {
+        "tool": "open-rag-eval",
+        "tool_version": __version__,
+        "created": now_iso(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(terse=True),
+        "config": loaded.raw,
+        "config_digest": loaded.digest,
+        "input": {
+            "path": str(loaded.config.input) if input_path else None,
+            "sha256": file_digest(input_path) if input_path and input_path.is_file() else None,
+        },
+        "n_outputs": len(outputs),
+        "n_queries": len({o.query_id for o in outputs}),
+        "evaluators": [spec.type for spec in loaded.evaluators],
+        "prompt_hashes": _prompt_hashes(),
+        "judge": _judge_section(loaded, judge, simulated),
+        "simulated": simulated,
+        "accounting": accounting.snapshot() if accounting is not None else None,
+        "wall_time_s": round(wall_time_s, 3),
+    }

@@ -1,0 +1,114 @@
+"""Translate the peer's config layout (vectara/open-rag-eval) to ours.
+
+Peer keys: ``input_queries, results_folder, generated_answers, eval_results_file, metrics_file`` and
+``evaluator: [{type: TRECEvaluator | ConsistencyEvaluator, model: {type, name, api_key, base_url}, options: {...}}]``
+(a single mapping is accepted too). The answers CSV ``results_folder/generated_answers`` becomes our ``input``;
+results go to ``results_folder``. The judge key must come from an environment variable: ``${oc.env:NAME}`` becomes
+``api_key_env: NAME``; a literal key is refused rather than copied into outputs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from open_rag_eval.errors import ConfigError
+
+__all__ = ["is_peer_config", "translate_peer_config"]
+
+PEER_KEYS = {"input_queries", "results_folder", "generated_answers", "eval_results_file", "metrics_file", "evaluator"}
+
+# the peer's TREC metric names -> ours
+METRIC_NAMES = {
+    "mean_umbrela_score": "umbrela.mean",
+    "vital_nuggetizer_score": "nuggets.vital",
+    "all_nuggetizer_score": "nuggets.all",
+    "weighted_nuggetizer_score": "nuggets.weighted",
+    "vital_strict_nuggetizer_score": "nuggets.vital_strict",
+    "all_strict_nuggetizer_score": "nuggets.all_strict",
+    "weighted_strict_nuggetizer_score": "nuggets.weighted_strict",
+    "citation_f1_score": "citation.f1",
+    "citation_precision": "citation.precision",
+    "citation_recall": "citation.recall",
+    "hhem_score": "hhem.score",
+}
+
+_ENV_REF = re.compile(r"^\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)\}$")
+
+
+def is_peer_config(raw: dict[str, Any]) -> bool:
+    return bool(PEER_KEYS & raw.keys()) and "evaluators" not in raw
+
+
+def translate_peer_config(raw: dict[str, Any], *, file: str) -> dict[str, Any]:
+    folder = str(raw.get("results_folder", "results/")).rstrip("/") or "."
+    answers = str(raw.get("generated_answers", "answers.csv"))
+    entries = raw.get("evaluator")
+    if isinstance(entries, dict):
+        entries = [entries]
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError("expected a list of evaluators", path="evaluator", file=file)
+    ours: dict[str, Any] = {"input": f"{folder}/{answers}", "output_dir": folder, "evaluators": []}
+    for i, entry in enumerate(entries):
+        _translate_evaluator(entry, f"evaluator[{i}]", ours, file)
+    return ours
+
+
+def _translate_evaluator(entry: Any, path: str, ours: dict[str, Any], file: str) -> None:
+    if not isinstance(entry, dict) or "type" not in entry:
+        raise ConfigError("expected a mapping with a 'type'", path=path, file=file)
+    options = entry.get("options") or {}
+    kind = entry["type"]
+    if kind == "TRECEvaluator":
+        if "model" in entry:
+            ours["judge"] = _judge(entry["model"], f"{path}.model", file)
+        trec: dict[str, Any] = {"type": "trec"}
+        if "k_values" in options:
+            trec["k_values"] = options["k_values"]
+        ours["evaluators"].append(trec)
+        if options.get("run_consistency"):
+            names = options.get("metrics_to_run_consistency") or []
+            ours["evaluators"].append({"type": "consistency", "dispersion_of": [METRIC_NAMES.get(n, n) for n in names]})
+    elif kind == "ConsistencyEvaluator":
+        ours["evaluators"].append(_consistency(options))
+    else:
+        raise ConfigError(
+            f"evaluator type '{kind}' has no counterpart here; valid: TRECEvaluator, ConsistencyEvaluator "
+            "(or write the config in open-rag-eval's own layout: trec, consistency, golden)",
+            path=f"{path}.type",
+            file=file,
+        )
+
+
+def _judge(model: Any, path: str, file: str) -> dict[str, Any]:
+    if not isinstance(model, dict):
+        raise ConfigError("expected a mapping", path=path, file=file)
+    judge: dict[str, Any] = {"model": model.get("name", "gpt-4o-mini")}
+    if model.get("base_url"):
+        judge["base_url"] = model["base_url"]
+    key = model.get("api_key")
+    if key is not None:
+        match = _ENV_REF.match(str(key))
+        if match is None:
+            raise ConfigError(
+                "write the API key as ${oc.env:NAME} (an environment variable); a literal key would land in outputs",
+                path=f"{path}.api_key",
+                file=file,
+            )
+        judge["api_key_env"] = match.group(1)
+    return judge
+
+
+def _consistency(options: dict[str, Any]) -> dict[str, Any]:
+    ours: dict[str, Any] = {"type": "consistency"}
+    metrics = []
+    for item in options.get("metrics") or []:
+        name, settings = next(iter(item.items())) if isinstance(item, dict) else (item, {})
+        if name == "bert_score":
+            metrics.append("bertscore")
+            ours["bertscore"] = {k: v for k, v in (settings or {}).items()}
+        elif name == "rouge_score":
+            metrics.append("rouge")
+    if metrics:
+        ours["metrics"] = metrics
+    return ours

@@ -1,0 +1,167 @@
+"""One evaluation run: outputs -> evaluators (sharing one judge) -> result files.
+
+``arun`` is the async core; ``run`` is the one ``asyncio.run`` for the CLI and notebooks. Outputs are saved to
+``outputs.jsonl`` before any judging; results are written atomically at the end. Judged work lives in the judge's
+cache as soon as it is judged, so a run that stops (crash, outage, Ctrl-C) resumes by running it again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.config import LoadedConfig
+from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.manifest import build_manifest
+from open_rag_eval.results import write_results
+from open_rag_eval.scoring.stats import Aggregate
+from open_rag_eval.types import EvalResult, RAGOutput
+
+__all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Progress:
+    """Live counters for a progress display."""
+
+    outputs_total: int = 0
+    done: dict[str, int] = field(default_factory=dict)  # evaluator -> outputs done
+    judge: Any = None
+
+    def advance(self, evaluator: str, n: int = 1) -> None:
+        self.done[evaluator] = self.done.get(evaluator, 0) + n
+
+
+@dataclass
+class RunReport:
+    result: EvalResult
+    summary: list[Aggregate]
+    output_dir: Path
+    manifest: dict[str, Any]
+    simulated: bool
+    outputs: list[RAGOutput]
+
+
+def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
+    """The outputs named by ``input:`` (connector outputs are fetched in ``arun``), cut to the first ``limit`` queries."""
+    from open_rag_eval.inputs import read_outputs
+
+    if loaded.config.input is None:
+        return []
+    return _limit(read_outputs(loaded.resolve_path(loaded.config.input)), limit)
+
+
+def _limit(outputs: list[RAGOutput], limit: int | None) -> list[RAGOutput]:
+    if limit is None:
+        return outputs
+    kept = list(dict.fromkeys(o.query_id for o in outputs))[:limit]
+    return [o for o in outputs if o.query_id in set(kept)]
+
+
+def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
+    total = Plan()
+    for spec in loaded.evaluators:
+        total = total + spec.build().plan(outputs)
+    return total
+
+
+def run(loaded: LoadedConfig, **kwargs: Any) -> RunReport:
+    return asyncio.run(arun(loaded, **kwargs))
+
+
+async def arun(
+    loaded: LoadedConfig,
+    *,
+    output_dir: Path | None = None,
+    limit: int | None = None,
+    outputs: list[RAGOutput] | None = None,
+    progress: Progress | None = None,
+    on_start: Callable[[Progress], None] = lambda progress: None,
+) -> RunReport:
+    started = time.monotonic()
+    out = output_dir or loaded.resolve_path(loaded.config.output_dir)
+    evaluators = [spec.build() for spec in loaded.evaluators]
+    if outputs is None:
+        outputs = await _fetch_outputs(loaded, limit)
+    _save_outputs(out, outputs)
+    progress = progress or Progress()
+    progress.outputs_total = len(outputs)
+    needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
+    async with _judge_for(loaded, needs_judge) as judge:
+        progress.judge = judge
+        on_start(progress)
+        result = EvalResult()
+        for evaluator in evaluators:
+            ctx = Context(
+                judge=judge,
+                previous=EvalResult(scores=list(result.scores), details=list(result.details)),
+                output_dir=out,
+                progress=lambda what, n, name=evaluator.name: progress.advance(name, n),
+            )
+            result.extend(await evaluator.evaluate(outputs, ctx))
+        simulated = bool(judge is not None and judge.simulated)
+        summary = write_results(out, outputs, result, simulated)
+        manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
+    atomic_write_json(out / "manifest.json", manifest)
+    _write_report(out)
+    return RunReport(result, summary, out, manifest, simulated, outputs)
+
+
+async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:
+    connector = loaded.config.connector
+    if connector is None:
+        return load_outputs(loaded, limit)
+    from open_rag_eval.connectors_runtime import fetch_outputs
+
+    return _limit(await fetch_outputs(loaded, connector), limit)
+
+
+def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
+    from open_rag_eval.inputs import output_to_json
+
+    lines = (json.dumps(output_to_json(o), ensure_ascii=False) for o in outputs)
+    atomic_write_text(out / "outputs.jsonl", "".join(line + "\n" for line in lines))
+
+
+@contextlib.asynccontextmanager
+async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge | None]:
+    """The run's one judge (None when no evaluator needs one); the simulated server when the config asks for it."""
+    if not needed:
+        yield None
+        return
+    from open_rag_eval.judge import open_judge
+
+    config = loaded.judge
+    if config.simulated is None:
+        async with open_judge(config, base_dir=loaded.base_dir) as judge:
+            yield judge
+        return
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer
+
+    with SimulatedJudgeServer(config.simulated) as server:
+        simulated = config.model_copy(update={"base_url": server.base_url})
+        async with open_judge(simulated, base_dir=loaded.base_dir, simulated=True) as judge:
+            yield judge
+
+
+def _write_report(out: Path) -> None:
+    try:
+        from open_rag_eval.report.html import write_report
+    except ImportError:
+        return
+    try:
+        write_report(out)
+    except Exception as error:  # the report is a view; its failure must not lose the results
+        log.warning("report.html was not written: %s", error)
+

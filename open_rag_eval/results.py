@@ -1,0 +1,181 @@
+"""Views of result rows: results.csv, summary.csv, results.json (docs/RESULTS.md). Written atomically."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.scoring.stats import Aggregate, aggregate
+from open_rag_eval.types import EvalResult, RAGOutput, Score
+
+__all__ = ["metric_order", "summarize", "write_results"]
+
+FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency")
+Key = tuple[str, int | None]
+
+
+def metric_order(names: Iterable[str]) -> list[str]:
+    """Stable order: by family (FAMILIES first, others after), then naturally (p@3 before p@10)."""
+
+    def key(name: str) -> tuple[int, str, list[Any]]:
+        family = name.split(".", 1)[0]
+        rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
+        natural = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+        return (rank, family, natural)
+
+    return sorted(set(names), key=key)
+
+
+def _finite(score: Score) -> Score:
+    if score.value is not None and not math.isfinite(score.value):
+        return Score(query_id=score.query_id, run=score.run, metric=score.metric, error="not a finite number")
+    return score
+
+
+def _row_keys(outputs: Sequence[RAGOutput], scores: Sequence[Score]) -> list[Key]:
+    """Every (query, run) in input order, each query followed by its cross-run row when there is one."""
+    runs: dict[str, list[Key]] = {}
+    for output in outputs:
+        runs.setdefault(output.query_id, []).append(output.key)
+    for score in scores:
+        runs.setdefault(score.query_id, [])
+    cross = {score.query_id for score in scores if score.run is None}
+    keys: list[Key] = []
+    for query_id, own in runs.items():
+        keys.extend(dict.fromkeys(own))
+        if query_id in cross:
+            keys.append((query_id, None))
+    return keys
+
+
+def summarize(scores: Sequence[Score]) -> list[Aggregate]:
+    values: dict[str, list[float]] = defaultdict(list)
+    failed: dict[str, int] = defaultdict(int)
+    for score in scores:
+        if score.value is None:
+            failed[score.metric] += 1
+        else:
+            values[score.metric].append(score.value)
+    return [aggregate(m, values[m], failed[m]) for m in metric_order([*values, *failed])]
+
+
+def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def _cell(value: float | None) -> str:
+    return "" if value is None else repr(round(value, 10))
+
+
+def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated: bool) -> str:
+    table: dict[Key, dict[str, Score]] = defaultdict(dict)
+    for score in scores:
+        table[(score.query_id, score.run)][score.metric] = score
+    metrics = metric_order(score.metric for score in scores)
+    errored = [m for m in metrics if any(s.error for s in scores if s.metric == m)]
+    queries = {o.query_id: o.query for o in outputs}
+    header = ["query_id", "query", "run", *metrics, *(f"{m}.error" for m in errored), "simulated_judge"]
+    rows = []
+    for query_id, run in _row_keys(outputs, scores):
+        cells = table.get((query_id, run), {})
+        row = [query_id, queries.get(query_id, ""), "all" if run is None else run]
+        row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
+        row += [(cells[m].error or "") if m in cells else "" for m in errored]
+        rows.append([*row, str(simulated).lower()])
+    return _csv_text(header, rows)
+
+
+def summary_csv(summary: Sequence[Aggregate], simulated: bool) -> str:
+    header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "simulated_judge"]
+    rows = [
+        [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed, str(simulated).lower()]
+        for a in summary
+    ]
+    return _csv_text(header, rows)
+
+
+def results_json(
+    outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool
+) -> dict[str, Any]:
+    by_key: dict[Key, dict[str, Any]] = {}
+    for output in outputs:
+        by_key[output.key] = {
+            "query_id": output.query_id,
+            "query": output.query,
+            "run": output.run,
+            "source": output.source,
+            "error": output.error,
+            "answer_text": output.answer_text,
+            "passages": [p.model_dump(exclude_none=True) for p in output.passages],
+            "answer": [part.model_dump() for part in output.answer],
+            "scores": {},
+            "errors": {},
+            "details": {},
+        }
+    queries: dict[str, dict[str, Any]] = {}
+    for score in result.scores:
+        entry = _entry(by_key, queries, outputs, score.query_id, score.run)
+        if score.value is None:
+            entry["errors"][score.metric] = score.error
+        else:
+            entry["scores"][score.metric] = score.value
+    for detail in result.details:
+        _entry(by_key, queries, outputs, detail.query_id, detail.run)["details"][detail.section] = detail.data
+    return {
+        "simulated": simulated,
+        "outputs": list(by_key.values()),
+        "queries": list(queries.values()),
+        "summary": [a.as_dict() for a in summary],
+    }
+
+
+def _entry(
+    by_key: dict[Key, dict[str, Any]],
+    queries: dict[str, dict[str, Any]],
+    outputs: Sequence[RAGOutput],
+    query_id: str,
+    run: int | None,
+) -> dict[str, Any]:
+    if run is not None and (query_id, run) in by_key:
+        return by_key[(query_id, run)]
+    if query_id not in queries:
+        runs = [o.run for o in outputs if o.query_id == query_id]
+        text = next((o.query for o in outputs if o.query_id == query_id), "")
+        queries[query_id] = {"query_id": query_id, "query": text, "runs": runs, "scores": {}, "errors": {}, "details": {}}
+    return queries[query_id]
+
+
+def write_results(
+    output_dir: Path, outputs: Sequence[RAGOutput], result: EvalResult, simulated: bool
+) -> list[Aggregate]:
+    """Write results.csv, summary.csv and results.json; return the summary."""
+    scores = [_finite(score) for score in result.scores]
+    clean = EvalResult(scores=scores, details=list(result.details))
+    summary = summarize(scores)
+    atomic_write_text(output_dir / "results.csv", results_csv(outputs, scores, simulated))
+    atomic_write_text(output_dir / "summary.csv", summary_csv(summary, simulated))
+    atomic_write_json(output_dir / "results.json", _strict(results_json(outputs, clean, summary, simulated)))
+    return summary
+
+
+def _strict(value: Any) -> Any:
+    """Replace non-finite floats anywhere (details included) by null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    return value
+
