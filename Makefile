@@ -1,0 +1,25 @@
+# The two commands of the README: `make demo` and `make test`. Each creates its own virtualenv.
+VENV ?= .venv
+PYTHON ?= python3
+BIN := $(VENV)/bin
+EXTRAS ?= dev,hhem,consistency,plot
+
+.PHONY: demo test bench clean
+
+$(BIN)/.installed: setup.py constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/open-rag-eval eval --config configs/demo.yaml
+
+test: $(BIN)/.installed
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+bench: $(BIN)/.installed
+	$(BIN)/python bench/judge_bench.py --queries 20 --passages 5 --concurrency 32 --concurrency 64
+
+clean:
+	rm -rf $(VENV) results .open-rag-eval
