@@ -1,0 +1,155 @@
+"""Lexical answer checks: pure functions over text, no model and no judge.
+
+Tokens are lower-cased (casefolded) runs of word characters (``\\w+``); *content tokens* are tokens that are not
+stopwords (``STOPWORDS``, a standard English list, replaceable).
+
+- groundedness: share of the answer's content tokens (counted with repetition) that occur among the context's tokens;
+  missing when the answer has no content token.
+- keyword coverage: share of expected keywords found in the answer, case-insensitive, as whole words/phrases
+  (``"rag"`` does not match ``"fragment"``); missing when there are no keywords.
+- context overlap: groundedness computed against the passages of the ``grounding_ids`` documents only.
+- keyword score: ``alpha * coverage + (1 - alpha) * overlap``.
+- citation compliance: 0.5 for a sources section (a line starting with the header, e.g. ``Sources:`` or
+  ``**Sources**``) + 0.5 for at least ``required`` distinct cited passages.
+- refusal: the lexical detector ``is_refusal`` (used when no no-answer judgment is available): an empty answer,
+  ``NO_ANSWER``, or a first sentence that declines ("I don't know", "the provided context does not contain
+  information", "cannot be answered", ...). It reads only the first sentence, so an answer that declines one part
+  and answers the rest counts as answered.
+- latency: mean, p50, p95, max (percentiles by linear interpolation between order statistics, numpy's default).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "STOPWORDS",
+    "citation_compliance",
+    "content_tokens",
+    "has_sources_section",
+    "is_refusal",
+    "keyword_coverage",
+    "keyword_score",
+    "latency_stats",
+    "percentile",
+    "refusal_confusion",
+    "token_support",
+]
+
+STOPWORDS = frozenset(
+    """a about above after again against ain all am an and any are aren as at be because been before being below
+    between both but by can couldn d did didn do does doesn doing don down during each few for from further had hadn
+    has hasn have haven having he her here hers herself him himself his how i if in into is isn it its itself just ll
+    m ma me mightn more most mustn my myself needn no nor not now o of off on once only or other our ours ourselves
+    out over own re s same shan she should shouldn so some such t than that the their theirs them themselves then
+    there these they this those through to too under until up ve very was wasn we were weren what when where which
+    while who whom why will with won wouldn y you your yours yourself yourselves""".split()
+)
+
+_WORD = re.compile(r"\w+")
+
+
+def content_tokens(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
+    """Lower-cased word tokens of ``text`` without stopwords, in order, repeats kept."""
+    return [token for token in _WORD.findall(text.casefold()) if token not in stopwords]
+
+
+def token_support(answer: str, context: Iterable[str], stopwords: frozenset[str] = STOPWORDS) -> float | None:
+    """Share of the answer's content tokens found in the context (groundedness / context overlap).
+
+    None when the answer has no content token; 0.0 when the context is empty.
+    """
+    tokens = content_tokens(answer, stopwords)
+    if not tokens:
+        return None
+    vocabulary = {token for text in context for token in _WORD.findall(text.casefold())}
+    return sum(1 for token in tokens if token in vocabulary) / len(tokens)
+
+
+def _keyword_found(keyword: str, text: str) -> bool:
+    words = _WORD.findall(keyword.casefold())
+    if not words:
+        return keyword.strip().casefold() in text.casefold() if keyword.strip() else False
+    pattern = r"(?<!\w)" + r"\W+".join(re.escape(word) for word in words) + r"(?!\w)"
+    return re.search(pattern, text.casefold()) is not None
+
+
+def keyword_coverage(answer: str, keywords: Sequence[str]) -> tuple[float | None, list[str]]:
+    """(share of keywords found in the answer, the keywords found); share None when there are no keywords."""
+    if not keywords:
+        return None, []
+    found = [keyword for keyword in keywords if _keyword_found(keyword, answer)]
+    return len(found) / len(keywords), found
+
+
+def keyword_score(coverage: float, overlap: float, alpha: float = 0.5) -> float:
+    return alpha * coverage + (1 - alpha) * overlap
+
+
+def has_sources_section(answer_text: str, header: str = "Sources") -> bool:
+    """A line that starts (after markdown marks) with ``header`` followed by ``:`` or the end of the line."""
+    pattern = rf"^[ \t>#*_]*{re.escape(header)}[ \t*_]*(?::|$)"
+    return re.search(pattern, answer_text, flags=re.IGNORECASE | re.MULTILINE) is not None
+
+
+def citation_compliance(has_sources: bool, n_citations: int, required: int) -> float:
+    """0.5 for a sources section + 0.5 for at least ``required`` citations."""
+    return 0.5 * has_sources + 0.5 * (n_citations >= required)
+
+
+_REFUSAL = re.compile(
+    r"""\b(?:
+      i(?:\s+am|'m)?\s+(?:do\s+not|don't|cannot|can't|can\s+not|could\s+not|couldn't|unable\s+to|not\s+able\s+to)
+        \s+(?:know|answer|find|provide|determine|say|tell|help)
+    | (?:no|not\s+enough|insufficient)\s+(?:relevant\s+|sufficient\s+|specific\s+)?information
+    | (?:does|do|did)\s+not\s+(?:contain|provide|include|mention|have)\s+(?:any\s+|enough\s+)?
+        (?:relevant\s+|specific\s+)?(?:information|details|data)
+    | cannot\s+be\s+(?:answered|determined)
+    | (?:unable|not\s+able)\s+to\s+(?:answer|find|determine)
+    | not\s+(?:mentioned|covered|addressed|discussed)\s+in\s+the\s+(?:provided\s+|given\s+|available\s+)?
+        (?:context|sources|passages|documents|search\s+results)
+    )""",
+    re.IGNORECASE | re.VERBOSE,
+)
+_FIRST_SENTENCE = re.compile(r"^.*?(?:[.!?](?=\s)|\n|$)", re.DOTALL)
+
+
+def is_refusal(answer_text: str) -> bool:
+    """The lexical refusal detector (see the module docstring)."""
+    text = answer_text.replace("\u2019", "'").strip()
+    if not text or text.upper() == "NO_ANSWER":
+        return True
+    first = _FIRST_SENTENCE.match(text)
+    return _REFUSAL.search(first.group(0) if first else text) is not None
+
+
+def refusal_confusion(pairs: Iterable[tuple[bool, bool]]) -> dict[str, int]:
+    """Counts over (expected_refusal, refused) pairs: ``refused_expected`` (correct refusal), ``answered_expected``
+    (correct answer), ``refused_answerable`` (false refusal), ``answered_unanswerable`` (should have refused)."""
+    counts = {"refused_expected": 0, "answered_expected": 0, "refused_answerable": 0, "answered_unanswerable": 0}
+    for expected, refused in pairs:
+        key = ("refused_expected" if refused else "answered_unanswerable") if expected else (
+            "refused_answerable" if refused else "answered_expected")
+        counts[key] += 1
+    return counts
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0..100) by linear interpolation between order statistics (numpy's default method)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency_stats(values: Sequence[float]) -> dict[str, float | int | None]:
+    """``{"n", "mean", "p50", "p95", "max"}`` over the latencies given (ms); None values when there are none."""
+    if not values:
+        return {"n": 0, "mean": None, "p50": None, "p95": None, "max": None}
+    return {"n": len(values), "mean": math.fsum(values) / len(values), "p50": percentile(values, 50),
+            "p95": percentile(values, 95), "max": max(values)}
