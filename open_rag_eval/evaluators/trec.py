@@ -1,0 +1,305 @@
+"""The ``trec`` evaluator: UMBRELA, AutoNuggetizer, TREC support (citations), no-answer and HHEM, per output.
+
+Everything runs at once: all outputs concurrently, and within an output its metrics concurrently; the judge alone
+limits concurrency. Dependencies are expressed by awaiting shared tasks, never by ordering this code:
+
+* a passage's UMBRELA grade is one task per (query, passage, sample), awaited by the UMBRELA scores of every output
+  that retrieved it and by the query's nugget creation;
+* a query's nugget list is one task per query, built ONCE from the union of the passages of all its runs (first-seen
+  order, de-duplicated by passage id -- closest to TREC pooling) that are graded >= ``min_grade``, and reused by
+  every run of the query; importance is scored once per query; assignment is per output.
+
+A failed judge call affects only the judgments that needed it; ``JudgeUnavailable`` stops the run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Awaitable, Coroutine, Sequence
+from typing import Any, ClassVar, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from open_rag_eval.errors import JudgeError
+from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
+from open_rag_eval.metrics.hallucination import HallucinationOptions
+from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
+from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
+from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
+from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
+
+__all__ = ["METRICS", "TrecEvaluator", "TrecOptions"]
+
+T = TypeVar("T")
+METRICS = ("umbrela", "nuggets", "citation", "no_answer", "hhem")
+_FAMILY_SCORES = {
+    "umbrela": ("mean", "mrr", "n_invalid", "n_failed"),
+    "nuggets": ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict", "n_defaulted", "n_failed"),
+    "citation": ("precision", "recall", "f1", "fabricated", "n_unparsed", "n_failed"),
+    "no_answer": ("answered",),
+    "hhem": ("score", "hallucinated"),
+}
+
+
+class TrecOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    profile: Literal["trec2024"] = "trec2024"
+    k_values: list[int] = Field(default_factory=lambda: [1, 3, 5])
+    metrics: list[str] = Field(default_factory=lambda: ["umbrela", "nuggets", "citation", "no_answer"])
+    umbrela: UmbrelaOptions = Field(default_factory=UmbrelaOptions)
+    nuggets: NuggetOptions = Field(default_factory=NuggetOptions)
+    citation: CitationOptions = Field(default_factory=CitationOptions)
+    no_answer: NoAnswerOptions = Field(default_factory=NoAnswerOptions)
+    hallucination: HallucinationOptions = Field(default_factory=HallucinationOptions)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {', '.join(unknown)}; valid choices: {', '.join(METRICS)}")
+        return list(dict.fromkeys(value))
+
+    @field_validator("k_values")
+    @classmethod
+    def _positive_k(cls, value: list[int]) -> list[int]:
+        if not value or any(k < 1 for k in value):
+            raise ValueError("k_values must be a non-empty list of positive integers")
+        return sorted(set(value))
+
+
+class _Session:
+    """The shared tasks of one evaluation: grades per (query, passage, sample), nugget lists per query."""
+
+    def __init__(self, evaluator: TrecEvaluator, judge: Judge, outputs: Sequence[RAGOutput]) -> None:
+        self.evaluator, self.judge = evaluator, judge
+        self.grades: dict[tuple[str, str, str, int], asyncio.Future[Grade]] = {}
+        self.nugget_lists: dict[str, asyncio.Future[NuggetList]] = {}
+        self.pools: dict[str, list[Passage]] = {}
+        self.pools = pools(outputs)
+
+    def _shared(self, table: dict[Any, asyncio.Future[T]], key: Any, make: Coroutine[Any, Any, T]) -> Awaitable[T]:
+        if key in table:
+            make.close()
+        else:
+            table[key] = asyncio.ensure_future(make)
+        return table[key]
+
+    def grade(self, query: str, passage: Passage, sample: int = 0) -> Awaitable[Grade]:
+        grader = self.evaluator.umbrela
+        key = (query, passage.id, passage.text, sample)
+        return self._shared(self.grades, key, grader.grade(self.judge, query, passage, sample))
+
+    def nugget_list(self, output: RAGOutput) -> Awaitable[NuggetList]:
+        return self._shared(self.nugget_lists, output.query_id, self._build_nuggets(output.query_id, output.query))
+
+    async def _build_nuggets(self, query_id: str, query: str) -> NuggetList:
+        pool = self.pools.get(query_id, [])
+        grades = await asyncio.gather(*(self.grade(query, passage) for passage in pool))
+        min_grade = self.evaluator.options.nuggets.min_grade
+        segments = [p.text for p, g in zip(pool, grades) if g.grade is not None and g.grade >= min_grade]
+        built = await self.evaluator.nuggetizer.build(self.judge, query, segments)
+        n_ungraded = sum(1 for g in grades if g.grade is None)
+        if n_ungraded:
+            built.notes.append(f"{n_ungraded} passage(s) without a grade (failed call) left out of creation")
+        self.evaluator.nugget_lists[query_id] = built
+        return built
+
+    def cancel(self) -> None:
+        for future in [*self.grades.values(), *self.nugget_lists.values()]:
+            future.cancel()
+
+
+class TrecEvaluator:
+    """Per-output TREC 2024 RAG metrics with the judge (see the module docstring)."""
+
+    name: ClassVar[str] = "trec"
+    needs_judge: ClassVar[bool] = True
+    Options: ClassVar[type[BaseModel]] = TrecOptions
+
+    def __init__(self, options: TrecOptions | None = None) -> None:
+        self.options = options or TrecOptions()
+        self.umbrela = UmbrelaGrader(self.options.umbrela)
+        self.nuggetizer = Nuggetizer(self.options.nuggets)
+        self.citation = CitationJudge(self.options.citation)
+        self.no_answer = NoAnswerClassifier(self.options.no_answer)
+        self.nugget_lists: dict[str, NuggetList] = {}  # query_id -> list, from the last evaluation
+
+    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+        """Calls and tokens, assuming about two nuggets per segment (capped) and no re-asks."""
+        options, plan = self.options, Plan(notes=["trec: nugget counts are estimated (2 per relevant segment)"])
+        live = [o for o in outputs if o.error is None]
+        families = set(options.metrics)
+        for query_id, pool in pools(live).items():
+            runs = [o for o in live if o.query_id == query_id]
+            query = runs[0].query
+            if families & {"umbrela", "nuggets"}:
+                chars = sum(len(p.text) + 1400 for p in pool) + len(query) * len(pool)
+                plan += Plan(len(pool) * options.umbrela.samples, chars // 4 * options.umbrela.samples, 8 * len(pool))
+            if "nuggets" in families:
+                plan += _nugget_plan(options.nuggets, query, pool, runs)
+            for output in runs:
+                plan += _output_plan(options, output, families)
+        return plan
+
+    async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        if ctx.judge is None:
+            raise JudgeError("the trec evaluator needs a judge")
+        session = _Session(self, ctx.judge, [o for o in outputs if o.error is None])
+        result = EvalResult()
+
+        async def one(output: RAGOutput) -> EvalResult:
+            done = await self._evaluate_output(session, output)
+            ctx.progress("outputs", 1)
+            return done
+
+        jobs = [one(output) for output in outputs]
+        if "hhem" in self.options.metrics:
+            jobs.append(self._hhem(outputs))
+        try:
+            for part in await _gather(jobs):
+                result.extend(part)
+        finally:
+            session.cancel()
+        return result
+
+    async def _evaluate_output(self, session: _Session, output: RAGOutput) -> EvalResult:
+        if output.error is not None:
+            reason = f"no output: {output.error}"
+            families = [m for m in self.options.metrics if m != "hhem"]
+            return EvalResult(scores=[Score.failed(output, name, reason) for name in self._names(families)])
+        jobs = {"umbrela": self._umbrela, "nuggets": self._nuggets, "citation": self._citation,
+                "no_answer": self._no_answer}
+        parts = await _gather([jobs[m](session, output) for m in self.options.metrics if m in jobs])
+        result = EvalResult()
+        for scores, detail in parts:
+            result.extend(EvalResult(scores=scores, details=[detail]))
+        return result
+
+    async def _umbrela(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
+        grades = await asyncio.gather(*(session.grade(output.query, p) for p in output.passages))
+        return umbrela_result(output, grades, self.options.umbrela, self.options.k_values)
+
+    async def _nuggets(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
+        nuggets = await session.nugget_list(output)
+        assigned = await self.nuggetizer.assign(session.judge, output.query, output.plain_answer, nuggets.nuggets)
+        return nugget_result(output, nuggets, assigned, self.options.nuggets)
+
+    async def _citation(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
+        judgments = await self.citation.judge_output(session.judge, output)
+        return citation_result(output, judgments, self.options.citation)
+
+    async def _no_answer(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
+        return no_answer_result(output, await self.no_answer.classify(session.judge, output))
+
+    async def _hhem(self, outputs: Sequence[RAGOutput]) -> EvalResult:
+        from open_rag_eval.metrics.hallucination import HallucinationMetric  # noqa: PLC0415 (heavy at use)
+
+        answered = [o for o in outputs if o.error is None]
+        result = await HallucinationMetric(self.options.hallucination).score(answered) if answered else EvalResult()
+        for output in outputs:
+            if output.error is not None:
+                result.scores += [Score.failed(output, n, f"no output: {output.error}") for n in self._names(["hhem"])]
+        return result
+
+    def _names(self, families: Sequence[str]) -> list[str]:
+        names = [f"{family}.{name}" for family in families for name in _FAMILY_SCORES[family]]
+        if "umbrela" in families:
+            names += [f"umbrela.{m}@{k}" for m in ("p", "ap", "map", "ndcg") for k in self.options.k_values]
+        return names
+
+    async def judge_labels(self, output: RAGOutput, judge: Judge, sample: int) -> dict[str, dict[str, str | int | None]]:
+        """Labels of one output judged with sample index ``sample`` (0 = the normal judgments, free from the cache).
+
+        Keys: "umbrela" (passage id -> grade), "support" ("<statement index>:<passage id>" -> FS/PS/NS),
+        "nugget_assignment" (nugget text -> label; the query's nugget list from the last evaluation, else built
+        from this output's passages with sample 0), "no_answer" ("answered" -> yes/no). Failed labels are None.
+        """
+        session = _Session(self, judge, [output])
+        try:
+            nuggets = self.nugget_lists.get(output.query_id) or await session.nugget_list(output)
+            grades, assigned, support, answered = await _gather([
+                asyncio.gather(*(session.grade(output.query, p, sample) for p in output.passages)),
+                self.nuggetizer.assign(judge, output.query, output.plain_answer, nuggets.nuggets, sample),
+                self.citation.judge_output(judge, output, sample),
+                self.no_answer.classify(judge, output, sample),
+            ])
+        finally:
+            session.cancel()
+        return {
+            "umbrela": {g.passage_id: g.grade for g in grades},
+            "support": {f"{i}:{j.passage_id}": j.label for i, row in enumerate(support) for j in row},
+            "nugget_assignment": {n.text: (a.assignment if a.status == "ok" else None)
+                                  for n, a in zip(nuggets.nuggets, assigned)},
+            "no_answer": {"answered": answered.value},
+        }
+
+
+async def _gather(jobs: Sequence[Awaitable[Any]]) -> list[Any]:
+    """Run every job concurrently; on an error cancel the rest and raise it (the first judge outage preferred)."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_as_coroutine(job)) for job in jobs]
+    except BaseExceptionGroup as errors:
+        raise _first(errors) from None
+    return [task.result() for task in tasks]
+
+
+async def _as_coroutine(job: Awaitable[T]) -> T:
+    return await job
+
+
+def _first(errors: BaseExceptionGroup) -> BaseException:
+    flat: list[BaseException] = []
+    stack: list[BaseException] = [errors]
+    while stack:
+        error = stack.pop(0)
+        if isinstance(error, BaseExceptionGroup):
+            stack.extend(error.exceptions)
+        else:
+            flat.append(error)
+    from open_rag_eval.errors import JudgeUnavailable  # noqa: PLC0415
+
+    return next((e for e in flat if isinstance(e, JudgeUnavailable)), flat[0])
+
+
+def pools(outputs: Sequence[RAGOutput]) -> dict[str, list[Passage]]:
+    """query id -> the union of its runs' passages, first-seen order, de-duplicated by passage id."""
+    result: dict[str, list[Passage]] = {}
+    seen: dict[str, set[str]] = {}
+    for output in outputs:
+        pool, ids = result.setdefault(output.query_id, []), seen.setdefault(output.query_id, set())
+        for passage in output.passages:
+            if passage.id not in ids:
+                ids.add(passage.id)
+                pool.append(passage)
+    return result
+
+
+def _nugget_plan(options: NuggetOptions, query: str, pool: Sequence[Passage], runs: Sequence[RAGOutput]) -> Plan:
+    n_nuggets = min(options.max_nuggets, 2 * len(pool))
+    n_final = min(n_nuggets, options.max_final_nuggets)
+    windows = math.ceil(len(pool) / options.window)
+    create = Plan(windows, (sum(len(p.text) for p in pool) + 1200 + 60 * n_nuggets * windows) // 4, 12 * n_nuggets)
+    score = Plan(math.ceil(n_nuggets / 10), (700 + 60 * n_nuggets) // 4, 4 * n_nuggets)
+    plan = create + score
+    for output in runs:
+        plan += Plan(math.ceil(n_final / 10), (900 + len(output.plain_answer) + 60 * n_final) // 4, 6 * n_final)
+    return plan
+
+
+def _output_plan(options: TrecOptions, output: RAGOutput, families: set[str]) -> Plan:
+    plan = Plan()
+    if "citation" in families:
+        judged = [(part, pid) for part in output.answer
+                  for pid in (part.citations[:1] if options.citation.variant == "first_citation" else part.citations)
+                  if output.passage(pid) is not None]
+        chars = sum(1250 + len(part.text) + len(output.passage(pid).text) for part, pid in judged)  # type: ignore[union-attr]
+        plan += Plan(len(judged), chars // 4, 4 * len(judged))
+    if "no_answer" in families:
+        plan += Plan(1, (1650 + len(output.query) + len(output.plain_answer)) // 4, 1)
+    return plan

@@ -1,0 +1,111 @@
+"""Support of statements by their citations, TREC 2024 protocol (METHODS.md section 4).
+
+One judge call per (statement, first citation) -- or per citation with ``variant: all_citations``. A citation to a
+passage the output does not contain is No Support without a call and counted in ``citation.fabricated``, so a
+fabricated citation can never raise the score. Statements without citations count against recall only.
+Unparseable labels are excluded and counted (``citation.n_unparsed``); failed calls likewise (``citation.n_failed``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.metrics._judging import ask
+from open_rag_eval.parsing import parse_support
+from open_rag_eval.prompts import load
+from open_rag_eval.scoring.trec import support_scores
+from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
+
+__all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
+
+TEMPERATURE = 0.1  # the organisers' script
+
+
+class CitationOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    variant: Literal["first_citation", "all_citations"] = "first_citation"
+
+
+@dataclass(frozen=True)
+class Judgment:
+    passage_id: str
+    label: str | None  # FS | PS | NS | None
+    status: str  # ok | failed
+    fabricated: bool = False
+    reason: str | None = None
+    unparsed: bool = False  # the judge replied, but with no label
+
+    def detail(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"passage_id": self.passage_id, "label": self.label, "status": self.status,
+                                "fabricated": self.fabricated}
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+def citation_text(passage: Passage) -> str:
+    """``title: segment`` as the organisers' script built it; the segment alone when there is no title."""
+    return f"{passage.title}: {passage.text}" if passage.title else passage.text
+
+
+@dataclass
+class CitationJudge:
+    options: CitationOptions = field(default_factory=CitationOptions)
+
+    def judged_citations(self, part: AnswerPart) -> tuple[str, ...]:
+        return part.citations[:1] if self.options.variant == "first_citation" else part.citations
+
+    async def judge_output(self, judge: Judge, output: RAGOutput, sample: int = 0) -> list[list[Judgment]]:
+        """The judgments of every statement, in answer order; every call runs concurrently."""
+        jobs = [[self._judge(judge, part.text, output.passage(pid), pid, sample) for pid in self.judged_citations(part)]
+                for part in output.answer]
+        flat = await asyncio.gather(*(job for row in jobs for job in row))
+        result, position = [], 0
+        for row in jobs:
+            result.append(list(flat[position:position + len(row)]))
+            position += len(row)
+        return result
+
+    async def _judge(self, judge: Judge, statement: str, passage: Passage | None, passage_id: str,
+                     sample: int) -> Judgment:
+        if passage is None:
+            return Judgment(passage_id, "NS", "ok", True, "cites a passage the output does not contain")
+        template = load("support.trec2024")
+        user = template.render(statement=statement, citation=citation_text(passage))
+        reply = await ask(
+            judge,
+            lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t},
+                                           prompt_version=template.sha256, sample=s),
+            parse_support, temperatures=(TEMPERATURE, TEMPERATURE), sample=sample)
+        if reply.value is None:
+            if reply.status == "failed":
+                return Judgment(passage_id, None, "failed", False, reply.reason)
+            return Judgment(passage_id, None, "failed", False, f"unparseable reply: {reply.text!r}", unparsed=True)
+        return Judgment(passage_id, reply.value, "ok")
+
+
+def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
+                    options: CitationOptions) -> tuple[list[Score], Detail]:
+    fabricated = sum(1 for part in output.answer for pid in part.citations if output.passage(pid) is None)
+    n_failed = sum(1 for row in judgments for j in row if j.status == "failed" and not j.unparsed)
+    values = support_scores([[j.label for j in row] for row in judgments])
+    n_unparsed = int(values["n_unparsed"]) - n_failed
+    cited = [row for row in judgments if row]
+    if cited and not any(j.label is not None for row in cited for j in row):
+        reason = f"no citation judgment succeeded: {cited[0][0].reason}"
+        scores = [Score.failed(output, f"citation.{name}", reason) for name in ("precision", "recall", "f1")]
+    else:
+        scores = [Score.ok(output, f"citation.{name}", values[name]) for name in ("precision", "recall", "f1")]
+    scores += [Score.ok(output, "citation.fabricated", fabricated), Score.ok(output, "citation.n_unparsed", n_unparsed),
+               Score.ok(output, "citation.n_failed", n_failed)]
+    statements = [{"text": part.text, "citations": list(part.citations), "judgments": [j.detail() for j in row]}
+                  for part, row in zip(output.answer, judgments, strict=True)]
+    detail = Detail(query_id=output.query_id, run=output.run, section="citation",
+                    data={"variant": options.variant, "statements": statements})
+    return scores, detail

@@ -1,0 +1,52 @@
+"""Answer-attempt classifier (METHODS.md section 5.1): did the answer try to answer the query?
+
+``no_answer.answered`` is 1 (an attempt) or 0 (a refusal); refusals are data, never dropped. The run-level mean is
+the share of answered queries over the outputs with a label. A reply that is neither yes nor no is asked once more
+(plain-text mode), then the value is missing with the reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict
+
+from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.metrics._judging import Asked, ask
+from open_rag_eval.parsing import parse_no_answer
+from open_rag_eval.prompts import load
+from open_rag_eval.types import Detail, RAGOutput, Score
+
+__all__ = ["NoAnswerClassifier", "NoAnswerOptions", "no_answer_result"]
+
+TRIALS = 2
+
+
+class NoAnswerOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+@dataclass
+class NoAnswerClassifier:
+    options: NoAnswerOptions
+
+    async def classify(self, judge: Judge, output: RAGOutput, sample: int = 0) -> Asked[str]:
+        template = load("no_answer.vectara")
+        user = template.render(query=output.query, answer=output.plain_answer)
+        return await ask(
+            judge,
+            lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t},
+                                           prompt_version=template.sha256, sample=s),
+            parse_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)
+
+
+def no_answer_result(output: RAGOutput, reply: Asked[str]) -> tuple[list[Score], Detail]:
+    status = "ok" if reply.value is not None else "failed"
+    data: dict[str, object] = {"label": reply.value, "status": status}
+    if reply.value is None:
+        reason = reply.reason or "no label"
+        data["reason"] = reason
+        score = Score.failed(output, "no_answer.answered", reason)
+    else:
+        score = Score.ok(output, "no_answer.answered", 1.0 if reply.value == "yes" else 0.0)
+    return [score], Detail(query_id=output.query_id, run=output.run, section="no_answer", data=data)

@@ -1,0 +1,176 @@
+"""AutoNuggetizer (METHODS.md section 3): create -> score importance -> keep top 20 -> assign -> A / V / W.
+
+Creation is iterative over windows of segments (each window's reply replaces the list), so windows run in order;
+importance windows and assignment windows run concurrently. Failures follow METHODS.md section 8:
+a creation window that fails keeps the previous list (flagged ``defaulted``); importance that cannot be had is
+``okay`` with status ``defaulted`` (castorini would drop the nuggets); an assignment that cannot be had is
+``failed`` and earns 0 (castorini), counted in ``nuggets.n_failed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.metrics._judging import ask
+from open_rag_eval.parsing import parse_labels, parse_list
+from open_rag_eval.prompts import load
+from open_rag_eval.scoring.trec import nugget_scores, select_nuggets
+from open_rag_eval.types import Detail, RAGOutput, Score
+
+__all__ = ["AssignedNugget", "NuggetList", "NuggetOptions", "Nuggetizer", "ScoredNugget", "nugget_result"]
+
+PROMPT_MAX_NUGGETS = 30  # the reference always renders 30 into the creator prompt (METHODS.md 3.3 pitfall)
+MAX_TOKENS = 4096
+SENTINEL = "Not enough information, no answer found"
+ASSIGNER = {"grade3": "nuggets.assigner_3grade_user", "grade2": "nuggets.assigner_2grade_user"}
+SCORE_NAMES = ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict")
+
+
+class NuggetOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_grade: int = Field(1, ge=0, le=3)  # segments with UMBRELA grade >= min_grade feed creation
+    max_nuggets: int = Field(30, ge=1)
+    max_final_nuggets: int = Field(20, ge=1)
+    window: int = Field(10, ge=1)
+    assign_mode: Literal["grade3", "grade2"] = "grade3"
+    max_trials: int = Field(5, ge=1, le=500)  # attempts per window when the reply does not parse (reference: 500)
+    no_answer_sentinel: bool = False
+
+
+@dataclass(frozen=True)
+class ScoredNugget:
+    text: str
+    importance: str
+    status: str  # ok | defaulted
+
+
+@dataclass(frozen=True)
+class AssignedNugget:
+    assignment: str
+    status: str  # ok | failed
+    reason: str | None = None
+
+
+@dataclass
+class NuggetList:
+    """The nugget list of one query, shared by every run of it."""
+
+    nuggets: list[ScoredNugget] = field(default_factory=list)
+    status: str = "ok"  # ok | defaulted (a creation window kept the previous list) | failed
+    notes: list[str] = field(default_factory=list)
+    n_segments: int = 0
+
+
+@dataclass
+class Nuggetizer:
+    options: NuggetOptions = field(default_factory=NuggetOptions)
+
+    def _request(self, task: str, system: str, user: str, version: str, temperature: float,
+                 sample: int) -> JudgeRequest:
+        params = {"temperature": temperature, "max_tokens": MAX_TOKENS}
+        return JudgeRequest.chat(task, user, system=load(system).text, params=params, prompt_version=version,
+                                 sample=sample)
+
+    async def build(self, judge: Judge, query: str, segments: Sequence[str]) -> NuggetList:
+        """Create, score and select the nugget list of a query from its segments (retrieval order)."""
+        if not segments and self.options.no_answer_sentinel:
+            return NuggetList([ScoredNugget(SENTINEL, "vital", "ok")], "ok", ["no segment: sentinel nugget"], 0)
+        texts, status, notes = await self.create(judge, query, segments)
+        if status == "failed":
+            return NuggetList([], "failed", notes, len(segments))
+        scored = await self.score(judge, query, texts)
+        chosen = select_nuggets([(n, n.importance) for n in scored], self.options.max_final_nuggets)
+        return NuggetList([nugget for nugget, _ in chosen], status, notes, len(segments))
+
+    async def create(self, judge: Judge, query: str, segments: Sequence[str]) -> tuple[list[str], str, list[str]]:
+        template = load("nuggets.creator_user")
+        nuggets: list[str] = []
+        notes: list[str] = []
+        size = self.options.window
+        windows = [segments[i:i + size] for i in range(0, len(segments), size)]
+        for number, window in enumerate(windows, start=1):
+            context = "\n".join(f"[{j + 1}] {segment}" for j, segment in enumerate(window))
+            user = template.render(query=query, context=context, nuggets=nuggets, nuggets_length=len(nuggets),
+                                   creator_max_nuggets=PROMPT_MAX_NUGGETS)
+            reply = await ask(judge, lambda t, s: self._request("nugget_create", "nuggets.creator_system", user,
+                                                                template.sha256, t, s),
+                              parse_list, trials=self.options.max_trials)
+            if reply.value is None:
+                notes.append(f"window {number}: {reply.reason}; kept the previous list")
+                continue
+            nuggets = reply.value[: self.options.max_nuggets]
+        if windows and len(notes) == len(windows):
+            return [], "failed", notes
+        return nuggets, "defaulted" if notes else "ok", notes
+
+    async def score(self, judge: Judge, query: str, texts: Sequence[str]) -> list[ScoredNugget]:
+        windows = [list(texts[i:i + 10]) for i in range(0, len(texts), 10)]
+        parts = await asyncio.gather(*(self._score_window(judge, query, window) for window in windows))
+        return [nugget for part in parts for nugget in part]
+
+    async def _score_window(self, judge: Judge, query: str, window: list[str]) -> list[ScoredNugget]:
+        template = load("nuggets.scorer_user")
+        user = template.render(query=query, nuggets=window, num_nuggets=len(window))
+        reply = await ask(judge, lambda t, s: self._request("nugget_importance", "nuggets.scorer_system", user,
+                                                            template.sha256, t, s),
+                          lambda text: parse_labels(text, len(window)), trials=self.options.max_trials)
+        if reply.value is None:
+            return [ScoredNugget(text, "okay", "defaulted") for text in window]
+        return [ScoredNugget(text, label, "ok") for text, label in zip(window, reply.value, strict=True)]
+
+    async def assign(self, judge: Judge, query: str, answer: str, nuggets: Sequence[ScoredNugget],
+                     sample: int = 0) -> list[AssignedNugget]:
+        windows = [[n.text for n in nuggets[i:i + 10]] for i in range(0, len(nuggets), 10)]
+        parts = await asyncio.gather(*(self._assign_window(judge, query, answer, w, sample) for w in windows))
+        return [label for part in parts for label in part]
+
+    async def _assign_window(self, judge: Judge, query: str, answer: str, window: list[str],
+                             sample: int) -> list[AssignedNugget]:
+        template = load(ASSIGNER[self.options.assign_mode])
+        user = template.render(query=query, context=answer, nuggets=window, num_nuggets=len(window))
+        reply = await ask(judge, lambda t, s: self._request("nugget_assign", "nuggets.assigner_system", user,
+                                                            template.sha256, t, s),
+                          lambda text: parse_labels(text, len(window)), trials=self.options.max_trials,
+                          sample=sample)
+        if reply.value is None:
+            return [AssignedNugget("failed", "failed", reply.reason) for _ in window]
+        return [AssignedNugget(label, "ok") for label in reply.value]
+
+
+def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[AssignedNugget],
+                  options: NuggetOptions) -> tuple[list[Score], Detail]:
+    """Scores and detail of one output: missing values when the list or every assignment failed."""
+    rows = [{"text": n.text, "importance": n.importance, "importance_status": n.status,
+             "assignment": a.assignment, "assignment_status": a.status, **({"reason": a.reason} if a.reason else {})}
+            for n, a in zip(nuggets.nuggets, assigned, strict=True)]
+    data: dict[str, Any] = {"nuggets": rows, "min_grade": options.min_grade, "mode": options.assign_mode,
+                            "creation_status": nuggets.status, "creation_notes": nuggets.notes,
+                            "n_segments": nuggets.n_segments}
+    detail = Detail(query_id=output.query_id, run=output.run, section="nuggets", data=data)
+    reason = _missing_reason(nuggets, assigned, options)
+    n_defaulted = sum(1 for n in nuggets.nuggets if n.status == "defaulted")
+    n_failed = sum(1 for a in assigned if a.status == "failed")
+    if reason is not None:
+        scores = [Score.failed(output, f"nuggets.{name}", reason) for name in SCORE_NAMES]
+    else:
+        values = nugget_scores([(n.importance, a.assignment) for n, a in zip(nuggets.nuggets, assigned)])
+        scores = [Score.ok(output, f"nuggets.{name}", values[name]) for name in SCORE_NAMES]
+    scores += [Score.ok(output, "nuggets.n_defaulted", n_defaulted), Score.ok(output, "nuggets.n_failed", n_failed)]
+    return scores, detail
+
+
+def _missing_reason(nuggets: NuggetList, assigned: Sequence[AssignedNugget], options: NuggetOptions) -> str | None:
+    if nuggets.status == "failed":
+        return "nugget creation failed: " + "; ".join(nuggets.notes)
+    if not nuggets.nuggets:
+        return f"no nuggets (no passage of the query graded >= {options.min_grade}, or the judge listed none)"
+    if all(a.status == "failed" for a in assigned):
+        return f"nugget assignment failed: {assigned[0].reason}"
+    return None

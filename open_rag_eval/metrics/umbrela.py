@@ -1,0 +1,131 @@
+"""UMBRELA passage relevance (METHODS.md section 2): one judge call per (query, passage), grades 0-3.
+
+An unparseable reply is grade 0 marked invalid (status ``defaulted``, counted in ``umbrela.n_invalid``), as the
+reference does. A failed call leaves the passage without a grade (status ``failed``): the measures that need it
+are missing with the reason, the others (e.g. P@1 when passage 5 failed) keep their values.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.metrics._judging import Asked, ask
+from open_rag_eval.parsing import parse_umbrela
+from open_rag_eval.prompts import Template, load
+from open_rag_eval.scoring.trec import umbrela_scores
+from open_rag_eval.types import Detail, Passage, RAGOutput, Score
+
+__all__ = ["Grade", "UmbrelaGrader", "UmbrelaOptions", "umbrela_result"]
+
+SYSTEM = "You are a helpful assistant."  # hard-coded in the reference GPT judge
+PARAMS = {"top_p": 1.0, "frequency_penalty": 0.5, "presence_penalty": 0.0, "max_tokens": 100}
+TEMPLATES = {
+    "bing_zeroshot": "umbrela.bing_zeroshot",
+    "bing_fewshot": "umbrela.bing_fewshot",
+    "basic_zeroshot": "umbrela.basic_zeroshot",
+}
+
+
+class UmbrelaOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot"] = "bing_zeroshot"
+    parse: Literal["trec2024", "head"] = "trec2024"
+    samples: int = Field(1, ge=1, le=25)  # > 1: the mode of independent samples
+    pad: bool = True  # P@k beyond the list pads with non-relevant (False: omitted, as vectara)
+
+
+@dataclass(frozen=True)
+class Grade:
+    passage_id: str
+    grade: int | None
+    valid: bool
+    status: str  # ok | defaulted (unparseable -> 0) | failed (no grade)
+    samples: tuple[int, ...] = ()
+    reason: str | None = None
+
+    def detail(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"passage_id": self.passage_id, "grade": self.grade, "valid": self.valid,
+                                "status": self.status, "samples": list(self.samples)}
+        if self.reason:
+            data["reason"] = self.reason
+        return data
+
+
+@dataclass
+class UmbrelaGrader:
+    options: UmbrelaOptions = field(default_factory=UmbrelaOptions)
+
+    @property
+    def template(self) -> Template:
+        return load(TEMPLATES[self.options.prompt])
+
+    def request(self, query: str, passage: Passage, temperature: float, sample: int) -> JudgeRequest:
+        user = self.template.render(query=query, passage=passage.text)
+        params = {"temperature": temperature, **PARAMS}
+        return JudgeRequest.chat("umbrela", user, system=SYSTEM, params=params,
+                                 prompt_version=self.template.sha256, sample=sample)
+
+    async def grade(self, judge: Judge, query: str, passage: Passage, sample: int = 0) -> Grade:
+        """The passage's grade; with ``samples: n`` the mode of n samples (first seen wins a tie)."""
+        n = self.options.samples
+        replies = await asyncio.gather(*(self._one(judge, query, passage, sample * n + i) for i in range(n)))
+        graded = [reply.value for reply in replies if reply.value is not None]
+        if not graded:
+            return Grade(passage.id, None, False, "failed", (), replies[0].reason)
+        grade = statistics.mode(value for value, _ in graded)
+        valid = any(ok for value, ok in graded if value == grade)
+        return Grade(passage.id, grade, valid, "ok" if valid else "defaulted",
+                     tuple(value for value, _ in graded), None if valid else "unparseable reply: grade 0")
+
+    async def _one(self, judge: Judge, query: str, passage: Passage, sample: int) -> Asked[tuple[int, bool]]:
+        profile = self.options.parse
+        return await ask(judge, lambda t, s: self.request(query, passage, t, s),
+                         lambda text: parse_umbrela(text, profile), sample=sample)
+
+
+def umbrela_result(output: RAGOutput, grades: Sequence[Grade], options: UmbrelaOptions,
+                   k_values: Sequence[int]) -> tuple[list[Score], Detail]:
+    """Scores and detail of one output from its passages' grades (retrieval order)."""
+    values = _values(grades, options, k_values)
+    scores = [Score.ok(output, f"umbrela.{name}", value) if isinstance(value, float)
+              else Score.failed(output, f"umbrela.{name}", value) for name, value in values.items()]
+    scores.append(Score.ok(output, "umbrela.n_invalid", sum(1 for g in grades if g.status == "defaulted")))
+    scores.append(Score.ok(output, "umbrela.n_failed", sum(1 for g in grades if g.status == "failed")))
+    detail = Detail(query_id=output.query_id, run=output.run, section="umbrela",
+                    data={"prompt": options.prompt, "parse": options.parse, "grades": [g.detail() for g in grades]})
+    return scores, detail
+
+
+def _values(grades: Sequence[Grade], options: UmbrelaOptions, k_values: Sequence[int]) -> dict[str, float | str]:
+    """name -> value, or name -> reason when the value cannot be known."""
+    failed = next((i for i, g in enumerate(grades) if g.grade is None), None)
+    known = [g.grade for g in grades[:failed] if g.grade is not None] if failed is not None else \
+        [g.grade for g in grades if g.grade is not None]
+    scores = umbrela_scores(known, k_values, pad=options.pad)
+    result: dict[str, float | str] = {}
+    missing = None if failed is None else f"grade of passage {grades[failed].passage_id} failed: {grades[failed].reason}"
+    for name, value in scores.items():
+        if missing is not None and not _determined(name, value, failed or 0):
+            result[name] = missing
+        elif value is None:
+            result[name] = "no passages" if name == "mean" else "k exceeds the number of passages (pad: false)"
+        else:
+            result[name] = float(value)
+    return result
+
+
+def _determined(name: str, value: float | None, n_known: int) -> bool:
+    """Whether a measure over the first ``n_known`` grades equals the measure over the whole list."""
+    if name == "mrr":
+        return bool(value)  # a relevant passage before the failed one fixes the reciprocal rank
+    if name.startswith(("p@", "ap@")):
+        return int(name.split("@")[1]) <= n_known
+    return False  # mean, map@k and ndcg@k depend on every grade

@@ -1,0 +1,70 @@
+"""The published prompt templates as data, and a tiny renderer.
+
+Each template is one file in this folder, kept byte for byte as published; ``templates.yaml`` records its id,
+source, licence and sha256. ``load(id)`` reads a template and refuses it when its bytes do not match the recorded
+hash, so a stray editor "fix" (a trimmed trailing space) can never silently change a method.
+
+Rendering is plain ``str.format`` (METHODS.md section 1.3): values are inserted as given and never re-parsed, so
+braces inside a passage are harmless.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from open_rag_eval.errors import OpenRagEvalError
+
+__all__ = ["Template", "TemplateIntegrityError", "load", "manifest", "prompt_hashes"]
+
+_PACKAGE = "open_rag_eval.prompts"
+
+
+class TemplateIntegrityError(OpenRagEvalError):
+    """A template file does not match the sha256 recorded in the manifest."""
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    text: str
+    sha256: str
+    source: str
+    licence: str
+
+    def render(self, **fields: Any) -> str:
+        return self.text.format(**fields)
+
+
+@cache
+def manifest() -> tuple[dict[str, str], ...]:
+    """The manifest entries, in file order."""
+    raw = resources.files(_PACKAGE).joinpath("templates.yaml").read_text(encoding="utf-8")
+    entries = yaml.safe_load(raw)
+    return tuple({key: str(value) for key, value in entry.items()} for entry in entries)
+
+
+@cache
+def load(template_id: str) -> Template:
+    """The template ``template_id``, verified against its recorded sha256."""
+    entries = {entry["id"]: entry for entry in manifest()}
+    if template_id not in entries:
+        raise KeyError(f"unknown prompt template '{template_id}'; known: {', '.join(sorted(entries))}")
+    entry = entries[template_id]
+    data = resources.files(_PACKAGE).joinpath(entry["file"]).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != entry["sha256"]:
+        raise TemplateIntegrityError(
+            f"prompt template '{template_id}' ({entry['file']}) has sha256 {digest}, expected {entry['sha256']}"
+        )
+    return Template(template_id, data.decode("utf-8"), digest, entry["source"], entry["licence"])
+
+
+def prompt_hashes() -> dict[str, str]:
+    """id -> sha256 of every template (for the run manifest)."""
+    return {entry["id"]: entry["sha256"] for entry in manifest()}
