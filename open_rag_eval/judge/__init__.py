@@ -1,0 +1,47 @@
+"""The LLM judge: the ``Judge`` protocol, the OpenAI-compatible client and its collaborators.
+
+Importing this package is cheap; the client (and the ``openai`` SDK) load on first use of its names.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from open_rag_eval.judge.base import Completion, Judge, JudgeRequest, Message
+from open_rag_eval.judge.config import JudgeConfig, Price, SimulatedJudgeConfig
+
+__all__ = [
+    "Accounting",
+    "Completion",
+    "Judge",
+    "JudgeCache",
+    "JudgeConfig",
+    "JudgeRequest",
+    "Limiter",
+    "Message",
+    "OpenAIJudge",
+    "OutageBreaker",
+    "Price",
+    "RetryPolicy",
+    "SimulatedJudgeConfig",
+    "open_judge",
+    "price_for",
+]
+
+_LAZY = {
+    "Accounting": "accounting",
+    "price_for": "accounting",
+    "JudgeCache": "cache",
+    "Limiter": "limits",
+    "OutageBreaker": "limits",
+    "RetryPolicy": "limits",
+    "OpenAIJudge": "client",
+    "open_judge": "client",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(import_module(f"open_rag_eval.judge.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'open_rag_eval.judge' has no attribute '{name}'")

@@ -42,5 +42,14 @@ class JudgeConfig(_Strict):
     cache: str | bool = ".open-rag-eval/cache.sqlite"  # a path, or false
     params: dict[str, Any] = {}  # passed through to every request (seed, max_tokens, ...), over the method's
     drop_params: list[str] = []  # params the model rejects (e.g. temperature for reasoning models)
-    prices: Price | None = None  # overrides the built-in table
+    prices: Price | dict[str, Price] | None = None  # for this model, or per model name; over the built-in table
     simulated: SimulatedJudgeConfig | None = None  # start the loopback simulated judge and use it
+    # retry pacing: full-jitter exponential backoff, and the longest server Retry-After we honour
+    backoff_base_s: float = Field(0.5, gt=0)
+    backoff_cap_s: float = Field(30.0, gt=0)
+    retry_after_cap_s: float = Field(120.0, gt=0)
+    adaptive_concurrency: bool = True  # lower the concurrency on repeated 429s, recover it on successes
+    # the endpoint counts as down after this many consecutive calls failed (after their retries) with no
+    # success in between, or when calls keep failing and nothing succeeded for this many seconds
+    outage_after_failures: int = Field(10, ge=1)
+    outage_after_s: float = Field(300.0, gt=0)

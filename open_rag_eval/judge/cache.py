@@ -1,0 +1,101 @@
+"""The judge cache: raw completions in an embedded SQLite file (WAL), shared by concurrent tasks and processes.
+
+The key is the sha256 of canonical JSON of everything that determines a completion: base_url, model, messages,
+final params, response format, prompt version and sample index. The raw text is stored and parsed afterwards,
+so a parser fix never invalidates a paid-for cache. Failures are never stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import sqlite3
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CachedCompletion", "JudgeCache", "cache_key"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS completions (
+    key TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    fingerprint TEXT,
+    model TEXT NOT NULL,
+    created REAL NOT NULL
+)
+"""
+
+
+def cache_key(*, base_url: str, model: str, messages: Sequence[tuple[str, str]], params: Mapping[str, Any],
+              prompt_version: str, sample: int) -> str:
+    rest = {name: value for name, value in params.items() if name != "response_format"}
+    material = {
+        "base_url": base_url.rstrip("/"),
+        "model": model,
+        "messages": [[role, content] for role, content in messages],
+        "params": rest,
+        "response_format": params.get("response_format"),
+        "prompt_version": prompt_version,
+        "sample": sample,
+    }
+    canonical = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class CachedCompletion:
+    text: str  # raw, as the endpoint returned it
+    prompt_tokens: int
+    completion_tokens: int
+    fingerprint: str | None
+    model: str
+    created: float  # unix time
+
+
+class JudgeCache:
+    """One connection guarded by a lock; calls run in a worker thread so a busy database never blocks the loop."""
+
+    def __init__(self, path: Path, *, busy_timeout_s: float = 30.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False,
+                                   isolation_level=None)
+        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute(_SCHEMA)
+
+    def get_sync(self, key: str) -> CachedCompletion | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT text, prompt_tokens, completion_tokens, fingerprint, model, created "
+                "FROM completions WHERE key = ?", (key,)).fetchone()
+        return None if row is None else CachedCompletion(*row)
+
+    def put_sync(self, key: str, entry: CachedCompletion) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, entry.text, entry.prompt_tokens, entry.completion_tokens, entry.fingerprint,
+                 entry.model, entry.created))
+
+    async def get(self, key: str) -> CachedCompletion | None:
+        return await asyncio.to_thread(self.get_sync, key)
+
+    async def put(self, key: str, entry: CachedCompletion) -> None:
+        await asyncio.to_thread(self.put_sync, key, entry)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,206 @@
+"""Pacing and resilience for judge calls: concurrency (adaptive), RPM/TPM token buckets, retry timing, outages.
+
+All of it is injected into the client as plain objects, so a service can share one ``Limiter`` across jobs.
+Clocks and sleeps are injectable, so tests run in milliseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+
+__all__ = ["AdaptiveConcurrency", "Limiter", "OutageBreaker", "RetryPolicy", "TokenBucket", "parse_retry_after"]
+
+log = logging.getLogger("open_rag_eval.judge")
+
+Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class TokenBucket:
+    """``rate_per_minute`` units refill continuously; at most ``burst_s`` seconds' worth are banked.
+
+    A request larger than the bucket waits for a full bucket and leaves it in debt, so large requests are paced
+    too instead of waiting forever.
+    """
+
+    def __init__(self, rate_per_minute: float, *, burst_s: float = 1.0, clock: Clock = time.monotonic,
+                 sleep: Sleep = asyncio.sleep) -> None:
+        self.rate = rate_per_minute / 60.0
+        self.capacity = max(1.0, self.rate * burst_s)
+        self._level = self.capacity
+        self._clock, self._sleep = clock, sleep
+        self._stamp = clock()
+        self._lock = asyncio.Lock()
+
+    def _refill(self) -> None:
+        now = self._clock()
+        self._level = min(self.capacity, self._level + (now - self._stamp) * self.rate)
+        self._stamp = now
+
+    async def acquire(self, amount: float = 1.0) -> None:
+        async with self._lock:  # first come, first served
+            need = min(amount, self.capacity)
+            self._refill()
+            while self._level < need:
+                await self._sleep((need - self._level) / self.rate)
+                self._refill()
+            self._level -= amount
+
+    def adjust(self, amount: float) -> None:
+        """Charge (positive) or refund (negative) the difference between an estimate and the real usage."""
+        self._refill()
+        self._level = min(self.capacity, self._level - amount)
+
+
+class AdaptiveConcurrency:
+    """A semaphore whose limit halves on rate limiting (at most once per ``cooldown_s``) and creeps back up by
+    one after ``limit`` consecutive successes, never above ``maximum``."""
+
+    def __init__(self, maximum: int, *, adaptive: bool = True, cooldown_s: float = 1.0,
+                 clock: Clock = time.monotonic) -> None:
+        self.maximum = self.limit = maximum
+        self.adaptive, self.cooldown_s, self._clock = adaptive, cooldown_s, clock
+        self.in_flight = self.max_in_flight = 0
+        self._successes = 0
+        self._last_cut = float("-inf")
+        self._cond = asyncio.Condition()
+
+    async def acquire(self) -> None:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    async def release(self) -> None:
+        async with self._cond:
+            self.in_flight -= 1
+            self._cond.notify_all()
+
+    def rate_limited(self) -> None:
+        self._successes = 0
+        now = self._clock()
+        if not self.adaptive or self.limit == 1 or now - self._last_cut < self.cooldown_s:
+            return
+        self._last_cut = now
+        self.limit = max(1, self.limit // 2)
+        log.warning("judge: rate limited by the endpoint; concurrency lowered to %d", self.limit)
+
+    async def succeeded(self) -> None:
+        if self.limit >= self.maximum:
+            return
+        self._successes += 1
+        if self._successes >= self.limit:
+            self._successes = 0
+            async with self._cond:
+                self.limit += 1
+                self._cond.notify_all()
+            log.debug("judge: concurrency recovered to %d", self.limit)
+
+
+@dataclass
+class Limiter:
+    """Concurrency + optional RPM and TPM buckets. ``slot(tokens)`` holds one request's place."""
+
+    concurrency: AdaptiveConcurrency
+    requests: TokenBucket | None = None
+    tokens: TokenBucket | None = None
+
+    @classmethod
+    def create(cls, max_concurrency: int, requests_per_minute: float | None = None,
+               tokens_per_minute: float | None = None, *, adaptive: bool = True) -> Limiter:
+        return cls(
+            AdaptiveConcurrency(max_concurrency, adaptive=adaptive),
+            TokenBucket(requests_per_minute) if requests_per_minute else None,
+            TokenBucket(tokens_per_minute) if tokens_per_minute else None,
+        )
+
+    @asynccontextmanager
+    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[None]:
+        await self.concurrency.acquire()
+        try:
+            if self.requests is not None:
+                await self.requests.acquire(1)
+            if self.tokens is not None:
+                await self.tokens.acquire(estimated_tokens)
+            yield
+        finally:
+            await self.concurrency.release()
+
+    def used_tokens(self, estimated: int, actual: int) -> None:
+        if self.tokens is not None:
+            self.tokens.adjust(actual - estimated)
+
+
+def parse_retry_after(headers: Mapping[str, str], *, now: float | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms``, or ``Retry-After`` as seconds or an HTTP date; None if absent."""
+    lowered = {key.lower(): value for key, value in headers.items()}
+    try:
+        if "retry-after-ms" in lowered:
+            return max(0.0, float(lowered["retry-after-ms"]) / 1000)
+        value = lowered.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = parsedate_to_datetime(value).timestamp()
+            return max(0.0, when - (time.time() if now is None else now))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
+@dataclass
+class RetryPolicy:
+    """Exponential backoff with full jitter; a server's Retry-After wins, capped at ``retry_after_cap_s``."""
+
+    max_retries: int = 6
+    base_s: float = 0.5
+    cap_s: float = 30.0
+    retry_after_cap_s: float = 120.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def delay(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry`` (0-based)."""
+        if retry_after is not None:
+            return min(retry_after, self.retry_after_cap_s)
+        return self.rng.uniform(0, min(self.cap_s, self.base_s * 2**retry))
+
+
+class OutageBreaker:
+    """Decides that the endpoint is down: ``after_failures`` consecutive failed calls, or failures still coming
+    ``after_s`` seconds after the last success (or the first failure). Once tripped it stays tripped."""
+
+    def __init__(self, after_failures: int = 10, after_s: float = 300.0, *, clock: Clock = time.monotonic) -> None:
+        self.after_failures, self.after_s, self._clock = after_failures, after_s, clock
+        self.consecutive = 0
+        self._since: float | None = None
+        self.reason: str | None = None
+
+    @property
+    def tripped(self) -> bool:
+        return self.reason is not None
+
+    def success(self) -> None:
+        if not self.tripped:
+            self.consecutive, self._since = 0, None
+
+    def failure(self, reason: str) -> None:
+        now = self._clock()
+        self.consecutive += 1
+        if self._since is None:
+            self._since = now
+        if self.consecutive >= self.after_failures or (self.consecutive > 1 and now - self._since >= self.after_s):
+            self.trip(f"{self.consecutive} consecutive judge calls failed with no success in "
+                      f"{now - self._since:.0f}s; last error: {reason}")
+
+    def trip(self, reason: str) -> None:
+        if self.reason is None:
+            self.reason = reason
+            log.error("judge endpoint unavailable: %s", reason)

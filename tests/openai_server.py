@@ -1,0 +1,164 @@
+"""A scripted OpenAI-compatible HTTP server on loopback, for testing the judge client end to end.
+
+Each ``POST /v1/chat/completions`` takes the next scripted ``Reply`` (then ``default``); a ``responder``
+callable can decide from the request body instead. The server records every request (body, headers, arrival
+time) and the maximum number of requests it was handling at once.
+
+    with ScriptedServer([Reply.status(429, retry_after="0"), Reply.ok("2")]) as server:
+        ... base_url=server.base_url ...
+        assert server.max_in_flight <= 4
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["Reply", "ScriptedServer", "Seen", "completion_body"]
+
+
+def completion_body(content: str | None, *, prompt_tokens: int = 10, completion_tokens: int = 2,
+                    fingerprint: str | None = "fp_test", model: str = "test-model") -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "system_fingerprint": fingerprint,
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": content}}],
+        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                  "total_tokens": prompt_tokens + completion_tokens},
+    }
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int = 200
+    body: dict[str, Any] | str = field(default_factory=lambda: completion_body("ok"))
+    headers: tuple[tuple[str, str], ...] = ()
+    delay_s: float = 0.0
+
+    @classmethod
+    def ok(cls, content: str | None = "ok", *, delay_s: float = 0.0, **usage: Any) -> Reply:
+        return cls(200, completion_body(content, **usage), delay_s=delay_s)
+
+    @classmethod
+    def error(cls, status: int, message: str = "error", *, retry_after: str | None = None,
+              code: str | None = None, param: str | None = None, delay_s: float = 0.0) -> Reply:
+        body = {"error": {"message": message, "type": "test_error", "code": code, "param": param}}
+        headers = (("Retry-After", retry_after),) if retry_after is not None else ()
+        return cls(status, body, headers, delay_s)
+
+    @classmethod
+    def malformed(cls) -> Reply:
+        return cls(200, '{"id": "chatcmpl-broken", "choices": [')
+
+
+@dataclass(frozen=True)
+class Seen:
+    """One request as the server saw it."""
+
+    at: float  # time.monotonic() on arrival
+    path: str
+    headers: dict[str, str]
+    body: dict[str, Any]
+
+
+Responder = Callable[[dict[str, Any]], Reply]
+
+
+class ScriptedServer:
+    def __init__(self, script: Iterable[Reply] = (), *, default: Reply | None = None,
+                 responder: Responder | None = None) -> None:
+        self._script: deque[Reply] = deque(script)
+        self.default = default or Reply.ok()
+        self.responder = responder
+        self.requests: list[Seen] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def completions(self) -> list[Seen]:
+        return [seen for seen in self.requests if seen.path.endswith("/chat/completions")]
+
+    def push(self, *replies: Reply) -> None:
+        with self._lock:
+            self._script.extend(replies)
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _next_reply(self, body: dict[str, Any]) -> Reply:
+        if self.responder is not None:
+            return self.responder(body)
+        with self._lock:
+            return self._script.popleft() if self._script else self.default
+
+    def _enter(self, seen: Seen) -> None:
+        with self._lock:
+            self.requests.append(seen)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        wbufsize = 1 << 16  # headers and body leave in one write (no delayed-ACK stalls on keep-alive)
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence the default stderr log
+            pass
+
+        def do_GET(self) -> None:
+            self._send(Reply(200, {"object": "list", "data": [{"id": "test-model", "object": "model"}]}))
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw or b"{}")
+            server._enter(Seen(time.monotonic(), self.path, dict(self.headers.items()), body))
+            try:
+                reply = server._next_reply(body)
+                if reply.delay_s:
+                    time.sleep(reply.delay_s)
+                self._send(reply)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            finally:
+                server._leave()
+
+        def _send(self, reply: Reply) -> None:
+            data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+            payload = data.encode()
+            self.send_response(reply.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            for name, value in reply.headers:
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(payload)
+
+    return Handler
