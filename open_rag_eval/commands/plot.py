@@ -1,17 +1,56 @@
-"""`open-rag-eval plot`: not built yet (its issue is open)."""
+"""`open-rag-eval plot`: boxplots of TREC metrics, or per-query consistency across runs, as one PNG."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+from pathlib import Path
 
-from open_rag_eval.errors import OpenRagEvalError
+HELP = "plot results (our result directories or results.csv files, or the peer's TREC/consistency CSVs) as a PNG"
 
-HELP = "(not built yet)"
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument("files", nargs="+", metavar="FILE", help="result directories or CSV files")
+    parser.add_argument("-e", "--evaluator", required=True, choices=("trec", "consistency"),
+                        help="trec: boxplots per metric + %% answered; consistency: per-query spread across runs")
+    parser.add_argument("-o", "--output-file", "--output", dest="output_file", default="metrics_comparison.png",
+                        help="PNG to write (default: metrics_comparison.png)")
+    parser.add_argument("--metrics-to-plot", nargs="+", default=None, metavar="METRIC",
+                        help="metric names, comma- or space-separated: ours (umbrela.mean) or the peer's "
+                        "(retrieval_score_mean_umbrela_score, consistency_bert_score)")
+    parser.add_argument("--labels", default=None, help="comma-separated legend labels, one per FILE")
+
+
+def _metrics(requested: list[str] | None) -> list[str] | None:
+    if not requested:
+        return None
+    from open_rag_eval.report.peer import metric_name
+
+    names = [metric_name(part.strip()) for item in requested for part in item.split(",") if part.strip()]
+    return [name for name in dict.fromkeys(names) if name != "no_answer.answered"]
 
 
 def run(args: argparse.Namespace) -> int:
-    raise OpenRagEvalError("'plot' is not built yet")
+    from open_rag_eval.errors import InputError
+    from open_rag_eval.report import plots
+    from open_rag_eval.report.loader import load_results
+    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_TREC
+
+    labels = [x.strip() for x in args.labels.split(",")] if args.labels else [None] * len(args.files)
+    if len(labels) != len(args.files):
+        raise InputError(f"--labels gives {len(labels)} labels for {len(args.files)} files", field="--labels")
+    sets = [load_results(Path(f), label) for f, label in zip(args.files, labels)]
+    metrics = _metrics(args.metrics_to_plot)
+    output = Path(args.output_file)
+    if args.evaluator == "trec":
+        if metrics is None:
+            metrics = [m for m in DEFAULT_TREC if any(s.values(m) for s in sets)] or list(DEFAULT_TREC)
+        plots.plot_trec(sets, metrics, output)
+    else:
+        if metrics is None:
+            metrics = [m for m in DEFAULT_CONSISTENCY if any(s.per_query(m) for s in sets)] or ["hhem.score"]
+        plots.plot_consistency(sets, metrics, output)
+    log.info("plot written to %s", output)
+    return 0

@@ -1,0 +1,111 @@
+"""Read evaluation results for plots, comparisons and the report.
+
+Accepted inputs (detected from the path and the CSV header):
+
+- our output directory (``results.csv`` + ``manifest.json`` + ``results.json``, see docs/RESULTS.md),
+  or its ``results.csv`` given directly (the manifest beside it is read when present);
+- the peer's TREC CSV (``run_N_``-prefixed columns holding JSON cells, or the older unprefixed layout);
+- the peer's consistency CSV (``consistency_<metric>`` columns holding ``{"values": [..], "stats": {..}}``).
+
+Everything becomes ``ResultSet.rows``: one ``Row`` per (query, run) -- ``run=None`` for a query across runs --
+with our metric names. An empty cell is a missing value, never a number.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from open_rag_eval.errors import InputError
+from open_rag_eval.report import peer
+from open_rag_eval.report.data import ResultSet, Row, read_json
+
+__all__ = ["ResultSet", "Row", "load_results", "read_json"]
+
+csv.field_size_limit(2**31 - 1)
+
+
+def _float(text: str, *, file: str, line: int, field_name: str) -> float | None:
+    text = text.strip()
+    if text == "":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"not a number: {text[:40]!r}", file=file, line=line, field=field_name) from None
+    return None if math.isnan(value) else value
+
+
+def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            rows = list(reader)
+            return list(reader.fieldnames or []), rows
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
+
+
+def _our_rows(path: Path, header: list[str], records: list[dict[str, str]]) -> list[Row]:
+    metrics = [name for name in header if name not in ("query_id", "query", "run") and not name.endswith(".error")]
+    rows = []
+    for line, record in enumerate(records, start=2):
+        run_text = (record.get("run") or "").strip()
+        if run_text in ("all", ""):
+            run = None
+        else:
+            try:
+                run = int(run_text)
+            except ValueError:
+                raise InputError(f"run must be an integer or 'all', got {run_text!r}",
+                                 file=str(path), line=line, field="run") from None
+        row = Row(query_id=record.get("query_id") or "", query=record.get("query") or "", run=run)
+        for metric in metrics:
+            value = _float(record.get(metric) or "", file=str(path), line=line, field_name=metric)
+            reason = (record.get(f"{metric}.error") or "").strip()
+            if value is not None:
+                row.scores[metric] = value
+            elif reason:
+                row.scores[metric] = None
+                row.errors[metric] = reason
+        rows.append(row)
+    return rows
+
+
+def _load_ours(directory: Path, csv_path: Path, header: list[str], records: list[dict[str, str]]) -> ResultSet:
+    manifest = read_json(directory / "manifest.json")
+    judge = manifest.get("judge") or {}
+    simulated = manifest.get("simulated", judge.get("simulated"))
+    label = directory.name if csv_path.name == "results.csv" else csv_path.name
+    return ResultSet(label=label or str(directory), path=directory, layout="ours",
+                     rows=_our_rows(csv_path, header, records), manifest=manifest,
+                     simulated=bool(simulated) if simulated is not None else None, judge_model=judge.get("model"))
+
+
+def load_results(path: Path | str, label: str | None = None) -> ResultSet:
+    """Read a results directory or CSV file (ours or the peer's); raises InputError naming the file."""
+    path = Path(path)
+    if path.is_dir():
+        csv_path = path / "results.csv"
+        if not csv_path.is_file():
+            raise InputError("no results.csv in this directory", file=str(path))
+    elif path.is_file():
+        csv_path = path
+    else:
+        raise InputError("no such file or directory", file=str(path))
+    header, records = _read_csv(csv_path)
+    if "query_id" not in header:
+        raise InputError("missing column 'query_id'", file=str(csv_path), line=1, field="query_id")
+    if "run" in header:
+        result = _load_ours(csv_path.parent, csv_path, header, records)
+    elif peer.is_consistency(header):
+        result = peer.load_consistency(csv_path, header, records)
+    elif peer.is_trec(header):
+        result = peer.load_trec(csv_path, header, records)
+    else:
+        raise InputError("not a results file: expected our results.csv (a 'run' column) or the peer's "
+                         "TREC/consistency CSV (run_N_ or consistency_ columns)", file=str(csv_path), line=1)
+    if label:
+        result.label = label
+    return result
