@@ -17,7 +17,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["open_rag_eval", "open_rag_eval.*"]),
+    packages=find_packages(include=["open_rag_eval", "open_rag_eval.*", "connectors", "connectors.*"]),
     package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
     install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24"],
     extras_require={

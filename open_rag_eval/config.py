@@ -24,7 +24,7 @@ from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.peer_config import is_peer_config, translate_peer_config
 from open_rag_eval.registry import resolve
 
-__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "load_config", "load_config_text"]
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "config_error", "connector_spec", "load_config", "load_config_text"]
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,10 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
     try:
         config = Config.model_validate(_interpolate(raw, "", file))
     except ValidationError as error:
-        raise _config_error(error, Config, file) from None
+        raise config_error(error, Config, file) from None
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file) for i, entry in enumerate(config.evaluators)]
+    if config.connector is not None:
+        connector_spec(config.connector, file)
     _check_inputs(config, specs, file)
     return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
 
@@ -155,7 +157,19 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str) -> EvaluatorSpe
     try:
         return EvaluatorSpec(str(entry["type"]), cls, cls.Options.model_validate(options))
     except ValidationError as error:
-        raise _config_error(error, cls.Options, file, prefix=path) from None
+        raise config_error(error, cls.Options, file, prefix=path) from None
+
+
+def connector_spec(connector: ConnectorConfig, file: str) -> tuple[Any, BaseModel]:
+    """The connector class and its validated options."""
+    try:
+        cls = resolve("connector", connector.type, path="connector.type")
+    except ConfigError as error:
+        raise ConfigError(error.problem, path=error.path, file=file) from None
+    try:
+        return cls, cls.Options.model_validate(connector.options)
+    except ValidationError as error:
+        raise config_error(error, cls.Options, file, prefix="connector.options") from None
 
 
 def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None:
@@ -166,7 +180,7 @@ def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None
         raise ConfigError("give either input or connector, not both", path="connector", file=file)
 
 
-def _config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
+def config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
     first = error.errors()[0]
     parts = [prefix] if prefix else []
     for loc in first["loc"]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.config import LoadedConfig
+from open_rag_eval.config import LoadedConfig, connector_spec
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.judge.base import Judge
@@ -122,9 +122,13 @@ async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOut
     connector = loaded.config.connector
     if connector is None:
         return load_outputs(loaded, limit)
-    from open_rag_eval.connectors_runtime import fetch_outputs
+    from open_rag_eval.inputs import read_queries
 
-    return _limit(await fetch_outputs(loaded, connector), limit)
+    cls, options = connector_spec(connector, str(loaded.path or ""))
+    queries = read_queries(loaded.resolve_path(connector.queries))
+    if limit is not None:
+        queries = queries[:limit]
+    return await cls(options).fetch(queries, connector.repeats)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 from typing import Any
 
 from open_rag_eval.errors import ConfigError
@@ -30,6 +32,8 @@ def resolve(kind: str, spec: str, *, path: str = "") -> Any:
         choices = ", ".join(sorted(table))
         raise ConfigError(f"unknown {kind} '{spec}'; valid choices: {choices} (or 'module:Class')", path=path)
     module_name, _, attr = target.partition(":")
+    if os.getcwd() not in sys.path:  # user classes and connectors/ import from the working folder, as with python -m
+        sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)
     except ImportError as error:
