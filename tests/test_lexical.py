@@ -1,0 +1,134 @@
+"""Lexical answer checks: literal numbers and edge cases."""
+
+from __future__ import annotations
+
+import pytest
+
+from open_rag_eval.metrics.lexical import (
+    citation_compliance,
+    content_tokens,
+    has_sources_section,
+    is_refusal,
+    keyword_coverage,
+    keyword_score,
+    latency_stats,
+    percentile,
+    refusal_confusion,
+    token_support,
+)
+
+
+def test_content_tokens_drop_stopwords_and_lowercase() -> None:
+    assert content_tokens("The Capital of France is PARIS, isn't it?") == ["capital", "france", "paris"]
+
+
+def test_groundedness_counts_repeated_tokens() -> None:
+    # content tokens: paris, capital, paris, berlin -> 3 of 4 in the context
+    assert token_support("Paris is the capital; Paris, not Berlin.", ["paris is a capital city"]) == 0.75
+
+
+def test_groundedness_edge_cases() -> None:
+    assert token_support("", ["anything"]) is None  # empty answer: no value
+    assert token_support("the of and", ["x"]) is None  # stopwords only
+    assert token_support("Paris", []) == 0.0  # no context
+    assert token_support("Paris", ["PARIS."]) == 1.0
+    assert token_support("Paris rocks", ["paris"], stopwords=frozenset({"rocks"})) == 1.0
+
+
+def test_keyword_coverage() -> None:
+    share, found = keyword_coverage("Jane Austen wrote it in 1813.", ["jane austen", "1813", "Bronte"])
+    assert share == pytest.approx(2 / 3) and found == ["jane austen", "1813"]
+    assert keyword_coverage("a fragment of text", ["rag"]) == (0.0, [])  # whole words only
+    assert keyword_coverage("8,849 metres", ["8,849"]) == (1.0, ["8,849"])
+    assert keyword_coverage("Jane\nAusten", ["Jane Austen"])[0] == 1.0
+
+
+def test_keyword_coverage_without_keywords_or_answer() -> None:
+    assert keyword_coverage("anything", []) == (None, [])
+    assert keyword_coverage("", ["paris"]) == (0.0, [])
+
+
+def test_keyword_score() -> None:
+    assert keyword_score(1.0, 0.5) == 0.75
+    assert keyword_score(1.0, 0.5, alpha=0.2) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Answer [1].\n\nSources:\n[1] doc", True),
+        ("Answer.\n**Sources**\n- doc", True),
+        ("Answer.\n## Sources\n", True),
+        ("Answer.\nsources: doc1", True),
+        ("Sources say that the answer is yes.", False),
+        ("Answer without a list.", False),
+        ("", False),
+    ],
+)
+def test_sources_section(text: str, expected: bool) -> None:
+    assert has_sources_section(text) is expected
+
+
+def test_sources_header_is_configurable() -> None:
+    assert has_sources_section("Text\nReferences:\n[1] x", header="References")
+    assert not has_sources_section("Text\nReferences:\n[1] x")
+
+
+def test_citation_compliance() -> None:
+    assert citation_compliance(True, 2, 2) == 1.0
+    assert citation_compliance(True, 1, 2) == 0.5
+    assert citation_compliance(False, 3, 2) == 0.5
+    assert citation_compliance(False, 0, 1) == 0.0
+    assert citation_compliance(False, 0, 0) == 0.5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "NO_ANSWER",
+        "",
+        "   ",
+        "I don't know.",
+        "I\u2019m unable to answer this question from the sources.",
+        "The provided context does not contain information about gold prices.",
+        "There is not enough information to answer.",
+        "This question cannot be answered from the passages.",
+        "The price is not mentioned in the provided documents.",
+    ],
+)
+def test_refusals_detected(text: str) -> None:
+    assert is_refusal(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Paris is the capital of France.",
+        "Water boils at 100 C. The sources do not contain information about pressure.",  # refusal after sentence 1
+        "No, the capital is Paris.",
+        "Information about Paris: it is the capital.",
+    ],
+)
+def test_answers_not_taken_for_refusals(text: str) -> None:
+    assert not is_refusal(text)
+
+
+def test_refusal_confusion() -> None:
+    pairs = [(True, True), (True, False), (False, False), (False, False), (False, True)]
+    assert refusal_confusion(pairs) == {"refused_expected": 1, "answered_expected": 2, "refused_answerable": 1,
+                                        "answered_unanswerable": 1}
+
+
+def test_percentile_linear_interpolation() -> None:
+    values = [100.0, 200.0, 300.0, 400.0, 1000.0]
+    assert percentile(values, 50) == 300.0
+    assert percentile(values, 95) == pytest.approx(880.0)  # 400 + 0.8 * 600
+    assert percentile([5.0], 95) == 5.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_latency_stats() -> None:
+    stats = latency_stats([820.0, 1240.0, 650.0, 400.0, 300.0])
+    assert stats == {"n": 5, "mean": 682.0, "p50": 650.0, "p95": pytest.approx(1156.0), "max": 1240.0}
+    assert latency_stats([]) == {"n": 0, "mean": None, "p50": None, "p95": None, "max": None}
