@@ -1,0 +1,143 @@
+"""The vectara_api backend against a real loopback HTTP server: success, 4xx not retried, 429/5xx retried."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions, VectaraApiOptions
+from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+
+KEY = "vk-test-secret-123"
+
+
+@dataclass
+class Reply:
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FactualConsistencyServer:
+    """Answers POST /v2/evaluate_factual_consistency with scripted replies; records requests."""
+
+    def __init__(self, replies: list[Reply], default: Reply | None = None) -> None:
+        self.replies = deque(replies)
+        self.default = default or Reply(500, {"error": "script exhausted"})
+        self.seen: list[tuple[str, dict[str, str], Any]] = []
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.seen.append((self.path, dict(self.headers), body))
+                    reply = server.replies.popleft() if server.replies else server.default
+                payload = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self) -> FactualConsistencyServer:
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def outputs(n: int = 1) -> list[RAGOutput]:
+    return [
+        RAGOutput(query_id=f"q{i}", query="where?",
+                  passages=(Passage(id="1", text="The Eiffel Tower is in Paris."), Passage(id="2", text="Built 1889.")),
+                  answer=(AnswerPart(text="The tower is in Paris.", citations=("1",)),), answer_text="The tower is in Paris. [1]")
+        for i in range(n)
+    ]
+
+
+def run(server: FactualConsistencyServer, items: list[RAGOutput], **vectara: Any):
+    options = HallucinationOptions(
+        backend="vectara_api", vectara=VectaraApiOptions(base_url=server.base_url, api_key_env="TEST_VECTARA_KEY",
+                                                         language="eng", max_concurrency=1, **vectara))
+    return asyncio.run(HallucinationMetric(options).score(items))
+
+
+@pytest.fixture(autouse=True)
+def api_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_VECTARA_KEY", KEY)
+
+
+def test_success_sends_the_documented_request_and_reads_score() -> None:
+    with FactualConsistencyServer([Reply(200, {"score": 0.23, "p_consistent": 0.12, "p_inconsistent": 0.88})]) as server:
+        result = run(server, outputs())
+    path, headers, body = server.seen[0]
+    assert path == "/v2/evaluate_factual_consistency"
+    assert headers["x-api-key"] == KEY
+    assert body == {"generated_text": "The tower is in Paris.",
+                    "source_texts": ["The Eiffel Tower is in Paris.", "Built 1889."], "language": "eng"}
+    assert [(s.metric, s.value) for s in result.scores] == [("hhem.score", 0.23), ("hhem.hallucinated", 1.0)]
+    assert result.details[0].data == {"backend": "vectara_api", "chunked": False, "n_chunks": 1, "threshold": 0.5,
+                                      "truncated": False, "chunk_scores": [0.23]}
+
+
+def test_a_4xx_is_not_retried() -> None:
+    with FactualConsistencyServer([Reply(422, {"message": "unsupported language"})]) as server:
+        result = run(server, outputs())
+    assert len(server.seen) == 1
+    assert result.scores[0].value is None and "HTTP 422" in result.scores[0].error
+    assert KEY not in result.scores[0].error
+
+
+def test_429_and_5xx_are_retried_then_succeed() -> None:
+    replies = [Reply(503, {}, {"Retry-After": "0"}), Reply(429, {}, {"Retry-After": "0"}), Reply(200, {"score": 0.91})]
+    with FactualConsistencyServer(replies) as server:
+        result = run(server, outputs())
+    assert len(server.seen) == 3
+    assert [(s.metric, s.value) for s in result.scores] == [("hhem.score", 0.91), ("hhem.hallucinated", 0.0)]
+
+
+def test_retries_are_bounded() -> None:
+    with FactualConsistencyServer([], default=Reply(500, {}, {"Retry-After": "0"})) as server:
+        result = run(server, outputs(), max_retries=2)
+    assert len(server.seen) == 3
+    assert "HTTP 500" in result.scores[0].error and "after 2 retries" in result.scores[0].error
+
+
+def test_an_auth_refusal_stops_the_remaining_calls() -> None:
+    with FactualConsistencyServer([Reply(403, {"message": "forbidden"})], default=Reply(200, {"score": 0.5})) as server:
+        result = run(server, outputs(3))
+    assert len(server.seen) == 1
+    assert all(s.value is None and "HTTP 403" in s.error for s in result.scores)
+
+
+def test_a_reply_without_a_score_is_a_failure_not_a_guess() -> None:
+    with FactualConsistencyServer([Reply(200, {"consistency": 0.7})]) as server:
+        result = run(server, outputs())
+    assert result.scores[0].value is None and "no score in [0, 1]" in result.scores[0].error
+
+
+def test_a_missing_key_fails_without_calling(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("TEST_VECTARA_KEY")
+    with FactualConsistencyServer([Reply(200, {"score": 0.5})]) as server:
+        result = run(server, outputs())
+    assert not server.seen
+    assert "TEST_VECTARA_KEY" in result.scores[0].error and "hallucination.vectara.api_key_env" in result.scores[0].error
