@@ -1,0 +1,36 @@
+import asyncio
+
+from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
+from open_rag_eval.types import AnswerPart
+from tests.fakes import ScriptedJudge, task_is
+from tests.trec_fakes import make_output
+
+
+def _answered(*replies: str | Exception) -> tuple[float | None, str | None, ScriptedJudge]:
+    judge = ScriptedJudge().add(task_is("no_answer"), *replies)
+    output = make_output(answer=(AnswerPart(text="I don't know."),))
+    reply = asyncio.run(NoAnswerClassifier(NoAnswerOptions()).classify(judge, output))
+    (score,), detail = no_answer_result(output, reply)
+    return score.value, detail.data["label"], judge
+
+
+def test_yes_no_and_the_rendered_prompt() -> None:
+    value, label, judge = _answered('"No"')
+    assert (value, label) == (0.0, "no")
+    assert "Query: what is x\n        Answer: I don't know.\n        Your Response:" in judge.calls[0].messages[0][1]
+    assert _answered("yes")[:2] == (1.0, "yes")
+
+
+def test_unparseable_is_asked_once_more_then_missing() -> None:
+    value, label, judge = _answered("Yes, it attempts", "maybe")
+    assert (value, label) == (None, None) and len(judge.calls) == 2
+    assert [c.sample for c in judge.calls] == [0, 1000]
+    assert _answered("Yes, it attempts", "yes")[:2] == (1.0, "yes")
+
+
+def test_failed_call_is_missing_with_reason() -> None:
+    judge = ScriptedJudge().add(task_is("no_answer"), JudgeCallError("HTTP 500"))
+    output = make_output()
+    (score,), _ = no_answer_result(output, asyncio.run(NoAnswerClassifier(NoAnswerOptions()).classify(judge, output)))
+    assert score.value is None and "HTTP 500" in (score.error or "")

@@ -1,0 +1,127 @@
+import asyncio
+
+from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.metrics.nuggets import (
+    AssignedNugget,
+    NuggetList,
+    Nuggetizer,
+    NuggetOptions,
+    ScoredNugget,
+    nugget_result,
+)
+from tests.fakes import ScriptedJudge, task_is
+from tests.trec_fakes import make_output
+
+SEGMENTS = [f"segment {i}" for i in range(1, 13)]
+
+
+def test_creation_windows_replace_the_list_and_render_the_reference_context() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create"), '```python\n["a", "b"]\n```', '["a", "b", "c"]')
+    texts, status, notes = asyncio.run(Nuggetizer().create(judge, "what is x", SEGMENTS))
+    assert (texts, status, notes) == (["a", "b", "c"], "ok", [])
+    first, second = (call.messages[1][1] for call in judge.calls)
+    assert "Context:\n[1] segment 1\n" in first and "[10] segment 10\nSearch Query: what is x\n" in first
+    assert "Initial Nugget List: []\nInitial Nugget List Length: 0" in first
+    assert "Context:\n[1] segment 11\n[2] segment 12\n" in second
+    assert "Initial Nugget List: ['a', 'b']\nInitial Nugget List Length: 2" in second
+    assert judge.calls[0].messages[0][1].startswith("You are NuggetizeLLM")
+    assert [c.params["temperature"] for c in judge.calls] == [0.0, 0.0]
+
+
+def test_creation_keeps_at_most_max_nuggets() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create"), str([f"n{i}" for i in range(1, 36)]))
+    texts, _, _ = asyncio.run(Nuggetizer().create(judge, "q", SEGMENTS[:3]))
+    assert texts == [f"n{i}" for i in range(1, 31)]
+
+
+def test_reask_on_parse_failure_at_temperature_0_2_with_fresh_sample() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create"), 'Updated Nugget List: ["a"]', '["a"]')
+    texts, status, _ = asyncio.run(Nuggetizer().create(judge, "q", SEGMENTS[:2]))
+    assert texts == ["a"] and status == "ok"
+    assert [c.params["temperature"] for c in judge.calls] == [0.0, 0.2]
+    assert [c.sample for c in judge.calls] == [0, 1000]
+
+
+def test_window_that_never_parses_keeps_the_previous_list_flagged() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create", "[1] segment 1\n"), '["a"]').add(
+        task_is("nugget_create", "[1] segment 11\n"), "not a list", "not a list", "not a list")
+    texts, status, notes = asyncio.run(Nuggetizer(NuggetOptions(max_trials=3)).create(judge, "q", SEGMENTS))
+    assert texts == ["a"] and status == "defaulted" and "window 2" in notes[0]
+    assert [c.params["temperature"] for c in judge.calls[1:]] == [0.0, 0.2, 0.2]
+
+
+def test_creation_failing_entirely_is_failed() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create"), JudgeCallError("HTTP 500"))
+    texts, status, notes = asyncio.run(Nuggetizer().create(judge, "q", SEGMENTS[:2]))
+    assert (texts, status) == ([], "failed") and "HTTP 500" in notes[0]
+
+
+def test_importance_lowercased_and_defaulted_after_trials_or_call_error() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_importance"), '["Vital", "OKAY"]')
+    scored = asyncio.run(Nuggetizer().score(judge, "q", ["a", "b"]))
+    assert scored == [ScoredNugget("a", "vital", "ok"), ScoredNugget("b", "okay", "ok")]
+    judge = ScriptedJudge().add(task_is("nugget_importance"), '["vital"]', '["vital"]')
+    scored = asyncio.run(Nuggetizer(NuggetOptions(max_trials=2)).score(judge, "q", ["a", "b"]))
+    assert scored == [ScoredNugget("a", "okay", "defaulted"), ScoredNugget("b", "okay", "defaulted")]
+    judge = ScriptedJudge().add(task_is("nugget_importance"), JudgeCallError("timeout"))
+    assert [n.status for n in asyncio.run(Nuggetizer().score(judge, "q", ["a"]))] == ["defaulted"]
+
+
+def test_importance_and_assignment_windows_of_ten_run_concurrently() -> None:
+    texts = [f"n{i}" for i in range(25)]
+    judge = ScriptedJudge().add(task_is("nugget_importance", "n0'"), str(["vital"] * 10)).add(
+        task_is("nugget_importance", "n10'"), str(["okay"] * 10)).add(task_is("nugget_importance"), str(["vital"] * 5))
+    scored = asyncio.run(Nuggetizer().score(judge, "q", texts))
+    assert [n.importance for n in scored] == ["vital"] * 10 + ["okay"] * 10 + ["vital"] * 5
+    assert len(judge.calls) == 3
+
+
+def test_build_selects_top_20_vital_first() -> None:
+    texts = [f"n{i}" for i in range(25)]
+    judge = ScriptedJudge().add(task_is("nugget_create"), str(texts)).add(
+        task_is("nugget_importance", "n0'"), str(["okay"] * 10)).add(
+        task_is("nugget_importance", "n10'"), str(["okay"] * 10)).add(task_is("nugget_importance"), str(["vital"] * 5))
+    built = asyncio.run(Nuggetizer().build(judge, "q", ["s"]))
+    assert [n.text for n in built.nuggets] == [f"n{i}" for i in range(20, 25)] + [f"n{i}" for i in range(15)]
+
+
+def test_assignment_modes_and_failure() -> None:
+    nuggets = [ScoredNugget("a", "vital", "ok"), ScoredNugget("b", "okay", "ok")]
+    judge = ScriptedJudge().add(task_is("nugget_assign"), "['support', 'partial_support']")
+    assigned = asyncio.run(Nuggetizer().assign(judge, "q", "The answer.", nuggets))
+    assert [a.assignment for a in assigned] == ["support", "partial_support"]
+    assert "Passage: The answer.\nNugget List: ['a', 'b']\nOnly return" in judge.calls[0].messages[1][1]
+    judge = ScriptedJudge().add(task_is("nugget_assign"), "['support', 'not_support']")
+    asyncio.run(Nuggetizer(NuggetOptions(assign_mode="grade2")).assign(judge, "q", "A.", nuggets))
+    assert "either as support or not_support" in judge.calls[0].messages[1][1]
+    judge = ScriptedJudge().add(task_is("nugget_assign"), JudgeCallError("HTTP 503"))
+    assigned = asyncio.run(Nuggetizer().assign(judge, "q", "A.", nuggets))
+    assert {(a.assignment, a.status) for a in assigned} == {("failed", "failed")}
+
+
+def test_result_n4_counts_and_missing_values() -> None:
+    output = make_output()
+    nuggets = NuggetList([ScoredNugget("a", "vital", "ok"), ScoredNugget("b", "vital", "ok"),
+                          ScoredNugget("c", "okay", "defaulted")])
+    assigned = [AssignedNugget("failed", "failed", "x"), AssignedNugget("support", "ok"),
+                AssignedNugget("partial_support", "ok")]
+    scores, detail = nugget_result(output, nuggets, assigned, NuggetOptions())
+    by = {s.metric: s.value for s in scores}
+    assert by["nuggets.all"] == 0.5 and by["nuggets.weighted"] == 0.5 and by["nuggets.weighted_strict"] == 0.4
+    assert by["nuggets.n_failed"] == 1 and by["nuggets.n_defaulted"] == 1
+    assert detail.data["nuggets"][2] == {"text": "c", "importance": "okay", "importance_status": "defaulted",
+                                         "assignment": "partial_support", "assignment_status": "ok"}
+    every_failed = [AssignedNugget("failed", "failed", "HTTP 503")] * 3
+    scores, _ = nugget_result(output, nuggets, every_failed, NuggetOptions())
+    vital = next(s for s in scores if s.metric == "nuggets.vital")
+    assert vital.value is None and "HTTP 503" in (vital.error or "")
+
+
+def test_no_relevant_segment_gives_no_nuggets_or_the_sentinel() -> None:
+    judge = ScriptedJudge()
+    built = asyncio.run(Nuggetizer().build(judge, "q", []))
+    assert built.nuggets == [] and judge.calls == []
+    scores, _ = nugget_result(make_output(), built, [], NuggetOptions())
+    assert next(s for s in scores if s.metric == "nuggets.all").error is not None
+    sentinel = asyncio.run(Nuggetizer(NuggetOptions(no_answer_sentinel=True)).build(judge, "q", []))
+    assert [(n.text, n.importance) for n in sentinel.nuggets] == [("Not enough information, no answer found", "vital")]
