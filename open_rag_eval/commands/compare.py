@@ -1,17 +1,74 @@
-"""`open-rag-eval compare`: not built yet (its issue is open)."""
+"""`open-rag-eval compare A B`: paired comparison of two evaluations with significance tests."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+from pathlib import Path
 
-from open_rag_eval.errors import OpenRagEvalError
+HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
+        "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction; writes compare.csv and compare.png")
 
-HELP = "(not built yet)"
+log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument("a", metavar="A", help="baseline: result directory or CSV (ours or the peer's)")
+    parser.add_argument("b", metavar="B", help="candidate: result directory or CSV")
+    parser.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
+                        help="metrics to compare, comma- or space-separated (default: every metric both have)")
+    parser.add_argument("--output-dir", default=".", help="where compare.csv and compare.png go (default: .)")
+    parser.add_argument("--fail-if-worse", action="append", default=[], metavar="METRIC[:THRESHOLD]",
+                        help="exit 1 when B is significantly worse than A on METRIC (after Holm) by more than "
+                        "THRESHOLD (default 0); repeatable")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation test")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples")
+
+
+def _gates(specs: list[str]) -> list[tuple[str, float]]:
+    from open_rag_eval.errors import InputError
+    from open_rag_eval.report.peer import metric_name
+
+    gates = []
+    for spec in specs:
+        name, _, threshold = spec.partition(":")
+        try:
+            gates.append((metric_name(name.strip()), float(threshold) if threshold else 0.0))
+        except ValueError:
+            raise InputError(f"threshold must be a number, got {threshold!r}", field="--fail-if-worse") from None
+    return gates
 
 
 def run(args: argparse.Namespace) -> int:
-    raise OpenRagEvalError("'compare' is not built yet")
+    from open_rag_eval.errors import MissingDependency
+    from open_rag_eval.report import compare as cmp
+    from open_rag_eval.report.loader import load_results
+    from open_rag_eval.report.peer import metric_name
+
+    gates = _gates(args.fail_if_worse)
+    a, b = load_results(Path(args.a)), load_results(Path(args.b))
+    if a.label == b.label:
+        a.label, b.label = str(args.a), str(args.b)
+    metrics = None
+    if args.metrics:
+        metrics = [metric_name(p.strip()) for item in args.metrics for p in item.split(",") if p.strip()]
+        metrics += [m for m, _ in gates if m not in metrics]
+    comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples)
+    sys.stdout.write(cmp.format_table(comparison) + "\n")
+    out = Path(args.output_dir)
+    log.info("wrote %s", cmp.write_compare_csv(comparison, out / "compare.csv"))
+    if comparison.rows:
+        try:
+            from open_rag_eval.report.plots import plot_forest
+
+            log.info("wrote %s", plot_forest(comparison.rows, out / "compare.png", labels=(a.label, b.label),
+                                             simulated=bool(a.simulated or b.simulated)))
+        except MissingDependency as error:
+            log.warning("no compare.png: %s", error)
+    failed = False
+    for metric, threshold in gates:
+        triggered, reason = cmp.worse_than(comparison, metric, threshold)
+        log.log(logging.ERROR if triggered else logging.INFO, "%s %s", "FAIL" if triggered else "pass", reason)
+        failed = failed or triggered
+    return 1 if failed else 0

@@ -1,0 +1,163 @@
+"""HTML of one query's drill-down: passages with UMBRELA grades, the answer with support labels per citation,
+nuggets with importance and assignment, HHEM, no-answer, failures, and consistency across runs.
+
+Every piece of content goes through ``esc`` (passages and answers may contain HTML or script).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+from open_rag_eval.report.hints import diagnose
+
+__all__ = ["esc", "fmt", "render_query"]
+
+KEY_METRICS = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score", "no_answer.answered")
+SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "citation.f1": "citation F1", "hhem.score": "HHEM",
+         "no_answer.answered": "answered"}
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}".rstrip("0").rstrip(".") if value != int(value) else f"{value:.0f}"
+    return esc(value)
+
+
+def _grade_badge(grade: Any) -> str:
+    if grade is None:
+        return '<span class="grade gna" title="no grade: the judgment failed">?</span>'
+    return f'<span class="grade g{int(grade)}" title="UMBRELA grade {int(grade)}">{int(grade)}</span>'
+
+
+def _passages(output: dict[str, Any]) -> str:
+    grades = {g.get("passage_id"): g for g in (output.get("details", {}).get("umbrela") or {}).get("grades", [])}
+    items = []
+    for passage in output.get("passages") or []:
+        grade = grades.get(passage.get("id"), {})
+        reason = f' <span class="muted">({esc(grade.get("reason"))})</span>' if grade.get("reason") else ""
+        items.append(f'<li data-pid="{esc(passage.get("id"))}">{_grade_badge(grade.get("grade"))}'
+                     f'<span class="pid">{esc(passage.get("id"))}</span>{reason}'
+                     f'<div class="ptext">{esc(passage.get("text"))}</div></li>')
+    if not items:
+        return '<p class="muted">no passages</p>'
+    return f'<h3>Passages (retrieval order, UMBRELA grade 0-3)</h3><ol class="passages">{"".join(items)}</ol>'
+
+
+def _cite_badge(passage_id: str, judgment: dict[str, Any] | None) -> str:
+    if judgment is None:
+        label, css = "not judged", "unlabelled"
+    elif judgment.get("fabricated"):
+        label, css = "fabricated", "fabricated"
+    elif judgment.get("label") in ("FS", "PS", "NS"):
+        label = css = judgment["label"]
+    else:
+        label, css = "unparsed", "unlabelled"
+    return (f'<span class="cite {css}" data-label="{esc(label)}" title="citation of {esc(passage_id)}: {esc(label)}">'
+            f'[{esc(passage_id)}] {esc(label)}</span>')
+
+
+def _answer(output: dict[str, Any]) -> str:
+    statements = (output.get("details", {}).get("citation") or {}).get("statements")
+    parts = statements if statements is not None else output.get("answer") or []
+    if not parts:
+        return f'<h3>Answer</h3><p class="stmt">{esc(output.get("answer_text")) or "<i>empty</i>"}</p>'
+    lines = []
+    for part in parts:
+        judgments = {j.get("passage_id"): j for j in part.get("judgments") or []}
+        badges = "".join(_cite_badge(c, judgments.get(c) if statements is not None else None)
+                         for c in part.get("citations") or [])
+        lines.append(f'<p class="stmt">{esc(part.get("text"))}{badges}</p>')
+    legend = ('<p class="legend">Support of each citation: FS full, PS partial, NS none; fabricated = cites a '
+              'passage that was not retrieved.</p>') if statements is not None else ""
+    return f'<h3>Answer</h3>{"".join(lines)}{legend}'
+
+
+def _nuggets(output: dict[str, Any]) -> str:
+    data = output.get("details", {}).get("nuggets") or {}
+    nuggets = data.get("nuggets") or []
+    if not nuggets:
+        return ""
+    rows = []
+    for n in nuggets:
+        importance = n.get("importance") or "–"
+        flag = "" if n.get("importance_status", "ok") == "ok" else f' ({esc(n.get("importance_status"))})'
+        assignment = n.get("assignment") or "failed"
+        aflag = "" if n.get("assignment_status", "ok") == "ok" else f' ({esc(n.get("assignment_status"))})'
+        rows.append(f'<tr><td>{esc(n.get("text"))}</td><td class="{"vital" if importance == "vital" else ""}">'
+                    f'{esc(importance)}{flag}</td><td class="asg-{esc(assignment)}">{esc(assignment)}{aflag}</td></tr>')
+    return ('<h3>Nuggets</h3><div class="scroll"><table class="nuggets"><thead><tr><th>nugget</th><th>importance</th>'
+            f'<th>assignment</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _chips(scores: dict[str, Any], errors: dict[str, str]) -> str:
+    chips = [f'<span class="chip" data-metric="{esc(m)}">{esc(m)} <b>{fmt(v)}</b></span>'
+             for m, v in scores.items() if v is not None]
+    return f'<div class="chips">{"".join(chips)}</div>' if chips else ""
+
+
+def _facts(output: dict[str, Any]) -> str:
+    details, scores = output.get("details", {}), output.get("scores", {})
+    facts = []
+    if "hhem.score" in scores or "hhem" in details:
+        hhem = details.get("hhem") or {}
+        extra = f' (threshold {fmt(hhem.get("threshold"))}, {esc(hhem.get("backend"))})' if hhem else ""
+        facts.append(f'<li>HHEM factual consistency: <b class="hhem">{fmt(scores.get("hhem.score"))}</b>{extra}</li>')
+    if "no_answer" in details:
+        label = (details["no_answer"] or {}).get("label")
+        text = {"yes": "answered", "no": "declined to answer"}.get(label or "", "unknown (judgment failed)")
+        facts.append(f'<li>No-answer check: <b class="no-answer" data-label="{esc(label)}">{esc(text)}</b></li>')
+    return f'<ul class="facts">{"".join(facts)}</ul>' if facts else ""
+
+
+def _errors(errors: dict[str, str], output: dict[str, Any]) -> str:
+    items = [f"<li><b>{esc(m)}</b>: {esc(reason)}</li>" for m, reason in errors.items()]
+    if output.get("error"):
+        items.insert(0, f"<li><b>system output</b>: {esc(output['error'])}</li>")
+    return f'<h3>Failures</h3><ul class="errors">{"".join(items)}</ul>' if items else ""
+
+
+def _run(output: dict[str, Any]) -> str:
+    errors = output.get("errors") or {}
+    return (f'<section class="run" data-run="{esc(output.get("run"))}"><h3>Run {esc(output.get("run"))}'
+            f' <span class="muted">{esc(output.get("source") or "")}</span></h3>'
+            f'{_chips(output.get("scores") or {}, errors)}{_facts(output)}{_errors(errors, output)}'
+            f'{_passages(output)}{_answer(output)}{_nuggets(output)}</section>')
+
+
+def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None) -> str:
+    if len(outputs) < 2 and not cross:
+        return ""
+    metrics = [m for m in KEY_METRICS if any((o.get("scores") or {}).get(m) is not None for o in outputs)]
+    head = "".join(f'<th class="num">{esc(m)}</th>' for m in metrics)
+    body = "".join(f'<tr><td>run {esc(o.get("run"))}</td>'
+                   + "".join(f'<td class="num">{fmt((o.get("scores") or {}).get(m))}</td>' for m in metrics)
+                   + "</tr>" for o in outputs)
+    table = (f'<div class="scroll"><table class="across"><thead><tr><th>run</th>{head}</tr></thead>'
+             f'<tbody>{body}</tbody></table></div>') if len(outputs) > 1 else ""
+    chips = _chips((cross or {}).get("scores") or {}, {})
+    errors = _errors((cross or {}).get("errors") or {}, {})
+    return f'<h3>Consistency across runs</h3>{chips}{errors}{table}'
+
+
+def render_query(index: int, query_id: str, query: str, outputs: Sequence[dict[str, Any]],
+                 cross: dict[str, Any] | None, means: dict[str, float | None]) -> str:
+    """One ``<details>`` element; ``means`` are the query's metric means over runs (for the hints)."""
+    n_failed = sum(len(o.get("errors") or {}) for o in outputs) + len((cross or {}).get("errors") or {})
+    summary_bits = " · ".join(f"{SHORT[m]} {fmt(means.get(m), 2)}" for m in KEY_METRICS
+                              if means.get(m) is not None)
+    failed = f' · <span class="chip err">{n_failed} failed</span>' if n_failed else ""
+    hints = "".join(f'<li><span class="hint-area">{esc(area)}</span>: {esc(text)}</li>'
+                    for area, text in diagnose(means))
+    hint_html = f'<ul class="hints">{hints}</ul>' if hints else ""
+    runs = "".join(_run(o) for o in outputs)
+    return (f'<details class="query" id="q-{index}" data-qid="{esc(query_id)}"><summary><b>{esc(query_id)}</b> '
+            f'{esc(query)} <span class="muted">· {len(outputs)} run(s) · {summary_bits}</span>{failed}</summary>'
+            f'<div class="qbody">{hint_html}{_consistency(outputs, cross)}{runs}</div></details>')

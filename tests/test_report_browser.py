@@ -1,0 +1,112 @@
+"""The report in a real browser: headless Chromium opens report.html from disk.
+
+Skipped (with the reason shown) only where Chromium or its driver is not installed
+(Debian: apt-get install chromium chromium-driver).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from open_rag_eval.report import write_report
+
+FIXTURE = Path(__file__).parent / "data" / "results_fixture"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+DRIVER = shutil.which("chromedriver")
+
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None or DRIVER is None,
+    reason="Chromium is not installed (Debian: apt-get install -y chromium chromium-driver)",
+)
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[object]:
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture
+def report(tmp_path: Path) -> Path:
+    directory = tmp_path / "results"
+    shutil.copytree(FIXTURE, directory)
+    return write_report(directory)
+
+
+def test_report_opens_without_errors_and_drilldown_shows_grades_and_labels(browser, report: Path,
+                                                                           tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(report.as_uri())
+    assert browser.title == "open-rag-eval report"
+    severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert severe == []
+    assert "SIMULATED" in browser.find_element(By.ID, "judge").text
+
+    # open q1's drill-down from the queries table
+    browser.find_element(By.CSS_SELECTOR, '#queries a.open[href="#q-1"]').click()
+    q1 = browser.find_element(By.ID, "q-1")
+    assert q1.get_attribute("open") is not None
+    run1 = q1.find_element(By.CSS_SELECTOR, 'section.run[data-run="1"]')
+    grades = [li.find_element(By.CSS_SELECTOR, ".grade").text for li in run1.find_elements(By.CSS_SELECTOR,
+                                                                                              "ol.passages li")]
+    assert grades == ["3", "0", "3"]
+    labels = [c.get_attribute("data-label") for c in run1.find_elements(By.CSS_SELECTOR, ".cite")]
+    assert labels == ["FS", "PS"]
+    run2 = q1.find_element(By.CSS_SELECTOR, 'section.run[data-run="2"]')
+    assert [c.text for c in run2.find_elements(By.CSS_SELECTOR, ".cite")] == ["[d1] FS", "[d2] NS"]
+    assert "0.91" in run1.find_element(By.CSS_SELECTOR, ".hhem").text
+    browser.save_screenshot(str(tmp_path / "laptop.png"))
+
+    # q2 run 2 cites a passage that was not retrieved
+    browser.find_element(By.CSS_SELECTOR, '#queries a.open[href="#q-2"]').click()
+    fabricated = browser.find_element(By.CSS_SELECTOR, '#q-2 section.run[data-run="2"] .cite')
+    assert fabricated.get_attribute("data-label") == "fabricated"
+    assert (tmp_path / "laptop.png").stat().st_size > 10_000
+
+
+def test_passage_html_is_shown_as_text_never_run(browser, report: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.get(report.as_uri())
+    assert browser.execute_script("return window.__pwned === undefined")
+    browser.find_element(By.CSS_SELECTOR, '#queries a.open[href="#q-3"]').click()
+    passage = browser.find_element(By.CSS_SELECTOR, '#q-3 li[data-pid="h1"] .ptext')
+    assert passage.text.startswith("<script>window.__pwned = 1;")
+    assert browser.find_elements(By.CSS_SELECTOR, "#q-3 img") == []
+    assert "HHEM model weights not found" in browser.find_element(By.CSS_SELECTOR, "#q-3 .errors").text
+
+
+def test_sort_worst_first_and_filter(browser, report: Path, tmp_path: Path) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(report.as_uri())
+    Select(browser.find_element(By.ID, "worst")).select_by_value("nuggets.vital")
+    ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#queries tbody a.open")]
+    assert ids == ["q4", "q2", "q3", "q1"]  # vital means 0, 0.5, 0.5, 0.75 (ties keep table order)
+    browser.find_element(By.ID, "filter").send_keys("dune")
+    visible = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#queries tbody a.open") if a.is_displayed()]
+    assert visible == ["q2"]
+    browser.set_window_size(390, 844)  # a phone
+    browser.find_element(By.CSS_SELECTOR, '#queries a.open[href="#q-2"]').click()
+    browser.save_screenshot(str(tmp_path / "phone.png"))
+    width = browser.execute_script("return document.documentElement.scrollWidth")
+    assert width <= 390  # nothing forces sideways scrolling of the page (wide tables scroll in their box)
