@@ -44,11 +44,11 @@ def _lines(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, list[str]
     except FileNotFoundError:
         raise InputError("file not found", file=name) from None
     except UnicodeDecodeError as error:
-        line = path.read_bytes()[: error.start].count(b"\n") + 1
-        raise InputError("not valid UTF-8", file=name, line=line) from None
+        bad_line = path.read_bytes()[: error.start].count(b"\n") + 1
+        raise InputError("not valid UTF-8", file=name, line=bad_line) from None
     found = False
-    for number, line in enumerate(text.splitlines(), start=1):
-        parts = line.split()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        parts = raw.split()
         if not parts:
             continue
         if len(parts) != len(fields):

@@ -36,7 +36,7 @@ from open_rag_eval.scoring.golden import NO_RELEVANT, evaluated_queries, measure
 from open_rag_eval.trec_files import Qrels, Run, read_qrels, read_run
 from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["GoldenEvaluator", "GoldenOptions", "METRICS"]
+__all__ = ["METRICS", "GoldenEvaluator", "GoldenOptions"]
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class GoldenOptions(BaseModel):
     relevance_level: int = 1
     qrels: str | None = None  # TREC qrels file
     run: str | None = None  # TREC run file (needs qrels)
-    complete: bool = False  # trec_eval -c: qrels queries missing from the run score 0
+    complete: bool = False  # trec_eval -c: qrels queries missing from the run score 0 (run-file mode only)
     doc_id_separator: str | None = None
     doc_id_pattern: str | None = None
     passage_order: Literal["list", "score"] = "list"
