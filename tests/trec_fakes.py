@@ -63,7 +63,7 @@ class RuleJudge:
 def make_output(query_id: str = "q1", run: int = 1, n_passages: int = 5, n_statements: int = 3,
                 query: str = "what is x", **changes: object) -> RAGOutput:
     passages = tuple(Passage(id=f"p{i}", text=f"passage {i} about x") for i in range(1, n_passages + 1))
-    answer = tuple(AnswerPart(text=f"Statement {i}.", citations=(f"p{i}",)) for i in range(1, n_statements + 1))
+    answer = tuple(AnswerPart(text=f"Statement {i}.", citations=(f"p{(i - 1) % max(n_passages, 1) + 1}",)) for i in range(1, n_statements + 1))
     fields: dict[str, object] = {"query_id": query_id, "query": query, "run": run, "passages": passages,
                                  "answer": answer}
     fields.update(changes)
