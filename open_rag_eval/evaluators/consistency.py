@@ -1,0 +1,378 @@
+"""The ``consistency`` evaluator: how much a system's answers and scores move between runs of the same query.
+
+Per query (rows with ``run = None``):
+- ``consistency.rouge1|rouge2|rougeL|rougeLsum``: mean ROUGE F1 over each unordered pair of runs;
+- ``consistency.bertscore_f1``: mean BERTScore F1 over the same pairs;
+- ``consistency.<metric>.<stat>``: mean, median, std, cv, iqr, min, max of every numeric per-run metric of the
+  evaluators before this one (or of a results directory), across runs;
+- ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on
+  the same outputs -- so judge noise can be told apart from system instability.
+
+``min_runs`` defaults to 2 because it is the least number of runs for which any of these is defined (one pair, a
+sample standard deviation); queries with fewer answered runs get rows that say they were skipped and why. Raise it
+for steadier per-query spreads. Runs whose output is an error (the system did not answer) are not answers and do
+not count as runs here; they are listed in the details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from open_rag_eval.errors import ConfigError, InputError, JudgeError, JudgeUnavailable, MissingDependency, ModelUnavailable
+from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.metrics.similarity import (
+    ROUGE_TYPES,
+    BertScoreOptions,
+    RougeOptions,
+    bertscore_pairs,
+    pairs,
+    rouge_pairs,
+    split_sentences,
+)
+from open_rag_eval.scoring.dispersion import STATS, crossing_rate, dispersion, flip_rate, krippendorff_alpha
+from open_rag_eval.types import AnswerPart, Detail, EvalResult, Passage, RAGOutput, Score
+
+__all__ = ["RETEST", "ConsistencyEvaluator", "ConsistencyOptions", "load_results_dir"]
+
+log = logging.getLogger(__name__)
+
+PREFIX = "consistency"
+
+# judgment type -> (Krippendorff level, the verdict's threshold: True on its positive side, its description)
+RETEST: dict[str, tuple[str, Callable[[Any], bool], str]] = {
+    "umbrela": ("ordinal", lambda grade: int(grade) >= 2, "grade >= 2 (relevant)"),
+    "support": ("nominal", lambda label: label in ("FS", "PS"), "FS or PS (at least partially supported)"),
+    "nugget_assignment": ("nominal", lambda label: label in ("support", "partial_support"),
+                          "support or partial_support"),
+    "no_answer": ("nominal", lambda label: label == "yes", "yes (the answer attempts an answer)"),
+}
+RETEST_STATS = ("flip_rate", "alpha", "crossing")
+Labeller = Callable[[RAGOutput, Any, int], Awaitable[dict[str, dict[str, Any]]]]
+
+
+class ConsistencyOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    min_runs: int = Field(2, ge=2)
+    metrics: list[Literal["rouge", "bertscore", "dispersion"]] = ["rouge", "bertscore", "dispersion"]
+    rouge: RougeOptions = RougeOptions()
+    bertscore: BertScoreOptions = BertScoreOptions()
+    dispersion_of: list[str] | Literal["all numeric"] = "all numeric"
+    results_dir: str | None = None  # evaluate a finished run's results.json instead of the given outputs
+    judge_repeats: int = Field(1, ge=1, le=50)
+    trec: dict[str, Any] = {}  # options of the trec evaluator used for re-judging (its own defaults when empty)
+
+
+class ConsistencyEvaluator:
+    name: ClassVar[str] = "consistency"
+    needs_judge: bool = False
+    Options: ClassVar[type[BaseModel]] = ConsistencyOptions
+
+    def __init__(self, options: ConsistencyOptions) -> None:
+        self.options = options
+        self.needs_judge = options.judge_repeats > 1
+
+    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+        if not self.needs_judge:
+            return Plan()
+        answered = sum(o.error is None for o in outputs)
+        return Plan(notes=[f"consistency: re-judges {answered} outputs {self.options.judge_repeats} times "
+                           "(the trec evaluator's judgments, samples 0..r-1; sample 0 is shared with trec)"])
+
+    async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        previous = ctx.previous.scores
+        if self.options.results_dir is not None:
+            outputs, previous = load_results_dir(_resolve(self.options.results_dir, ctx))
+        groups = _group(outputs)
+        usable = {qid: [o for o in runs if o.error is None] for qid, runs in groups.items()}
+        kept = {qid: runs for qid, runs in usable.items() if len(runs) >= self.options.min_runs}
+        result = EvalResult()
+        details: dict[str, dict[str, Any]] = {qid: _base_detail(groups[qid], self.options.min_runs) for qid in groups}
+        names = self._metric_names(previous)
+        for qid, detail in details.items():
+            if qid not in kept:
+                reason = detail["skipped"]
+                result.scores.extend(Score(query_id=qid, run=None, metric=m, error=reason) for m in names)
+        if "rouge" in self.options.metrics:
+            result.scores.extend(self._rouge(kept, details))
+        if "bertscore" in self.options.metrics:
+            result.scores.extend(await self._bertscore(kept, details))
+        if "dispersion" in self.options.metrics:
+            result.scores.extend(self._dispersion(kept, previous, details))
+        if self.needs_judge:
+            result.scores.extend(await self._judge_retest(kept, ctx, details))
+        result.details.extend(Detail(query_id=q, run=None, section=PREFIX, data=d) for q, d in details.items())
+        ctx.progress("outputs", len(outputs))
+        return result
+
+    # ------------------------------------------------------------ metric families
+
+    def _metric_names(self, previous: Sequence[Score]) -> list[str]:
+        names: list[str] = []
+        if "rouge" in self.options.metrics:
+            names += [f"{PREFIX}.{name}" for name in ROUGE_TYPES]
+        if "bertscore" in self.options.metrics:
+            names.append(f"{PREFIX}.bertscore_f1")
+        if "dispersion" in self.options.metrics:
+            names += [f"{PREFIX}.{m}.{s}" for m in self._dispersed(previous) for s in STATS]
+        if self.needs_judge:
+            names += [f"{PREFIX}.judge.{kind}.{stat}" for kind in RETEST for stat in RETEST_STATS]
+        return names
+
+    def _rouge(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
+        scores: list[Score] = []
+        for qid, runs in kept.items():
+            by_pair = rouge_pairs([_sentences(o) for o in runs], self.options.rouge)
+            usable = {pair: values for pair, values in by_pair.items() if _answered(runs[pair[0]], runs[pair[1]])}
+            for (i, j), values in by_pair.items():
+                if (i, j) in usable:
+                    _pair_entry(details[qid], runs, i, j).update(values)
+            for name in ROUGE_TYPES:
+                metric = f"{PREFIX}.{name}"
+                if not usable:
+                    scores.append(Score(query_id=qid, run=None, metric=metric, error="every pair has an empty answer"))
+                    continue
+                value = sum(values[name] for values in usable.values()) / len(usable)
+                scores.append(Score(query_id=qid, run=None, metric=metric, value=value))
+        return scores
+
+    async def _bertscore(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
+        metric = f"{PREFIX}.bertscore_f1"
+        todo = [(qid, i, j) for qid, runs in kept.items() for i, j in pairs(len(runs)) if _answered(runs[i], runs[j])]
+        if not kept:
+            return []
+        try:
+            texts = [(_text(kept[q][i]), _text(kept[q][j])) for q, i, j in todo]
+            scored = await bertscore_pairs(texts, self.options.bertscore)
+        except (ModelUnavailable, MissingDependency) as error:
+            log.error("consistency.bertscore_f1 is missing for every query: %s", error)
+            return [Score(query_id=qid, run=None, metric=metric, error=str(error)) for qid in kept]
+        per_query: dict[str, list[float]] = defaultdict(list)
+        for (qid, i, j), value in zip(todo, scored.f1):
+            per_query[qid].append(value)
+            _pair_entry(details[qid], kept[qid], i, j)["bertscore_f1"] = value
+        info = {"model": scored.model, "num_layers": scored.num_layers, "lang": self.options.bertscore.lang,
+                "rescaled": scored.rescaled}
+        scores = []
+        for qid in kept:
+            details[qid]["bertscore"] = info
+            values = per_query.get(qid)
+            if values:
+                scores.append(Score(query_id=qid, run=None, metric=metric, value=sum(values) / len(values)))
+            else:
+                scores.append(Score(query_id=qid, run=None, metric=metric, error="every pair has an empty answer"))
+        return scores
+
+    def _dispersed(self, previous: Sequence[Score]) -> list[str]:
+        if self.options.dispersion_of != "all numeric":
+            return list(self.options.dispersion_of)
+        seen = {s.metric for s in previous if s.run is not None and s.value is not None}
+        return sorted(m for m in seen if not m.startswith(f"{PREFIX}."))
+
+    def _dispersion(
+        self, kept: dict[str, list[RAGOutput]], previous: Sequence[Score], details: dict[str, dict[str, Any]]
+    ) -> list[Score]:
+        rows: dict[tuple[str, str], dict[int, Score]] = defaultdict(dict)
+        for score in previous:
+            if score.run is not None:
+                rows[(score.query_id, score.metric)][score.run] = score
+        known = {metric for _, metric in rows}
+        scores: list[Score] = []
+        for metric in self._dispersed(previous):
+            if metric not in known:
+                log.warning("consistency: no per-run rows of '%s' to measure its spread (is its evaluator listed "
+                            "before consistency?)", metric)
+            for qid, runs in kept.items():
+                per_run = rows.get((qid, metric), {})
+                scores.extend(self._spread(qid, metric, runs, per_run, details[qid]))
+        return scores
+
+    def _spread(
+        self, qid: str, metric: str, runs: list[RAGOutput], per_run: dict[int, Score], detail: dict[str, Any]
+    ) -> list[Score]:
+        present = [(o.run, per_run[o.run].value) for o in runs if o.run in per_run and per_run[o.run].value is not None]
+        failed = [o.run for o in runs if o.run in per_run and per_run[o.run].value is None]
+        detail.setdefault("dispersion", {})[metric] = {
+            "runs": [run for run, _ in present], "values": [value for _, value in present], "failed_runs": failed}
+        names = [f"{PREFIX}.{metric}.{stat}" for stat in STATS]
+        if len(present) < self.options.min_runs:
+            reason = (f"{len(present)} of {len(runs)} runs have a value of {metric} "
+                      f"(min_runs {self.options.min_runs})")
+            return [Score(query_id=qid, run=None, metric=name, error=reason) for name in names]
+        stats = dispersion([value for _, value in present if value is not None])
+        return [_stat_score(qid, name, stat, stats[stat]) for name, stat in zip(names, STATS)]
+
+    # ------------------------------------------------------------ judge test-retest
+
+    def _labeller(self) -> Labeller:
+        try:
+            from open_rag_eval.evaluators.trec import TrecEvaluator
+        except ImportError as error:
+            raise ConfigError(f"judge_repeats needs the trec evaluator, which cannot be imported: {error}",
+                              path="consistency.judge_repeats") from None
+        labeller = getattr(TrecEvaluator(TrecEvaluator.Options.model_validate(self.options.trec)), "judge_labels", None)
+        if labeller is None:
+            raise ConfigError("judge_repeats needs TrecEvaluator.judge_labels, which this version lacks",
+                              path="consistency.judge_repeats")
+        return labeller  # type: ignore[no-any-return]
+
+    async def _judge_retest(
+        self, kept: dict[str, list[RAGOutput]], ctx: Context, details: dict[str, dict[str, Any]],
+        labeller: Labeller | None = None,
+    ) -> list[Score]:
+        if ctx.judge is None:
+            reason = "judge test-retest needs a judge (none is configured)"
+            return [Score(query_id=q, run=None, metric=f"{PREFIX}.judge.{k}.{s}", error=reason)
+                    for q in kept for k in RETEST for s in RETEST_STATS]
+        labeller = labeller or self._labeller()
+        jobs = [(qid, output, sample) for qid, runs in kept.items() for output in runs
+                for sample in range(self.options.judge_repeats)]
+        found = await asyncio.gather(*(_labels(labeller, output, ctx.judge, sample) for _, output, sample in jobs))
+        items: dict[str, dict[str, dict[tuple[int, str], list[Any]]]] = defaultdict(lambda: defaultdict(dict))
+        for (qid, output, _), labels in zip(jobs, found):
+            for kind, by_item in labels.items():
+                for item, label in by_item.items():
+                    items[qid][kind].setdefault((output.run, str(item)), []).append(label)
+        scores: list[Score] = []
+        for qid in kept:
+            retest = details[qid].setdefault("judge_retest", {})
+            for kind in RETEST:
+                scores.extend(_retest_scores(qid, kind, items[qid].get(kind, {}), retest))
+        return scores
+
+
+async def _labels(labeller: Labeller, output: RAGOutput, judge: Any, sample: int) -> dict[str, dict[str, Any]]:
+    try:
+        return await labeller(output, judge, sample)
+    except JudgeUnavailable:
+        raise
+    except JudgeError as error:  # one failed sample: its labels are missing, the others still count
+        log.warning("consistency: re-judging %s run %s (sample %d) failed: %s", output.query_id, output.run, sample, error)
+        return {}
+
+
+def _retest_scores(qid: str, kind: str, items: dict[tuple[int, str], list[Any]], detail: dict[str, Any]) -> list[Score]:
+    level, positive, threshold = RETEST[kind]
+    labels = {key: [None if v is None else (int(v) if level == "ordinal" else v) for v in values]
+              for key, values in items.items()}
+    values = {"flip_rate": flip_rate(labels), "alpha": krippendorff_alpha(labels, level),  # type: ignore[arg-type]
+              "crossing": crossing_rate(labels, positive)}
+    detail[kind] = {"level": level, "threshold": threshold, "n_items": len(labels),
+                    "n_missing": sum(v is None for vs in labels.values() for v in vs), **values}
+    rows = []
+    for stat in RETEST_STATS:
+        metric = f"{PREFIX}.judge.{kind}.{stat}"
+        if values[stat] is not None:
+            rows.append(Score(query_id=qid, run=None, metric=metric, value=values[stat]))
+            continue
+        if not labels:
+            reason = f"no {kind} judgments for this query"
+        elif stat == "alpha" and values["flip_rate"] is not None:
+            reason = "alpha is undefined: every judgment gave the same label (no variation to compare against)"
+        else:
+            reason = "no item has two or more labels"
+        rows.append(Score(query_id=qid, run=None, metric=metric, error=reason))
+    return rows
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _stat_score(qid: str, name: str, stat: str, value: float | None) -> Score:
+    if value is not None:
+        return Score(query_id=qid, run=None, metric=name, value=value)
+    reason = "cv is undefined: the mean is 0" if stat == "cv" else f"{stat} is undefined for these values"
+    return Score(query_id=qid, run=None, metric=name, error=reason)
+
+
+def _group(outputs: Sequence[RAGOutput]) -> dict[str, list[RAGOutput]]:
+    groups: dict[str, list[RAGOutput]] = {}
+    for output in outputs:
+        groups.setdefault(output.query_id, []).append(output)
+    return {qid: sorted(runs, key=lambda o: o.run) for qid, runs in groups.items()}
+
+
+def _base_detail(runs: list[RAGOutput], min_runs: int) -> dict[str, Any]:
+    answered = [o.run for o in runs if o.error is None]
+    failed = [{"run": o.run, "error": o.error} for o in runs if o.error is not None]
+    skipped = None
+    if len(answered) < min_runs:
+        skipped = f"skipped: {len(answered)} answered run(s), min_runs is {min_runs}"
+        if failed:
+            skipped += f" ({len(failed)} run(s) failed)"
+    return {"runs": answered, "failed_runs": failed, "skipped": skipped, "pairs": []}
+
+
+def _pair_entry(detail: dict[str, Any], runs: list[RAGOutput], i: int, j: int) -> dict[str, Any]:
+    key = [runs[i].run, runs[j].run]
+    for entry in detail["pairs"]:
+        if entry["runs"] == key:
+            return entry  # type: ignore[no-any-return]
+    entry = {"runs": key}
+    detail["pairs"].append(entry)
+    return entry
+
+
+def _text(output: RAGOutput) -> str:
+    return output.plain_answer or output.answer_text
+
+
+def _sentences(output: RAGOutput) -> list[str]:
+    if output.answer:
+        return [part.text for part in output.answer]
+    return split_sentences(output.answer_text)
+
+
+def _answered(first: RAGOutput, second: RAGOutput) -> bool:
+    """A pair counts unless both answers are empty (ROUGE of two empty texts would say 0, which is not true)."""
+    return bool(_text(first).strip() or _text(second).strip())
+
+
+def _resolve(path: str, ctx: Context) -> Path:
+    candidate = Path(path).expanduser()
+    base = ctx.extra.get("base_dir")
+    return candidate if candidate.is_absolute() or base is None else Path(base) / candidate
+
+
+def load_results_dir(folder: Path) -> tuple[list[RAGOutput], list[Score]]:
+    """The outputs and per-run scores of a finished run's ``results.json``."""
+    path = folder / "results.json" if folder.is_dir() else folder
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        entries = data["outputs"]
+    except OSError as error:
+        raise InputError(f"cannot read results: {error.strerror}", file=str(path)) from None
+    except (ValueError, KeyError, TypeError):
+        raise InputError("not a results.json written by open-rag-eval (no 'outputs' list)", file=str(path)) from None
+    outputs: list[RAGOutput] = []
+    scores: list[Score] = []
+    for index, entry in enumerate(entries):
+        try:
+            output = _output_of(entry)
+        except (KeyError, TypeError, ValueError) as error:
+            raise InputError(f"outputs[{index}] is malformed: {error}", file=str(path)) from None
+        outputs.append(output)
+        for metric, value in (entry.get("scores") or {}).items():
+            if value is not None:
+                scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, value=float(value)))
+            else:
+                reason = (entry.get("errors") or {}).get(metric) or "missing in results.json"
+                scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, error=str(reason)))
+    return outputs, scores
+
+
+def _output_of(entry: dict[str, Any]) -> RAGOutput:
+    answer = tuple(AnswerPart(text=p["text"], citations=tuple(p.get("citations") or ())) for p in entry.get("answer") or ())
+    passages = tuple(Passage(id=str(p["id"]), text=p.get("text", "")) for p in entry.get("passages") or ())
+    return RAGOutput(query_id=str(entry["query_id"]), query=entry.get("query", ""), run=int(entry.get("run") or 1),
+                     passages=passages, answer=answer, answer_text=entry.get("answer_text") or "",
+                     error=entry.get("error"))
+
