@@ -107,7 +107,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
         config = Config.model_validate(_interpolate(raw, "", file))
     except ValidationError as error:
         raise config_error(error, Config, file) from None
-    specs = [_evaluator_spec(entry, f"evaluators[{i}]", file) for i, entry in enumerate(config.evaluators)]
+    specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
     if config.connector is not None:
         connector_spec(config.connector, file)
     _check_inputs(config, specs, file)
@@ -146,7 +146,7 @@ def _interpolate(value: Any, path: str, file: str) -> Any:
     return _ENV.sub(replace, value)
 
 
-def _evaluator_spec(entry: dict[str, Any], path: str, file: str) -> EvaluatorSpec:
+def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path) -> EvaluatorSpec:
     if "type" not in entry:
         raise ConfigError("missing 'type' (e.g. trec, consistency, golden)", path=path, file=file)
     options = {key: value for key, value in entry.items() if key != "type"}
@@ -155,9 +155,20 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str) -> EvaluatorSpe
     except ConfigError as error:
         raise ConfigError(error.problem, path=error.path, file=file) from None
     try:
-        return EvaluatorSpec(str(entry["type"]), cls, cls.Options.model_validate(options))
+        validated = cls.Options.model_validate(options)
     except ValidationError as error:
         raise config_error(error, cls.Options, file, prefix=path) from None
+    return EvaluatorSpec(str(entry["type"]), cls, _absolute_paths(validated, getattr(cls, "PATH_OPTIONS", ()), base_dir))
+
+
+def _absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) -> BaseModel:
+    """Options naming files (an evaluator's ``PATH_OPTIONS``) resolve against the config's folder, like ``input``."""
+    update = {}
+    for name in names:
+        value = getattr(options, name, None)
+        if value and not Path(os.path.expanduser(str(value))).is_absolute():
+            update[name] = str(base_dir / str(value))
+    return options.model_copy(update=update) if update else options
 
 
 def connector_spec(connector: ConnectorConfig, file: str) -> tuple[Any, BaseModel]:

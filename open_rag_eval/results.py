@@ -44,8 +44,10 @@ def _row_keys(outputs: Sequence[RAGOutput], scores: Sequence[Score]) -> list[Key
     runs: dict[str, list[Key]] = {}
     for output in outputs:
         runs.setdefault(output.query_id, []).append(output.key)
-    for score in scores:
-        runs.setdefault(score.query_id, [])
+    for score in scores:  # scores of queries without an output (e.g. a TREC run file) get rows too
+        own = runs.setdefault(score.query_id, [])
+        if score.run is not None and (score.query_id, score.run) not in own:
+            own.append((score.query_id, score.run))
     cross = {score.query_id for score in scores if score.run is None}
     keys: list[Key] = []
     for query_id, own in runs.items():

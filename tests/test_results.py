@@ -45,13 +45,21 @@ def test_metric_order_is_by_family_then_natural() -> None:
 
 
 def test_aggregate_literal_numbers() -> None:
-    a = aggregate("m", [0.2, 0.4, 0.6], n_failed=1)
-    assert a.mean == pytest.approx(0.4)
-    assert a.std == pytest.approx(0.2)
-    # t(0.975, df=2) = 4.303; half width = 4.303 * 0.2 / sqrt(3)
-    assert a.ci95_low == pytest.approx(0.4 - 4.303 * 0.2 / 3 ** 0.5)
-    assert (a.n, a.n_failed) == (3, 1)
+    values = [0.0, 1.0] * 20  # n = 40: t interval
+    a = aggregate("m", values, n_failed=1)
+    assert a.mean == pytest.approx(0.5)
+    std = (10 / 39) ** 0.5  # sum of squares 40 * 0.25 over n - 1
+    assert a.std == pytest.approx(std)
+    assert a.ci95_low == pytest.approx(0.5 - 1.96 * std / 40 ** 0.5)
+    assert (a.n, a.n_failed) == (40, 1)
     assert aggregate("m", [], n_failed=2).mean is None
+
+
+def test_small_samples_get_a_bootstrap_ci_inside_the_data_range() -> None:
+    a = aggregate("m", [0.0, 1.0, 1.0, 1.0])
+    assert a.mean == pytest.approx(0.75)
+    assert 0.0 <= a.ci95_low < 0.75 < a.ci95_high <= 1.0
+    assert aggregate("m", [0.0, 1.0, 1.0, 1.0]) == a  # seeded: the same values, the same CI
 
 
 def test_summary_counts_failures_and_never_averages_them() -> None:

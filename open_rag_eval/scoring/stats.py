@@ -1,4 +1,8 @@
-"""Aggregates of a metric across queries: mean, std, 95% confidence interval, n, n_failed."""
+"""Aggregates of a metric across queries: mean, std, 95% confidence interval, n, n_failed.
+
+The 95% CI is Student's t interval from 30 values up; below that, where a t interval of a bounded score often
+leaves the possible range, it is the percentile bootstrap (2,000 resamples, seed 0: the same values give the same CI).
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-__all__ = ["Aggregate", "aggregate", "t_critical_95"]
+__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "t_critical_95"]
+
+BOOTSTRAP_BELOW = 30
 
 # two-sided 95% Student t critical values by degrees of freedom (1..30); the normal value beyond
 _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
@@ -40,5 +46,19 @@ def aggregate(metric: str, values: Sequence[float], n_failed: int = 0) -> Aggreg
     if n == 1:
         return Aggregate(metric, mean, None, None, None, 1, n_failed)
     std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    if n < BOOTSTRAP_BELOW:
+        low, high = bootstrap_ci(values)
+        return Aggregate(metric, mean, std, low, high, n, n_failed)
     half = t_critical_95(n - 1) * std / math.sqrt(n)
     return Aggregate(metric, mean, std, mean - half, mean + half, n, n_failed)
+
+
+def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap 95% interval of the mean."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=float)
+    rng = np.random.default_rng(seed)
+    means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
+    low, high = np.quantile(means, [0.025, 0.975])
+    return float(low), float(high)
