@@ -96,18 +96,19 @@ def print_summary(report: RunReport) -> None:
         mean = "" if a.mean is None else f"{a.mean:.4f}"
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.4f}, {a.ci95_high:.4f}]"
         _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>6}")
-    _accounting_line(report.manifest.get("accounting"))
+    _accounting_line(report.manifest.get("accounting"), report.simulated)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.simulated:
         _out(SIMULATED)
 
 
-def _accounting_line(snapshot: dict[str, Any] | None) -> None:
+def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:
     if not snapshot:
         return
     total = snapshot["total"]
+    cost = "none (simulated judge)" if simulated else _money(total.get("cost_usd"))
     _out(
         f"judge: {total['calls']} calls, {total['cache_hits']} cache hits, {total['retries']} retries, "
         f"{total['failures']} failures, {total['prompt_tokens']} prompt + {total['completion_tokens']} completion "
-        f"tokens, cost {_money(total.get('cost_usd'))}"
+        f"tokens, cost {cost}"
     )
