@@ -18,10 +18,11 @@ FIXTURE = Path(__file__).parent / "data" / "results_fixture"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 DRIVER = shutil.which("chromedriver")
 
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None or DRIVER is None,
-    reason="Chromium is not installed (Debian: apt-get install -y chromium chromium-driver)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
+                       reason="Chromium is not installed (Debian: apt-get install -y chromium chromium-driver)"),
+]
 
 
 @pytest.fixture

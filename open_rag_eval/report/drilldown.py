@@ -109,7 +109,9 @@ def _facts(output: dict[str, Any]) -> str:
     if "hhem.score" in scores or "hhem" in details:
         hhem = details.get("hhem") or {}
         extra = f' (threshold {fmt(hhem.get("threshold"))}, {esc(hhem.get("backend"))})' if hhem else ""
-        facts.append(f'<li>HHEM factual consistency: <b class="hhem">{fmt(scores.get("hhem.score"))}</b>{extra}</li>')
+        value = scores.get("hhem.score")
+        shown = fmt(value) if value is not None else "failed (see failures)"
+        facts.append(f'<li>HHEM factual consistency: <b class="hhem">{shown}</b>{extra}</li>')
     if "no_answer" in details:
         label = (details["no_answer"] or {}).get("label")
         text = {"yes": "answered", "no": "declined to answer"}.get(label or "", "unknown (judgment failed)")

@@ -79,7 +79,7 @@ def _summary_table(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str
     rows = []
     for s in summary:
         metric = s.get("metric", "")
-        ci = (f"{fmt(s.get('ci95_low'))} – {fmt(s.get('ci95_high'))}" if s.get("ci95_low") is not None else "–")
+        ci = (f"{fmt(s.get('ci95_low'), 2)} – {fmt(s.get('ci95_high'), 2)}" if s.get("ci95_low") is not None else "–")
         failed = int(s.get("n_failed") or 0)
         rows.append(f'<tr data-metric="{esc(metric)}"><td title="{esc(display_name(metric))}">{esc(metric)}</td>'
                     f'<td class="num">{fmt(s.get("mean"))}</td><td class="num">{ci}</td>'
