@@ -39,6 +39,7 @@ import io
 import json
 import logging
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,8 @@ def _surrogate_index(text: str) -> int:
 
 
 def _check_text(value: str, where: _Where, field: str, offset: int | None) -> str:
+    if offset is None and len(value) <= MAX_CELL_CHARS:
+        return value
     if len(value) > MAX_CELL_CHARS:
         raise where.error(f"value of {len(value):,} characters exceeds the limit of {MAX_CELL_CHARS:,}", field)
     if offset is not None and _surrogate_index(value) < len(value):
@@ -202,7 +205,7 @@ def _read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], list[tu
         if len(cells) != len(header):
             raise InputError(f"row has {len(cells)} cells, the header has {len(header)}", file=str(path), line=line)
         row_where = _Where(str(path), line)
-        rows.append((line, {name: _check_text(cell.replace("\r\n", "\n"), row_where, name, offset)
+        rows.append((line, {name: _check_text(cell.replace("\r\n", "\n") if "\r" in cell else cell, row_where, name, offset)
                             for name, cell in zip(header, cells)}))
     if offset is not None:
         raise _undecodable_error(path, text, offset)
@@ -244,9 +247,9 @@ def _csv_error(text: str, file: str, start: int, message: str) -> InputError:
 
 def _open_quote_column(text: str, start: int) -> int:
     """0-based column of the quoted cell left open in the record starting at line ``start``."""
-    record = text.splitlines(keepends=True)[start - 1:]
+    record = "".join(re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text)[start - 1:])
     column, quoted, open_column, at_start = 0, False, 0, True
-    for char in "".join(record):
+    for char in record:
         if quoted:
             quoted = char != '"'
         elif char == '"' and at_start:
@@ -295,6 +298,7 @@ class _Group:
     query: str
     line: int
     passages: list[Passage] = field(default_factory=list)
+    passage_ids: set[str] = field(default_factory=set)
     answer: tuple[str, int] | None = None
     latency: tuple[float, int] | None = None
 
@@ -318,13 +322,14 @@ class _Group:
             if text.strip():
                 raise where.error("missing passage_id for a passage", "passage_id")
             return
-        if any(passage.id == passage_id for passage in self.passages):
+        if passage_id in self.passage_ids:
             raise where.error(f"duplicate passage id '{passage_id}' in query_id '{self.key[0]}' run {self.key[1]}",
                               "passage_id")
         title = row.get("passage_title", "").strip() or None
         score_text = row.get("passage_score", "").strip()
         score = _parse_number(score_text, where, "passage_score") if score_text else None
         self.passages.append(Passage(id=passage_id, text=text, title=title, score=score))
+        self.passage_ids.add(passage_id)
 
     def output(self, file: str, labels: Labels) -> RAGOutput:
         answer_text = self.answer[0] if self.answer else ""

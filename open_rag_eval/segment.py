@@ -49,6 +49,7 @@ _SOURCES_LINE_RE = re.compile(
 _SOURCES_INLINE_RE = re.compile(r"(?i)(?<=[.!?\]])[ \t]+[*_]*(?:sources|references|citations)[*_]*[ \t]*:")
 _LIST_ITEM_RE = re.compile(r"^\s*(?:[-*\u2022+]|\d{1,3}[.)])\s+")
 _BLANKS_RE = re.compile(r"[ \t]*")
+_NEXT_CHAR_RE = re.compile(r"\s*(\S)")
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s")
 _ABBREVIATIONS = frozenset(  # case-sensitive: "No. 5" does not end a sentence, "the answer is no." does
     "Mr Mrs Ms Dr Prof Sr Jr St Mt No Nos Fig Figs Vol Vols Gen Col Capt Lt Sgt Rev Hon Dept Approx Jan Feb Mar "
@@ -78,27 +79,35 @@ def find_citations(text: str) -> list[str]:
 
 def resolve_citations(citations: Sequence[str], passage_ids: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
     """Map citation ids onto passage ids (see the module doc); return (resolved ids, ids naming no passage)."""
-    ids = [normalize_id(pid) for pid in passage_ids]
-    known = set(ids)
-    positional = not any(pid.isdigit() for pid in ids)
-    resolved: dict[str, None] = {}
-    unknown: list[str] = []
-    for citation in citations:
-        cid = normalize_id(citation)
-        if cid not in known and positional and cid.isdigit() and 1 <= int(cid) <= len(ids):
-            cid = ids[int(cid) - 1]
-        elif cid not in known:
-            unknown.append(cid)
-        resolved.setdefault(cid, None)
-    return tuple(resolved), unknown
+    return _Resolver(passage_ids).resolve(citations)
+
+
+class _Resolver:
+    def __init__(self, passage_ids: Sequence[str]) -> None:
+        self.ids = [normalize_id(pid) for pid in passage_ids]
+        self.known = set(self.ids)
+        self.positional = not any(pid.isdigit() for pid in self.ids)
+
+    def resolve(self, citations: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
+        resolved: dict[str, None] = {}
+        unknown: list[str] = []
+        for citation in citations:
+            cid = normalize_id(citation)
+            if cid not in self.known and self.positional and cid.isdigit() and 1 <= int(cid) <= len(self.ids):
+                cid = self.ids[int(cid) - 1]
+            elif cid not in self.known:
+                unknown.append(cid)
+            resolved.setdefault(cid, None)
+        return tuple(resolved), unknown
 
 
 def split_answer(text: str, passage_ids: Sequence[str]) -> tuple[tuple[AnswerPart, ...], list[str]]:
     """Segment ``text`` without logging; return the parts and the citations that name no passage."""
+    resolver = _Resolver(passage_ids)
     parts: list[AnswerPart] = []
     unknown: list[str] = []
     for sentence in _sentences(_drop_sources_block(text)):
-        citations, missing = resolve_citations(find_citations(sentence), passage_ids)
+        citations, missing = resolver.resolve(find_citations(sentence))
         statement = _clean(sentence)
         if not re.search(r"\w", statement):
             if parts and citations:  # stray markers: they belong to the statement before them
@@ -171,8 +180,8 @@ def _boundaries(block: str) -> list[int]:
             if _starts_sentence(block, end):
                 ends.add(end)
     for run in _RUN_RE.finditer(block):
-        before = block[: run.start()].rstrip()
-        if before and not _TERMINATOR_RE.search(before[-1:]) and _capital_follows(block, run.end()):
+        before = _previous_char(block, run.start())
+        if before and not _TERMINATOR_RE.match(before) and _capital_follows(block, run.end()):
             ends.add(run.end())
     return sorted(ends)
 
@@ -182,28 +191,37 @@ def _after_markers(block: str, position: int) -> int:
     return run.end() if run else position
 
 
+def _next_char(block: str, position: int) -> str:
+    """The first non-space character at or after ``position`` ("" at the end)."""
+    found = _NEXT_CHAR_RE.match(block, position)
+    return found.group(1) if found else ""
+
+
+def _previous_char(block: str, position: int) -> str:
+    """The last non-space character before ``position`` ("" at the start)."""
+    index = position - 1
+    while index >= 0 and block[index].isspace():
+        index -= 1
+    return block[index] if index >= 0 else ""
+
+
 def _starts_sentence(block: str, position: int) -> bool:
-    rest = block[position:]
-    if not rest.strip():
+    first = _next_char(block, position)
+    if not first:
         return True
-    if not rest[:1].isspace():
+    if not block[position].isspace():
         return False
-    first = rest.lstrip()[:1]
     return first.isupper() or first.isdigit() or first in "\"'\u201c\u2018(" or (first.isalpha() and not first.islower())
 
 
 def _capital_follows(block: str, position: int) -> bool:
-    rest = block[position:]
-    return rest[:1].isspace() and rest.lstrip()[:1].isupper()
+    return position < len(block) and block[position].isspace() and _next_char(block, position).isupper()
 
 
 def _is_abbreviation(block: str, start: int, terminator: str) -> bool:
-    if terminator != ".":
+    if terminator != "." or start == 0 or block[start - 1].isspace():
         return False
-    words = block[:start].split()
-    if not words:
-        return False
-    word = words[-1].lstrip("([{\"'\u201c\u2018")
+    word = block[block.rfind(" ", 0, start) + 1: start].lstrip("([{\"'\u201c\u2018")
     return word in _ABBREVIATIONS or bool(_DOTTED_RE.match(word))
 
 
