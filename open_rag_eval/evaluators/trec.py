@@ -157,6 +157,7 @@ class TrecEvaluator:
             ctx.progress("outputs", 1)
             return done
 
+        self._start_critical_path(session, outputs)
         jobs = [one(output) for output in outputs]
         if "hhem" in self.options.metrics:
             jobs.append(self._hhem(outputs))
@@ -166,6 +167,19 @@ class TrecEvaluator:
         finally:
             session.cancel()
         return result
+
+    def _start_critical_path(self, session: _Session, outputs: Sequence[RAGOutput]) -> None:
+        """Issue every UMBRELA call, then every nugget list, before the other calls: the judge queues in order,
+        and grades -> creation -> importance -> assignment is the longest chain of dependent calls."""
+        if not {"umbrela", "nuggets"} & set(self.options.metrics):
+            return
+        live = [o for o in outputs if o.error is None]
+        for output in live:
+            for passage in session.pools.get(output.query_id, []):
+                session.grade(output.query, passage)
+        if "nuggets" in self.options.metrics:
+            for output in live:
+                session.nugget_list(output)
 
     async def _evaluate_output(self, session: _Session, output: RAGOutput) -> EvalResult:
         if output.error is not None:
