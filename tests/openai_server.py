@@ -11,16 +11,22 @@ time) and the maximum number of requests it was handling at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
 
-__all__ = ["Reply", "ScriptedServer", "Seen", "completion_body"]
+from open_rag_eval.judge.base import JudgeRequest
+from open_rag_eval.judge.client import OpenAIJudge, open_judge
+from open_rag_eval.judge.config import JudgeConfig
+
+__all__ = ["FAST", "Reply", "ScriptedServer", "Seen", "ask", "completion_body", "config", "outcome", "with_judge"]
 
 
 def completion_body(content: str | None, *, prompt_tokens: int = 10, completion_tokens: int = 2,
@@ -74,6 +80,11 @@ class Seen:
 Responder = Callable[[dict[str, Any]], Reply]
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 512  # the default backlog of 5 drops bursts of connections (1 s SYN retransmits)
+
+
 class ScriptedServer:
     def __init__(self, script: Iterable[Reply] = (), *, default: Reply | None = None,
                  responder: Responder | None = None) -> None:
@@ -84,8 +95,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
 
     @property
@@ -162,3 +172,34 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
     return Handler
+
+
+# -- helpers for client tests -----------------------------------------------------------------------------
+
+T = TypeVar("T")
+
+FAST = {"backoff_base_s": 0.001, "backoff_cap_s": 0.002, "retry_after_cap_s": 0.05}
+
+
+def config(base_url: str, **overrides: Any) -> JudgeConfig:
+    return JudgeConfig(**{"model": "test-model", "base_url": base_url, "cache": False, **FAST, **overrides})
+
+
+def ask(text: str = "grade this", task: str = "umbrela", **fields: Any) -> JudgeRequest:
+    return JudgeRequest.chat(task, text, **fields)
+
+
+def with_judge(cfg: JudgeConfig, body: Callable[[OpenAIJudge], Awaitable[T]], base_dir: Path = Path(".")) -> T:
+    async def main() -> T:
+        async with open_judge(cfg, base_dir=base_dir) as judge:
+            return await body(judge)
+
+    return asyncio.run(main())
+
+
+async def outcome(judge: OpenAIJudge, request: JudgeRequest) -> Any:
+    """The completion, or the exception it raised (so tests can look at both)."""
+    try:
+        return await judge.complete(request)
+    except Exception as error:  # noqa: BLE001 - the test inspects it
+        return error

@@ -6,8 +6,8 @@ import asyncio
 import json
 import logging
 import socket
-from email.utils import format_datetime
 from datetime import datetime, timedelta, timezone
+from email.utils import format_datetime
 from pathlib import Path
 
 import pytest
@@ -16,8 +16,7 @@ from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeUnavailable, 
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.client import OpenAIJudge, open_judge, strip_reasoning
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, OutageBreaker, RetryPolicy, TokenBucket
-from tests.judge_helpers import ask, config, outcome, with_judge
-from tests.openai_server import Reply, ScriptedServer
+from tests.openai_server import Reply, ScriptedServer, ask, config, outcome, with_judge
 
 SECRET = "sk-test-DO-NOT-LEAK-4242"
 

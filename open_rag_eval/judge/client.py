@@ -17,8 +17,8 @@ import os
 import re
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import TracebackType
 from typing import Any
 
@@ -28,8 +28,8 @@ import openai
 from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
-from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key
+from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
@@ -41,9 +41,9 @@ log = logging.getLogger("open_rag_eval.judge")
 
 _RETRY_STATUS = {408, 409, 429}
 _DOWN_STATUS = {401, 403, 404}  # wrong key, no access, wrong base_url/model: every later call would fail too
-_THINK_PAIR = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.S | re.I)
-_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.I)
-_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.I)
+_THINK_PAIR = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 
 
 def strip_reasoning(text: str) -> str:

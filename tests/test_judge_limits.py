@@ -1,0 +1,129 @@
+"""Pacing and resilience pieces with fake clocks: token buckets, adaptive concurrency, Retry-After, outages."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+from open_rag_eval.judge.limits import AdaptiveConcurrency, OutageBreaker, RetryPolicy, TokenBucket, parse_retry_after
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def _grant_times(bucket: TokenBucket, time: FakeTime, amounts: list[float]) -> list[float]:
+    async def main() -> list[float]:
+        granted = []
+        for amount in amounts:
+            await bucket.acquire(amount)
+            granted.append(round(time.now, 6))
+        return granted
+
+    return asyncio.run(main())
+
+
+def test_request_bucket_grants_at_the_configured_rate() -> None:
+    time = FakeTime()
+    bucket = TokenBucket(120, burst_s=1.0, clock=time.clock, sleep=time.sleep)  # 2/s, burst of 2
+    assert _grant_times(bucket, time, [1] * 6) == [0.0, 0.0, 0.5, 1.0, 1.5, 2.0]
+
+
+def test_token_bucket_paces_large_requests_through_debt_and_refunds() -> None:
+    time = FakeTime()
+    bucket = TokenBucket(6000, burst_s=1.0, clock=time.clock, sleep=time.sleep)  # 100 tokens/s, capacity 100
+    assert _grant_times(bucket, time, [300, 50]) == [0.0, 2.5]  # 300 leaves a debt of 200: 2.5 s for 50 more
+    bucket.adjust(-30)  # the requests used 30 tokens fewer than estimated: 70 to wait for, not 100
+    assert _grant_times(bucket, time, [100]) == [3.2]
+
+
+def test_adaptive_concurrency_halves_once_per_cooldown_and_recovers() -> None:
+    time = FakeTime()
+    limit = AdaptiveConcurrency(8, cooldown_s=1.0, clock=time.clock)
+
+    async def main() -> list[int]:
+        seen = []
+        limit.rate_limited()
+        limit.rate_limited()  # the same burst of 429s: no second cut
+        seen.append(limit.limit)
+        time.now = 2.0
+        limit.rate_limited()
+        seen.append(limit.limit)
+        for _ in range(2):
+            await limit.succeeded()
+        seen.append(limit.limit)
+        for _ in range(3 + 4 + 5 + 6 + 7 + 10):
+            await limit.succeeded()
+        seen.append(limit.limit)
+        return seen
+
+    assert asyncio.run(main()) == [4, 2, 3, 8]
+
+
+def test_adaptive_concurrency_can_be_switched_off() -> None:
+    limit = AdaptiveConcurrency(8, adaptive=False)
+    limit.rate_limited()
+    assert limit.limit == 8
+
+
+def test_concurrency_never_exceeds_the_limit() -> None:
+    limit = AdaptiveConcurrency(3)
+
+    async def worker() -> None:
+        await limit.acquire()
+        await asyncio.sleep(0)
+        await limit.release()
+
+    async def main() -> None:
+        await asyncio.gather(*(worker() for _ in range(20)))
+
+    asyncio.run(main())
+    assert (limit.max_in_flight, limit.in_flight) == (3, 0)
+
+
+def test_parse_retry_after() -> None:
+    assert parse_retry_after({"Retry-After": "3"}) == 3.0
+    assert parse_retry_after({"retry-after": "1.5"}) == 1.5
+    assert parse_retry_after({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412480.0) == 10.0
+    assert parse_retry_after({"Retry-After": "Wed, 21 Oct 2015 07:28:10 GMT"}, now=1445412500.0) == 0.0
+    assert parse_retry_after({"Retry-After": "soon"}) is None
+    assert parse_retry_after({}) is None
+
+
+def test_retry_delay_full_jitter_and_server_wins() -> None:
+    policy = RetryPolicy(base_s=1.0, cap_s=5.0, retry_after_cap_s=60.0, rng=random.Random(0))
+    delays = [policy.delay(retry) for retry in range(6)]
+    assert all(0 <= d <= min(5.0, 2**i) for i, d in enumerate(delays))
+    assert policy.delay(0, retry_after=30.0) == 30.0
+    assert policy.delay(0, retry_after=600.0) == 60.0
+
+
+def test_outage_breaker_by_count_and_by_time() -> None:
+    breaker = OutageBreaker(after_failures=3, after_s=100.0)
+    breaker.failure("a")
+    breaker.failure("b")
+    breaker.success()
+    breaker.failure("c")
+    breaker.failure("d")
+    assert not breaker.tripped
+    breaker.failure("e")
+    assert breaker.tripped and breaker.reason is not None and breaker.reason.endswith("last error: e")
+
+    time = FakeTime()
+    timed = OutageBreaker(after_failures=100, after_s=60.0, clock=time.clock)
+    timed.failure("x")
+    time.now = 61.0
+    assert not timed.tripped
+    timed.failure("y")
+    assert timed.tripped
+    timed.success()
+    assert timed.tripped  # stays down once decided
