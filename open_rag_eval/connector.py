@@ -1,20 +1,32 @@
 """Connectors produce RAG outputs by querying a live RAG system.
 
 A connector class (named in YAML as ``type: http`` or ``type: "module:Class"``) defines an ``Options`` pydantic
-model and ``async fetch(queries, repeats) -> list[RAGOutput]``. Outputs of queries that failed carry ``error``.
-The pipeline saves what a connector returns to ``outputs.jsonl`` before any judging.
+model, is constructed as ``Class(options)`` and has ``async fetch(queries, repeats) -> list[RAGOutput]``. It
+returns one output per (query, run), in query order then run order; an output whose query failed carries ``error``
+(it is reported, never silently dropped). The pipeline saves what a connector returns to ``outputs.jsonl`` before
+any judging, so re-evaluating never re-queries.
+
+    connector = build_connector(config.connector)          # validated options; errors name connector.options.*
+    outputs = await fetch_outputs(loaded, config.connector)  # reads the queries CSV, fetches, logs a summary
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from open_rag_eval.errors import ConfigError
 from open_rag_eval.types import RAGOutput
 
-__all__ = ["Connector", "ConnectorConfig"]
+if TYPE_CHECKING:
+    from open_rag_eval.config import LoadedConfig
+
+__all__ = ["Connector", "ConnectorConfig", "build_connector", "fetch_outputs"]
+
+log = logging.getLogger(__name__)
 
 
 class ConnectorConfig(BaseModel):
@@ -32,3 +44,34 @@ class Connector(Protocol):
     Options: ClassVar[type[BaseModel]]
 
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]: ...
+
+
+def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
+    """Resolve ``config.type`` and construct it with its validated options."""
+    from open_rag_eval.registry import resolve
+
+    cls = resolve("connector", config.type, path="connector.type")
+    try:
+        options = cls.Options.model_validate(config.options)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in ("connector", "options", *first["loc"]))
+        raise ConfigError(first["msg"] + (f" (got {first.get('input')!r})" if first["type"] != "missing" else ""),
+                          path=where, file=file) from None
+    return cls(options)  # type: ignore[no-any-return]
+
+
+async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig) -> list[RAGOutput]:
+    """Query the system for every query of ``config.queries`` (relative to the config file), ``repeats`` times."""
+    from open_rag_eval.inputs import read_queries
+
+    file = str(loaded.path or "")
+    connector = build_connector(config, file=file)
+    queries = read_queries(loaded.resolve_path(config.queries))
+    log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
+    outputs = await connector.fetch(queries, config.repeats)
+    failed = [o for o in outputs if o.error is not None]
+    if failed:
+        log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
+                    len(failed), len(outputs), "query", failed[0].query_id, failed[0].run, failed[0].error)
+    return outputs

@@ -1,0 +1,128 @@
+"""A fake RAG system on loopback, for connector and sweep tests.
+
+``POST /query`` with ``{"query": ..., "query_id": ..., "run": ...}`` answers
+
+    {"answer": "... [1] ... [2]", "passages": [{"id": "d1", "text": ...}, ...],
+     "result": {"summary": <same answer>, "documents": [{"doc_id", "content", "title", "score"}]}}
+
+so both flat and nested field paths can be tested. ``behaviour`` is switchable between sweeps:
+
+- ``mode="stable"``: the same answer every time; ``mode="unstable"``: each call words the answer differently;
+- ``latency_s``: a delay before every reply;
+- ``fail``: query id -> HTTP statuses returned first (one per call, consumed), e.g. ``[503, 503]``;
+- ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" (every call).
+
+The server records each request's body and headers, and the most requests it handled at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["RagBehaviour", "RagServer"]
+
+_WORDINGS = [
+    "{topic} is explained in the first source [1]. The second source adds background [2].",
+    "According to several reports, {topic} changed a lot over the last decade [2].",
+    "Nobody fully agrees on {topic}; opinions range widely across experts and time [1].",
+    "Short version: see documents one and two for {topic} [1][2].",
+    "{topic}? It depends heavily on context, region, budget and many other local factors.",
+]
+
+
+@dataclass
+class RagBehaviour:
+    mode: str = "stable"
+    latency_s: float = 0.0
+    fail: dict[str, list[int]] = field(default_factory=dict)
+    malformed: dict[str, str] = field(default_factory=dict)
+
+
+class RagServer:
+    def __init__(self, behaviour: RagBehaviour | None = None) -> None:
+        self.behaviour = behaviour or RagBehaviour()
+        self.requests: list[dict[str, Any]] = []
+        self.calls = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/query"
+
+    def __enter__(self) -> RagServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, str]:
+        behaviour = self.behaviour
+        qid, query = str(body.get("query_id", "")), str(body.get("query", ""))
+        with self._lock:
+            self.calls += 1
+            call = self.calls
+            statuses = behaviour.fail.get(qid)
+            status = statuses.pop(0) if statuses else 200
+        if status != 200:
+            return status, json.dumps({"error": f"injected {status}"})
+        kind = behaviour.malformed.get(qid)
+        if kind == "not_json":
+            return 200, "<html>oops</html>"
+        if kind == "missing_answer":
+            return 200, json.dumps({"passages": []})
+        passages = [{"id": f"{qid}-d{i}", "text": f"Passage {i} about {query}.", "title": f"Doc {i}", "score": 1 / i}
+                    for i in (1, 2)]
+        if kind == "bad_passages":
+            return 200, json.dumps({"answer": "x", "passages": "not a list"})
+        wording = _WORDINGS[0] if behaviour.mode == "stable" else _WORDINGS[call % len(_WORDINGS)]
+        answer = wording.format(topic=query.rstrip("?"))
+        documents = [{"doc_id": p["id"], "content": p["text"], "title": p["title"], "score": p["score"]} for p in passages]
+        return 200, json.dumps({"answer": answer, "passages": [{"id": p["id"], "text": p["text"]} for p in passages],
+                                "result": {"summary": answer, "documents": documents}})
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                with server._lock:
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    length = int(self.headers.get("Content-Length") or 0)
+                    raw = self.rfile.read(length)
+                    body = json.loads(raw or b"{}")
+                    with server._lock:
+                        server.requests.append({"body": body, "headers": dict(self.headers)})
+                    if server.behaviour.latency_s:
+                        time.sleep(server.behaviour.latency_s)
+                    status, text = server.answer(body)
+                    data = text.encode()
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    if status == 429:
+                        self.send_header("Retry-After", "0")
+                    self.end_headers()
+                    self.wfile.write(data)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+
+        return Handler
