@@ -552,8 +552,8 @@ class _JsonOutput:
 
     def _text(self, value: Any, field: str, required: str = "") -> str:
         if not isinstance(value, str):
-            raise self.where.error(f"expected a string, got {_type_name(value)}" if value is not None or not required
-                                   else required, field)
+            raise self.where.error(f"missing {field}" if value is None and required
+                                   else f"expected a string, got {_type_name(value)}", field)
         _check_text(value, self.where, field, self.offset)
         if required and not value.strip():
             raise self.where.error(required, field)
@@ -574,7 +574,7 @@ class _JsonOutput:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise self.where.error(f"expected a number, got {_type_name(value)}", field)
-        return _parse_number(repr(float(value)), self.where, field, minimum)
+        return _parse_number(str(value) if isinstance(value, int) else repr(value), self.where, field, minimum)
 
     def _passages(self, value: Any) -> tuple[Passage, ...]:
         if not isinstance(value, list):

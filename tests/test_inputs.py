@@ -6,12 +6,15 @@ import hashlib
 import json
 import logging
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from open_rag_eval.errors import InputError, exit_code
 from open_rag_eval.inputs import MAX_CELL_CHARS, output_to_json, read_outputs, read_queries
@@ -231,3 +234,48 @@ def test_cli_one_line_exit_3_no_output(tmp_path: Path, name: str) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {BAD / name}:") and "Traceback" not in done.stderr
     assert not out.exists()
+
+
+# ---------------------------------------------------------------- robustness
+
+
+_CSV_PIECES = st.sampled_from(["query_id", "query", "query_run", "passage_id", "passage", "generated_answer",
+                               "relevant_ids", "latency_ms", ",", "\n", "\r\n", '"', "q1", "[1]", "1", "2", "-1",
+                               "1e400", "NO_ANSWER", "A [1].", ";", ":", "{", "}", "\ufeff", "\x00", " "])
+_JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False)
+                            | st.text(max_size=8) | st.sampled_from(["q1", "[1]", "A [1]. B [2]."]),
+                            lambda inner: st.lists(inner, max_size=3)
+                            | st.dictionaries(st.sampled_from(["id", "text", "citations", "title", "score", "x"]),
+                                              inner, max_size=3), max_leaves=8)
+_JSON_OBJECTS = st.dictionaries(st.sampled_from(["query_id", "query", "run", "passages", "answer", "answer_text",
+                                                 "latency_ms", "error", "relevant_ids", "expected_keywords",
+                                                 "expected_refusal", "required_citations", "grounding_ids", "x"]),
+                                _JSON_VALUES, max_size=4).map(
+    lambda changes: {"query_id": "q1", "query": "Why?", "passages": [{"id": "1", "text": "t"}], "answer": "A [1].",
+                     **changes})
+
+
+def _only_input_errors(path: Path, data: bytes) -> None:
+    path.write_bytes(data)
+    try:
+        outputs = read_outputs(path)
+    except InputError as error:
+        assert "\n" not in str(error) and str(error).startswith(str(path))
+    else:
+        for output in outputs:
+            json.dumps(output_to_json(output), allow_nan=False)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=200) | st.lists(_CSV_PIECES, max_size=40).map(lambda xs: "".join(xs).encode()))
+def test_csv_reader_raises_only_input_errors(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        _only_input_errors(Path(folder) / "fuzz.csv", data)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.binary(max_size=100) | st.lists(_JSON_OBJECTS, max_size=3).map(
+    lambda objs: "\n".join(json.dumps(obj) for obj in objs).encode()))
+def test_jsonl_reader_raises_only_input_errors(data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        _only_input_errors(Path(folder) / "fuzz.jsonl", data)
