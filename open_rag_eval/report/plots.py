@@ -56,7 +56,7 @@ def _finish(fig: Any, plt: Any, sets: Sequence[ResultSet], title: str, path: Pat
     """Title, simulated warning and legend placed in inches (so tall and short figures look alike), then save."""
     text, colour = _subtitle(sets)
     height = fig.get_figheight()
-    fig.suptitle(title, fontsize=15, fontweight="bold", y=1 - 0.08 / height, va="top")
+    fig.text(0.5, 1 - 0.08 / height, title, ha="center", va="top", fontsize=15, fontweight="bold")
     if text:
         fig.text(0.5, 1 - 0.42 / height, text, ha="center", va="top", fontsize=11, color=colour, fontweight="bold")
     bottom = 0.05
@@ -228,7 +228,12 @@ def plot_history(points: Sequence[tuple[Any, float]], baseline_index: int | None
     ax.grid(linestyle="--", alpha=0.5)
     _set_range(ax, metric)
     ax.legend(loc="best", fontsize=9)
-    fig.autofmt_xdate()
+    if times and isinstance(times[0], datetime):
+        import matplotlib.dates as mdates
+
+        locator = mdates.AutoDateLocator()
+        ax.xaxis.set_major_locator(locator)
+        ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(locator))
     shown = [ResultSet(label="history", path=path, layout="ours", rows=[], simulated=simulated)]
     return _finish(fig, plt, shown, title or f"open-rag-eval: {display_name(metric)} over time", path, legend=False)
 
