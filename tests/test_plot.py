@@ -28,7 +28,7 @@ def test_loads_our_directory_with_failures_and_manifest() -> None:
     result = load_results(OURS)
     assert result.layout == "ours" and result.simulated is True and result.judge_model == "sim-judge"
     assert result.values("hhem.score") == [0.91, 0.85, 0.95, 0.12, 0.40]  # q3 failed: missing, not a number
-    q3 = [row for row in result.rows if row.query_id == "q3"][0]
+    q3 = next(row for row in result.rows if row.query_id == "q3")
     assert q3.scores["hhem.score"] is None and q3.errors["hhem.score"] == "HHEM model weights not found"
     assert result.per_query("nuggets.vital") == {"q1": [1.0, 0.5], "q2": [1.0, 0.0], "q3": [0.5], "q4": [0.0]}
     assert result.values("consistency.rougeL", per_run=False) == [0.62, 0.55]
