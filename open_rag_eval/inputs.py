@@ -248,15 +248,18 @@ def _csv_error(text: str, file: str, start: int, message: str) -> InputError:
 def _open_quote_column(text: str, start: int) -> int:
     """0-based column of the quoted cell left open in the record starting at line ``start``."""
     record = "".join(re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text)[start - 1:])
-    column, quoted, open_column, at_start = 0, False, 0, True
+    column, open_column, state = 0, 0, "start"  # state of the current cell: start, plain, quoted, closed
     for char in record:
-        if quoted:
-            quoted = char != '"'
-        elif char == '"' and at_start:
-            quoted, open_column = True, column
+        if state == "quoted":
+            state = "closed" if char == '"' else "quoted"
+        elif state == "closed" and char == '"':
+            state = "quoted"  # "" inside a quoted cell
         elif char == ",":
-            column += 1
-        at_start = char == "," and not quoted
+            column, state = column + 1, "start"
+        elif state == "start" and char == '"':
+            state, open_column = "quoted", column
+        elif state == "start":
+            state = "plain"
     return open_column
 
 

@@ -279,3 +279,13 @@ def test_csv_reader_raises_only_input_errors(data: bytes) -> None:
 def test_jsonl_reader_raises_only_input_errors(data: bytes) -> None:
     with tempfile.TemporaryDirectory() as folder:
         _only_input_errors(Path(folder) / "fuzz.jsonl", data)
+
+
+def test_unclosed_quote_names_the_open_cell_after_escaped_quotes(tmp_path: Path) -> None:
+    path = tmp_path / "open.csv"
+    path.write_text('query_id,query,query_run,passage_id,passage,generated_answer\n'
+                    'q1,Why?,1,1,"He said ""hi, there"", ok.",A [1].\n'
+                    'q1,Why?,1,2,"She said ""no"".","Unclosed, [1].\nq2,How?,1,1,P.,B.\n')
+    with pytest.raises(InputError) as caught:
+        read_outputs(path)
+    assert str(caught.value) == f"{path}:3: field 'generated_answer': unclosed quote: the quoted cell never ends"
