@@ -44,10 +44,10 @@ def _safe_url(url: str | None) -> str | None:
 
 def _prompt_hashes() -> dict[str, str]:
     try:
-        from open_rag_eval.prompts import template_hashes
+        from open_rag_eval.prompts import prompt_hashes
     except ImportError:
         return {}
-    return template_hashes()
+    return prompt_hashes()
 
 
 def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -> dict[str, Any] | None:
