@@ -1,17 +1,84 @@
-"""`open-rag-eval history`: not built yet (its issue is open)."""
+"""`open-rag-eval history [--config FILE | --db PATH] [--metric M]`: the recorded sweeps and a metric's trend."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 
-from open_rag_eval.errors import OpenRagEvalError
+from typing import TYPE_CHECKING
 
-HELP = "(not built yet)"
+from open_rag_eval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from open_rag_eval.history import History
+
+HELP = "list recorded sweeps, or the trend of one metric across them"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs="*")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--config", type=Path, help="the sweep config (its sweep.history file)")
+    where.add_argument("--db", type=Path, help="the history SQLite file")
+    parser.add_argument("--metric", help="show this metric's mean per sweep (e.g. consistency.rougeL)")
+    parser.add_argument("--system", help="only sweeps of this system label")
+    parser.add_argument("--limit", type=int, default=50, metavar="N", help="the last N sweeps (default 50)")
+
+
+def _db_path(args: argparse.Namespace) -> tuple[Path, str | None]:
+    if args.db is not None:
+        return args.db, args.system
+    from open_rag_eval.config import SweepOptions, load_config
+
+    loaded = load_config(args.config)
+    options = loaded.config.sweep or SweepOptions()
+    return loaded.resolve_path(options.history), args.system or options.system
 
 
 def run(args: argparse.Namespace) -> int:
-    raise OpenRagEvalError("'history' is not built yet")
+    from open_rag_eval.history import History
+
+    path, system = _db_path(args)
+    with History(path, create=False) as history:
+        if args.metric is None:
+            text = _sweeps_table(history, system, args.limit)
+        else:
+            if args.metric not in history.metrics():
+                known = ", ".join(m for m in history.metrics() if not m.startswith("consistency.")) or "none"
+                raise ConfigError(f"no sweep recorded metric '{args.metric}'; e.g. consistency.rougeL, {known}",
+                                  path="--metric")
+            text = _trend_table(history, args.metric, system, args.limit)
+    sys.stdout.write(text)
+    return 0
+
+
+def _sweeps_table(history: History, system: str | None, limit: int) -> str:
+    sweeps = history.sweeps(system, limit)
+    if not sweeps:
+        return "no sweeps recorded\n"
+    lines = [f"{'sweep':<24} {'started (UTC)':<26} {'system':<12} {'queries':>7} {'outputs':>7} {'failed':>6}  verdict"]
+    for s in sweeps:
+        verdict = (s.verdict or "-") + (" (simulated judge)" if s.simulated else "")
+        lines.append(f"{s.id:<24} {s.started_at:<26} {s.system:<12} {s.n_queries:>7} {s.n_outputs:>7} "
+                     f"{s.n_failed_outputs:>6}  {verdict}")
+    return "\n".join(lines) + "\n"
+
+
+def _trend_table(history: History, metric: str, system: str | None, limit: int) -> str:
+    lines = [f"{metric}", f"{'sweep':<24} {'system':<12} {'mean':>8} {'ci95':>17} {'n':>5} {'failed':>6} "
+             f"{'change':>8}  trend"]
+    trend = history.trend(metric, system, limit)
+    means = [agg.mean for _, agg in trend if agg is not None and agg.mean is not None]
+    low, high = (min(means), max(means)) if means else (0.0, 0.0)
+    previous: float | None = None
+    for sweep, agg in trend:
+        if agg is None or agg.mean is None:
+            lines.append(f"{sweep.id:<24} {sweep.system:<12} {'-':>8}")
+            continue
+        ci = "-" if agg.ci95_low is None else f"[{agg.ci95_low:.3f}, {agg.ci95_high:.3f}]"
+        change = "-" if previous is None else f"{agg.mean - previous:+.3f}"
+        bar = "#" * (1 + round(19 * (agg.mean - low) / (high - low))) if high > low else "#" * 10
+        lines.append(f"{sweep.id:<24} {sweep.system:<12} {agg.mean:>8.3f} {ci:>17} {agg.n:>5} {agg.n_failed:>6} "
+                     f"{change:>8}  {bar}")
+        previous = agg.mean
+    return "\n".join(lines) + "\n"

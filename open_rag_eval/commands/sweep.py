@@ -1,17 +1,87 @@
-"""`open-rag-eval sweep`: not built yet (its issue is open)."""
+"""`open-rag-eval sweep --config FILE`: one scheduled consistency sweep, with an exit code a scheduler can alert on.
+
+Exit codes: 0 stable (or the first sweep: nothing to compare with), 1 regression beyond a threshold (named on
+stdout), 2 bad config or missing extra, 3 bad input, 4 judge unavailable, 5 any other error (e.g. every call to
+the RAG system failed). Errors never exit 1, so 1 always means "regression".
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from open_rag_eval.errors import OpenRagEvalError
+from open_rag_eval.errors import OpenRagEvalError, exit_code
 
-HELP = "(not built yet)"
+if TYPE_CHECKING:
+    from open_rag_eval.sweep import Comparison, SweepOutcome
+
+HELP = "query a live RAG system, evaluate consistency, record the sweep in the history and compare with a baseline"
+
+EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 5
+
+log = logging.getLogger("open_rag_eval")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs="*")
+    parser.add_argument("--config", required=True, type=Path, help="YAML config with connector: and sweep: sections")
 
 
 def run(args: argparse.Namespace) -> int:
-    raise OpenRagEvalError("'sweep' is not built yet")
+    try:
+        from open_rag_eval.config import load_config
+        from open_rag_eval.sweep import sweep
+
+        outcome = sweep(load_config(args.config))
+    except OpenRagEvalError as error:
+        log.error("error: %s", error)
+        code = exit_code(error)
+        return EXIT_ERROR if code == EXIT_REGRESSION else code
+    except Exception as error:  # a scheduler must never read a crash as "regression"
+        log.exception("sweep failed: %s", error)
+        return EXIT_ERROR
+    sys.stdout.write(format_outcome(outcome))
+    return EXIT_REGRESSION if outcome.verdict == "regression" else EXIT_STABLE
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def _row(c: Comparison) -> str:
+    delta = "-" if c.delta is None else f"{c.delta:+.3f}"
+    p = "-" if c.p_value is None else f"{c.p_value:.4f}"
+    state = "REGRESSION" if c.regression else "ok"
+    direction = "lower" if c.lower_is_better else "higher"
+    line = (f"  {c.metric:<34} {_number(c.baseline):>8} {_number(c.current):>8} {delta:>8} {p:>7} "
+            f"{c.threshold:>6.3f} {direction:>6}  {state}")
+    return line + (f"  ({c.note})" if c.note else "")
+
+
+def format_outcome(outcome: SweepOutcome) -> str:
+    lines = [
+        f"sweep {outcome.sweep_id}  system={outcome.system}  {outcome.n_queries} queries x {outcome.repeats} runs, "
+        f"{outcome.n_failed_outputs} of {outcome.n_outputs} system calls failed",
+        f"results: {outcome.output_dir}",
+    ]
+    if outcome.simulated:
+        lines.append("SIMULATED JUDGE: judge-based scores come from the simulated judge and mean nothing")
+    if outcome.baseline_id is None:
+        lines.append("verdict: FIRST SWEEP (no baseline yet; recorded)")
+        return "\n".join(lines) + "\n"
+    lines.append(f"baseline: {outcome.baseline_id}")
+    if outcome.comparisons:
+        lines.append(f"  {'metric':<34} {'baseline':>8} {'current':>8} {'delta':>8} {'p':>7} {'limit':>6} "
+                     f"{'better':>6}  state")
+        lines.extend(_row(c) for c in outcome.comparisons)
+    else:
+        lines.append("  no thresholds configured (sweep.thresholds): nothing is checked")
+    if outcome.regressions:
+        named = ", ".join(f"{c.metric} ({'no value' if c.delta is None else f'{c.delta:+.3f}'}, allowed "
+                          f"{c.threshold:g})" for c in outcome.regressions)
+        lines.append(f"verdict: REGRESSION in {named}")
+    else:
+        lines.append("verdict: STABLE")
+    return "\n".join(lines) + "\n"

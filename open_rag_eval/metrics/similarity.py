@@ -88,10 +88,11 @@ def _rouge_scorer(use_stemmer: bool) -> Any:
     with _ROUGE_LOCK:
         if use_stemmer not in _ROUGE:
             try:
-                from rouge_score import rouge_scorer
+                from rouge_score import rouge_scorer, tokenizers
             except ImportError:
                 raise MissingDependency("rouge-score", "consistency") from None
-            _ROUGE[use_stemmer] = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
+            tokenizer = tokenizers.DefaultTokenizer(use_stemmer=use_stemmer)  # explicit: no "default tokenizer" log
+            _ROUGE[use_stemmer] = rouge_scorer.RougeScorer(list(ROUGE_TYPES), tokenizer=tokenizer)
         return _ROUGE[use_stemmer]
 
 
