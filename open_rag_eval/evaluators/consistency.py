@@ -6,7 +6,12 @@ Per query (rows with ``run = None``):
 - ``consistency.<metric>.<stat>``: mean, median, std, cv, iqr, min, max of every numeric per-run metric of the
   evaluators before this one (or of a results directory), across runs;
 - ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on
-  the same outputs -- so judge noise can be told apart from system instability.
+  the same outputs -- so judge noise can be told apart from system instability. Each answered output is judged
+  ``judge_repeats`` times (sample indices 0..r-1, part of the cache key; sample 0 is the normal judgment) through the
+  trec evaluator's ``judge_labels``; per judgment type (umbrela grades: ordinal alpha, threshold grade >= 2;
+  support FS/PS/NS, nugget assignment, no_answer: nominal alpha) an item is one (run, passage / statement / nugget).
+  flip_rate = share of items whose labels are not all equal; crossing = share whose labels fall on both sides of
+  the type's threshold. These need one run only, so they are not skipped with the query.
 
 ``min_runs`` defaults to 2 because it is the least number of runs for which any of these is defined (one pair, a
 sample standard deviation); queries with fewer answered runs get rows that say they were skipped and why. Raise it
@@ -107,8 +112,9 @@ class ConsistencyEvaluator:
             result.scores.extend(await self._bertscore(kept, details))
         if "dispersion" in self.options.metrics:
             result.scores.extend(self._dispersion(kept, previous, details))
-        if self.needs_judge:
-            result.scores.extend(await self._judge_retest(kept, ctx, details))
+        if self.needs_judge:  # judge noise needs no second system run: every answered output is re-judged
+            answered = {qid: runs for qid, runs in usable.items() if runs}
+            result.scores.extend(await self._judge_retest(answered, ctx, details))
         result.details.extend(Detail(query_id=q, run=None, section=PREFIX, data=d) for q, d in details.items())
         ctx.progress("outputs", len(outputs))
         return result
@@ -123,9 +129,7 @@ class ConsistencyEvaluator:
             names.append(f"{PREFIX}.bertscore_f1")
         if "dispersion" in self.options.metrics:
             names += [f"{PREFIX}.{m}.{s}" for m in self._dispersed(previous) for s in STATS]
-        if self.needs_judge:
-            names += [f"{PREFIX}.judge.{kind}.{stat}" for kind in RETEST for stat in RETEST_STATS]
-        return names
+        return names  # judge test-retest rows are not skipped with the query: they need only one run
 
     def _rouge(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
         scores: list[Score] = []
@@ -212,7 +216,11 @@ class ConsistencyEvaluator:
 
     # ------------------------------------------------------------ judge test-retest
 
-    def _labeller(self) -> Labeller:
+    def _labeller(self, ctx: Context) -> Labeller:
+        """The run's own trec evaluator when the pipeline shares it (its nugget lists are reused), else a new one."""
+        for evaluator in ctx.extra.get("evaluators", ()):
+            if getattr(evaluator, "judge_labels", None) is not None:
+                return evaluator.judge_labels  # type: ignore[no-any-return]
         try:
             from open_rag_eval.evaluators.trec import TrecEvaluator
         except ImportError as error:
@@ -232,7 +240,7 @@ class ConsistencyEvaluator:
             reason = "judge test-retest needs a judge (none is configured)"
             return [Score(query_id=q, run=None, metric=f"{PREFIX}.judge.{k}.{s}", error=reason)
                     for q in kept for k in RETEST for s in RETEST_STATS]
-        labeller = labeller or self._labeller()
+        labeller = labeller or self._labeller(ctx)
         jobs = [(qid, output, sample) for qid, runs in kept.items() for output in runs
                 for sample in range(self.options.judge_repeats)]
         found = await asyncio.gather(*(_labels(labeller, output, ctx.judge, sample) for _, output, sample in jobs))
