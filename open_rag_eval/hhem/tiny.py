@@ -13,7 +13,7 @@ from typing import Any
 
 from open_rag_eval.hhem.loader import DEFAULT_PROMPT
 
-__all__ = ["TINY_WORDS", "tiny_model", "write_tiny_hhem"]
+__all__ = ["BASE_DIMS", "TINY_DIMS", "TINY_WORDS", "tiny_model", "tiny_tokenizer", "write_tiny_hhem"]
 
 TINY_WORDS = (
     "determine if the hypothesis is true given premise ? : . , paris capital of france berlin sky blue "
@@ -34,16 +34,19 @@ def tiny_tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
 
 
-def tiny_model(vocab_size: int, seed: int = 0, d_model: int = 32, layers: int = 2) -> Any:
+TINY_DIMS: dict[str, int] = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4}
+BASE_DIMS: dict[str, int] = {"d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_heads": 12}  # flan-t5-base
+
+
+def tiny_model(vocab_size: int, seed: int = 0, dims: dict[str, int] | None = None) -> Any:
     """A randomly initialised T5ForTokenClassification with flan-t5's layout (gated-gelu), in eval mode."""
     import torch
     from transformers import T5Config, T5ForTokenClassification
 
     torch.manual_seed(seed)
     config = T5Config(
-        vocab_size=vocab_size, d_model=d_model, d_kv=8, d_ff=64, num_layers=layers, num_heads=4,
-        feed_forward_proj="gated-gelu", dropout_rate=0.0, classifier_dropout=0.0, num_labels=2,
-        is_encoder_decoder=False, use_cache=False,
+        vocab_size=vocab_size, **(dims or TINY_DIMS), feed_forward_proj="gated-gelu", dropout_rate=0.0,
+        classifier_dropout=0.0, num_labels=2, is_encoder_decoder=False, use_cache=False,
     )
     model = T5ForTokenClassification(config)
     with torch.no_grad():  # spread the random logits so the two classes differ visibly
@@ -51,14 +54,17 @@ def tiny_model(vocab_size: int, seed: int = 0, d_model: int = 32, layers: int = 
     return model.eval()
 
 
-def write_tiny_hhem(directory: str | Path, seed: int = 0) -> Path:
-    """Save a tiny HHEM-layout checkpoint and tokenizer into ``directory``; returns the directory."""
+def write_tiny_hhem(directory: str | Path, seed: int = 0, dims: dict[str, int] | None = None) -> Path:
+    """Save a tiny HHEM-layout checkpoint and tokenizer into ``directory``; returns the directory.
+
+    ``dims`` = T5 dimensions (default ``TINY_DIMS``; ``BASE_DIMS`` gives HHEM's compute with random weights).
+    """
     from safetensors.torch import save_file
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = tiny_tokenizer()
-    model = tiny_model(len(tokenizer), seed)
+    model = tiny_model(len(tokenizer), seed, dims)
     state = {
         f"t5.{key}": value.detach().clone().contiguous()
         for key, value in model.state_dict().items()
