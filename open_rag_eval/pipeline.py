@@ -98,6 +98,7 @@ async def arun(
     evaluators = [spec.build() for spec in loaded.evaluators]
     if outputs is None:
         outputs = await _fetch_outputs(loaded, limit)
+    _clear_stale_temps(out)
     _save_outputs(out, outputs)
     progress = progress or Progress()
     progress.outputs_total = len(outputs)
@@ -133,6 +134,16 @@ async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOut
     if limit is not None:
         queries = queries[:limit]
     return await cls(options).fetch(queries, connector.repeats)
+
+
+def _clear_stale_temps(out: Path) -> None:
+    """Remove the temp files of atomic writes that a killed run left half-written (``.<name>.<random>.tmp``)."""
+    if not out.is_dir():
+        return
+    for stale in out.glob(".*.tmp"):
+        if stale.is_file():
+            log.debug("removing %s, left half-written by an interrupted run", stale.name)
+            stale.unlink(missing_ok=True)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
