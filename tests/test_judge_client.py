@@ -138,6 +138,13 @@ def test_auth_error_is_not_retried_and_stops_every_later_call(status: int) -> No
     assert exit_code(second) == 4
 
 
+def test_exhausted_quota_is_an_outage_not_a_retry() -> None:
+    with ScriptedServer(default=Reply.error(429, "You exceeded your current quota", code="insufficient_quota")) as server:
+        error, _ = with_judge(config(server.base_url), _both)
+    assert isinstance(error, JudgeUnavailable) and "no quota left" in str(error)
+    assert len(server.completions) == 1
+
+
 def test_unsupported_parameter_is_reported_and_not_retried() -> None:
     rejection = Reply.error(400, "Unsupported value: 'temperature' does not support 0 with this model.",
                             code="unsupported_value", param="temperature")

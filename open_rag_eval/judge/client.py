@@ -136,8 +136,10 @@ class OpenAIJudge:
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
     async def aclose(self) -> None:
-        for pending in list(self._inflight.values()):
-            pending.cancel()
+        pending = list(self._inflight.values())
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
         if self._owns_http:
             await self._client.close()
         if self._owns_cache and self.cache is not None:
@@ -235,6 +237,8 @@ class OpenAIJudge:
 
     def _classify_status(self, error: openai.APIStatusError) -> _Failure:
         status, message = error.status_code, _short(_server_message(error))
+        if status == 429 and error.code == "insufficient_quota":
+            return _Failure("down", f"the judge account has no quota left (HTTP 429: {message})")
         if status in _RETRY_STATUS or status >= 500:
             retry_after = parse_retry_after(error.response.headers)
             return _Failure("retry", f"HTTP {status}: {message}", retry_after, rate_limited=status == 429)

@@ -74,14 +74,18 @@ class AdaptiveConcurrency:
 
     async def acquire(self) -> None:
         async with self._cond:
-            await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            try:
+                await self._cond.wait_for(lambda: self.in_flight < self.limit)
+            except asyncio.CancelledError:
+                self._cond.notify(1)  # hand on a wake-up this waiter may have consumed
+                raise
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
     async def release(self) -> None:
         async with self._cond:
             self.in_flight -= 1
-            self._cond.notify_all()
+            self._cond.notify(1)  # one slot freed: wake one waiter, not all of them
 
     def rate_limited(self) -> None:
         self._successes = 0
@@ -100,7 +104,7 @@ class AdaptiveConcurrency:
             self._successes = 0
             async with self._cond:
                 self.limit += 1
-                self._cond.notify_all()
+                self._cond.notify(1)
             log.debug("judge: concurrency recovered to %d", self.limit)
 
 
