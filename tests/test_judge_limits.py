@@ -127,3 +127,19 @@ def test_outage_breaker_by_count_and_by_time() -> None:
     assert timed.tripped
     timed.success()
     assert timed.tripped  # stays down once decided
+
+
+def test_a_cancelled_waiter_does_not_swallow_the_freed_slot() -> None:
+    limit = AdaptiveConcurrency(1)
+
+    async def main() -> bool:
+        await limit.acquire()
+        first = asyncio.create_task(limit.acquire())
+        second = asyncio.create_task(limit.acquire())
+        await asyncio.sleep(0)
+        await limit.release()  # wakes `first` ...
+        first.cancel()  # ... which is cancelled before it runs
+        await asyncio.wait_for(second, timeout=5)
+        return first.cancelled() and limit.in_flight == 1
+
+    assert asyncio.run(main())
