@@ -21,7 +21,7 @@ import asyncio
 import logging
 import secrets
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +87,7 @@ def sweep(loaded: LoadedConfig, **kwargs: Any) -> SweepOutcome:
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def _options(loaded: LoadedConfig) -> SweepOptions:

@@ -10,7 +10,10 @@ from typing import Any
 import pytest
 
 from open_rag_eval.evaluators.base import Context
-from open_rag_eval.evaluators.consistency import ConsistencyEvaluator, ConsistencyOptions
+from open_rag_eval.evaluators.consistency import (
+    ConsistencyEvaluator,
+    ConsistencyOptions,
+)
 from open_rag_eval.types import AnswerPart, EvalResult, RAGOutput, Score
 
 

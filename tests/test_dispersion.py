@@ -7,7 +7,12 @@ import random
 
 import pytest
 
-from open_rag_eval.scoring.dispersion import crossing_rate, dispersion, flip_rate, krippendorff_alpha
+from open_rag_eval.scoring.dispersion import (
+    crossing_rate,
+    dispersion,
+    flip_rate,
+    krippendorff_alpha,
+)
 
 
 def test_dispersion_literal_numbers() -> None:

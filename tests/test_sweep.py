@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.history import History
+from open_rag_eval.history import History, SweepRecord
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.sweep import lower_is_better
 from open_rag_eval.types import Score
-from open_rag_eval.history import SweepRecord
 from tests.rag_server import RagBehaviour, RagServer
 
 QUERIES = [f"What is topic number {i} about" for i in range(8)]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
 from typing import TYPE_CHECKING
 
 from open_rag_eval.errors import ConfigError
@@ -65,8 +64,8 @@ def _sweeps_table(history: History, system: str | None, limit: int) -> str:
 
 
 def _trend_table(history: History, metric: str, system: str | None, limit: int) -> str:
-    lines = [f"{metric}", f"{'sweep':<24} {'system':<12} {'mean':>8} {'ci95':>17} {'n':>5} {'failed':>6} "
-             f"{'change':>8}  trend"]
+    header = f"{'sweep':<24} {'system':<12} {'mean':>8} {'ci95':>17} {'n':>5} {'failed':>6} {'change':>8}  trend"
+    lines = [metric, header]
     trend = history.trend(metric, system, limit)
     means = [agg.mean for _, agg in trend if agg is not None and agg.mean is not None]
     low, high = (min(means), max(means)) if means else (0.0, 0.0)

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
         code = exit_code(error)
         return EXIT_ERROR if code == EXIT_REGRESSION else code
     except Exception as error:  # a scheduler must never read a crash as "regression"
-        log.exception("sweep failed: %s", error)
+        log.exception("sweep failed: %s", type(error).__name__)
         return EXIT_ERROR
     sys.stdout.write(format_outcome(outcome))
     return EXIT_REGRESSION if outcome.verdict == "regression" else EXIT_STABLE
@@ -62,8 +62,8 @@ def _row(c: Comparison) -> str:
 
 def format_outcome(outcome: SweepOutcome) -> str:
     lines = [
-        f"sweep {outcome.sweep_id}  system={outcome.system}  {outcome.n_queries} queries x {outcome.repeats} runs, "
-        f"{outcome.n_failed_outputs} of {outcome.n_outputs} system calls failed",
+        (f"sweep {outcome.sweep_id}  system={outcome.system}  {outcome.n_queries} queries x {outcome.repeats} runs, "
+         f"{outcome.n_failed_outputs} of {outcome.n_outputs} system calls failed"),
         f"results: {outcome.output_dir}",
     ]
     if outcome.simulated:

@@ -31,7 +31,14 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import ConfigError, InputError, JudgeError, JudgeUnavailable, MissingDependency, ModelUnavailable
+from open_rag_eval.errors import (
+    ConfigError,
+    InputError,
+    JudgeError,
+    JudgeUnavailable,
+    MissingDependency,
+    ModelUnavailable,
+)
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.metrics.similarity import (
     ROUGE_TYPES,
@@ -42,8 +49,21 @@ from open_rag_eval.metrics.similarity import (
     rouge_pairs,
     split_sentences,
 )
-from open_rag_eval.scoring.dispersion import STATS, crossing_rate, dispersion, flip_rate, krippendorff_alpha
-from open_rag_eval.types import AnswerPart, Detail, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.scoring.dispersion import (
+    STATS,
+    crossing_rate,
+    dispersion,
+    flip_rate,
+    krippendorff_alpha,
+)
+from open_rag_eval.types import (
+    AnswerPart,
+    Detail,
+    EvalResult,
+    Passage,
+    RAGOutput,
+    Score,
+)
 
 __all__ = ["RETEST", "ConsistencyEvaluator", "ConsistencyOptions", "load_results_dir"]
 
@@ -89,8 +109,9 @@ class ConsistencyEvaluator:
         if not self.needs_judge:
             return Plan()
         answered = sum(o.error is None for o in outputs)
-        return Plan(notes=[f"consistency: re-judges {answered} outputs {self.options.judge_repeats} times "
-                           "(the trec evaluator's judgments, samples 0..r-1; sample 0 is shared with trec)"])
+        note = (f"consistency: re-judges {answered} outputs {self.options.judge_repeats} times "
+                "(the trec evaluator's judgments, samples 0..r-1; sample 0 is shared with trec)")
+        return Plan(notes=[note])
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         previous = ctx.previous.scores
