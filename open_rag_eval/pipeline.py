@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.config import LoadedConfig, connector_spec
+from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.judge.base import Judge
@@ -96,14 +97,16 @@ async def arun(
     started = time.monotonic()
     out = output_dir or loaded.resolve_path(loaded.config.output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
-    if outputs is None:
-        outputs = await _fetch_outputs(loaded, limit)
-    _clear_stale_temps(out)
-    _save_outputs(out, outputs)
+    if outputs is None and loaded.config.connector is None:
+        outputs = load_outputs(loaded, limit)  # bad input fails before anything is opened or written
     progress = progress or Progress()
-    progress.outputs_total = len(outputs)
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
-    async with _judge_for(loaded, needs_judge) as judge:
+    async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
+        if outputs is None:
+            outputs = await _fetch_outputs(loaded, limit)
+        _clear_stale_temps(out)
+        _save_outputs(out, outputs)
+        progress.outputs_total = len(outputs)
         progress.judge = judge
         on_start(progress)
         result = EvalResult()
@@ -163,7 +166,11 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
     config = loaded.judge
     if config.simulated is None:
-        async with open_judge(config, base_dir=loaded.base_dir) as judge:
+        try:
+            judge = open_judge(config, base_dir=loaded.base_dir)
+        except ConfigError as error:  # the judge's checks know the YAML path; the config file is known here
+            raise ConfigError(error.problem, path=error.path, file=error.file or str(loaded.path or "")) from None
+        async with judge:
             yield judge
         return
     from open_rag_eval.judge.simulated import SimulatedJudgeServer
