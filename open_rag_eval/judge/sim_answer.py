@@ -1,0 +1,274 @@
+"""The simulated judge's brain: a pure function from chat messages to a reply text.
+
+``answer(messages)`` recognises which published prompt it was sent (by phrases of the quoted templates, see
+the methods specification) and answers in exactly the format that prompt asks for, from the prompt's own
+content, by word overlap. It is deterministic, fast, and means nothing about a real system:
+
+| kind | recognised by | reply |
+|---|---|---|
+| ``umbrela`` | UMBRELA "bing" prompt (zero- or few-shot) | ``##final score: G``; G from query/passage overlap |
+| ``umbrela_basic`` | UMBRELA "basic" prompt (zero- or few-shot) | one line of explanation, then G alone |
+| ``nugget_create`` | nugget creator ("Update the list of atomic nuggets") | a Python list of nuggets |
+| ``nugget_importance`` | nugget scorer ("vital or okay") | a Python list of ``vital``/``okay`` |
+| ``nugget_assign`` | nugget assigner, 3-grade or 2-grade | a Python list of support labels |
+| ``support`` | TREC 2024 support prompt | ``Full Support`` / ``Partial Support`` / ``No Support`` |
+| ``no_answer`` | answer-attempt classifier | ``yes`` / ``no`` (refusal phrases give ``no``) |
+| ``unknown`` | anything else | a fixed generic reply |
+
+Overlap is measured on lower-cased alphanumeric words minus a short stop-word list ("content words").
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "GENERIC_REPLY",
+    "KINDS",
+    "UNPARSEABLE_REPLY",
+    "Reply",
+    "answer",
+    "classify",
+    "content_words",
+    "count_tokens",
+    "reply",
+]
+
+GENERIC_REPLY = "I am a simulated judge and did not recognise this request."
+UNPARSEABLE_REPLY = "I am not sure how to judge this."  # parses as nothing for every prompt kind
+
+_STOP = frozenset(
+    "a an and are as at be been but by can did do does for from had has have how i if in into is it its of on "
+    "or s so such than that the their them then there these they this those to was were what when where which "
+    "who whom why will with would you your".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+_DOTALL = re.DOTALL
+
+# (kind, phrase) in the order tried; phrases are matched on whitespace-normalised text
+_MARKERS: tuple[tuple[str, str], ...] = (
+    ("nugget_create", "Update the list of atomic nuggets"),
+    ("nugget_importance", "nuggets either a vital or okay"),
+    ("nugget_assign", "nuggets either as support"),
+    ("umbrela", "you must provide a score on an integer scale of 0 to 3"),
+    ("umbrela_basic", "You are an expert judge of a content"),
+    ("support", "evaluate whether each statement is supported by its corresponding citations"),
+    ("no_answer", "the answer is an attempt to answer the query"),
+)
+KINDS: tuple[str, ...] = tuple(kind for kind, _ in _MARKERS) + ("unknown",)
+
+_REFUSALS = (
+    "no_answer", "no answer", "no result", "not enough information", "insufficient information",
+    "don't know", "do not know", "dont know", "cannot answer", "can't answer", "cant answer", "unable to answer",
+    "unable to find", "could not find", "couldn't find", "does not contain", "do not have enough",
+    "don't have enough", "no information", "i'm sorry", "i am sorry",
+)
+
+
+@dataclass(frozen=True)
+class Reply:
+    kind: str
+    query: str  # the query the prompt is about ("" when the prompt names none, e.g. support)
+    text: str
+
+
+def content_words(text: str) -> set[str]:
+    return {word for word in _WORD.findall(text.lower()) if word not in _STOP}
+
+
+def count_tokens(text: str) -> int:
+    """Approximate tokens: words and punctuation marks (close to BPE counts for English prose)."""
+    return len(_TOKEN.findall(text))
+
+
+def _fraction(part: set[str], whole: set[str]) -> float:
+    return len(part & whole) / len(whole) if whole else 0.0
+
+
+def classify(text: str) -> str:
+    flat = " ".join(text.split())
+    for kind, phrase in _MARKERS:
+        if phrase in flat:
+            return kind
+    return "unknown"
+
+
+def _last(pattern: str, text: str) -> re.Match[str] | None:
+    match = None
+    for match in re.finditer(pattern, text, _DOTALL):
+        pass
+    return match
+
+
+def _literal_list(text: str) -> list[str] | None:
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        return None
+    return [str(item) for item in value] if isinstance(value, list) else None
+
+
+def _py_list(items: Sequence[str]) -> str:
+    return json.dumps(list(items), ensure_ascii=False)
+
+
+# --- UMBRELA -------------------------------------------------------------------------------------------
+
+def umbrela_grade(query: str, passage: str) -> int:
+    share = _fraction(content_words(passage), content_words(query))
+    return 0 if share == 0 else 1 if share < 0.34 else 2 if share < 0.67 else 3
+
+
+_BASIC_WHY = ("shares none of", "shares a few of", "shares many of", "covers nearly all of")
+
+
+def _umbrela(text: str, basic: bool) -> Reply | None:
+    end = r"\n\s*(?:##final score|Explanation:)" if basic else r"\n\s*Split this problem into steps"
+    match = _last(r"Query: (.*?)\n\s*Passage: (.*?)" + end, text)
+    if match is None:
+        return None
+    query, passage = match.group(1).strip(), match.group(2).strip()
+    grade = umbrela_grade(query, passage)
+    if basic:
+        return Reply("umbrela_basic", query, f"The passage {_BASIC_WHY[grade]} the query terms.\n{grade}")
+    return Reply("umbrela", query, f"##final score: {grade}")
+
+
+# --- nuggets -------------------------------------------------------------------------------------------
+
+def _nugget_text(sentence: str) -> str:
+    words = _MARKER.sub(" ", sentence).replace('"', "").split()[:10]
+    return " ".join(words).rstrip(".,;:!?")
+
+
+def _segment_nuggets(segment: str, query_words: set[str]) -> list[str]:
+    sentences = [s for s in _SENTENCE.split(segment.strip()) if s.strip()]
+    scored = sorted(
+        ((len(content_words(s) & query_words), i, s) for i, s in enumerate(sentences)), key=lambda t: (-t[0], t[1])
+    )
+    picked = [s for score, _, s in scored[:2] if score > 0] or sentences[:1]
+    return [text for text in map(_nugget_text, picked) if text]
+
+
+def create_nuggets(query: str, context: str, initial: Sequence[str], limit: int) -> list[str]:
+    """Merge the initial list with up to two nuggets per segment; most query overlap first; at most ``limit``."""
+    query_words = content_words(query)
+    nuggets, seen = list(initial), {n.lower() for n in initial}
+    for segment in re.split(r"(?m)^\[\d+\]\s*", context):
+        for nugget in _segment_nuggets(segment, query_words):
+            if nugget.lower() not in seen:
+                seen.add(nugget.lower())
+                nuggets.append(nugget)
+    ranked = sorted(enumerate(nuggets), key=lambda t: (-len(content_words(t[1]) & query_words), t[0]))
+    return [nugget for _, nugget in ranked][:limit]
+
+
+def _create(text: str) -> Reply | None:
+    query = re.search(r"Search Query: (.*?)\n", text)
+    context = re.search(r"Context:\s*\n(.*?)\n\s*(?:Search Query:|Initial Nugget List:)", text, _DOTALL)
+    initial = re.search(r"Initial Nugget List: (.*?)\n", text)
+    limit = re.search(r"at most (\d+) nuggets", text)
+    if query is None or context is None:
+        return None
+    start = _literal_list(initial.group(1)) if initial else []
+    nuggets = create_nuggets(query.group(1).strip(), context.group(1), start or [], int(limit.group(1)) if limit else 30)
+    return Reply("nugget_create", query.group(1).strip(), _py_list(nuggets))
+
+
+def _nugget_list(text: str) -> tuple[list[str], int] | None:
+    found = re.search(r"Nugget List: (.*?)\n", text + "\n")
+    count = re.search(r"label each of the (\d+) nuggets", text)
+    nuggets = _literal_list(found.group(1)) if found else None
+    if nuggets is None:
+        return None
+    return nuggets, int(count.group(1)) if count else len(nuggets)
+
+
+def importance(query: str, nugget: str) -> str:
+    return "vital" if _fraction(content_words(nugget), content_words(query)) >= 0.5 else "okay"
+
+
+def assignment(nugget: str, passage: str, grades: int = 3) -> str:
+    share = _fraction(content_words(passage), content_words(nugget))
+    if grades == 2:
+        return "support" if share >= 0.6 else "not_support"
+    return "support" if share >= 0.75 else "partial_support" if share >= 0.4 else "not_support"
+
+
+def _importance(text: str) -> Reply | None:
+    query, listed = re.search(r"Search Query: (.*?)\n", text), _nugget_list(text)
+    if query is None or listed is None:
+        return None
+    nuggets, count = listed
+    labels = [importance(query.group(1), n) for n in nuggets][:count] + ["okay"] * max(0, count - len(nuggets))
+    return Reply("nugget_importance", query.group(1).strip(), _py_list(labels))
+
+
+def _assign(text: str) -> Reply | None:
+    found = re.search(r"Search Query: (.*?)\n\s*Passage: (.*?)\n\s*Nugget List: ", text, _DOTALL)
+    listed = _nugget_list(text)
+    if found is None or listed is None:
+        return None
+    nuggets, count = listed
+    grades = 3 if "partial_support" in text.split("Search Query:")[0] else 2
+    labels = [assignment(n, found.group(2), grades) for n in nuggets][:count]
+    labels += ["not_support"] * max(0, count - len(labels))
+    return Reply("nugget_assign", found.group(1).strip(), _py_list(labels))
+
+
+# --- support and no-answer ------------------------------------------------------------------------------
+
+def support_label(statement: str, citation: str) -> str:
+    share = _fraction(content_words(citation), content_words(_MARKER.sub(" ", statement)))
+    return "Full Support" if share >= 0.7 else "Partial Support" if share >= 0.35 else "No Support"
+
+
+def _support(text: str) -> Reply | None:
+    match = _last(r"Statement: (.*?)\n\s*Citation: (.*?)\n\s*Response:", text)
+    if match is None:
+        return None
+    return Reply("support", "", support_label(match.group(1), match.group(2)))
+
+
+def attempted(answer_text: str) -> str:
+    flat = " ".join(answer_text.lower().split())
+    return "no" if not flat or any(phrase in flat for phrase in _REFUSALS) else "yes"
+
+
+def _no_answer(text: str) -> Reply | None:
+    match = _last(r"Query: (.*?)\n\s*Answer: (.*?)\n\s*Your Response:", text)
+    if match is None:
+        return None
+    return Reply("no_answer", match.group(1).strip(), attempted(match.group(2)))
+
+
+_HANDLERS = {
+    "umbrela": lambda text: _umbrela(text, basic=False),
+    "umbrela_basic": lambda text: _umbrela(text, basic=True),
+    "nugget_create": _create,
+    "nugget_importance": _importance,
+    "nugget_assign": _assign,
+    "support": _support,
+    "no_answer": _no_answer,
+}
+
+
+def reply(messages: Sequence[tuple[str, str]]) -> Reply:
+    """Classify the conversation and answer it; an unrecognised or unreadable prompt gets ``GENERIC_REPLY``."""
+    text = "\n".join(content for role, content in messages if role != "assistant")
+    kind = classify(text)
+    handler = _HANDLERS.get(kind)
+    result = handler(text) if handler else None
+    return result if result is not None else Reply("unknown", "", GENERIC_REPLY)
+
+
+def answer(messages: Sequence[tuple[str, str]]) -> str:
+    """The reply text for ``messages`` (a sequence of ``(role, content)``)."""
+    return reply(messages).text
