@@ -36,7 +36,7 @@ class FactualConsistencyServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with server.lock:
                     server.seen.append((self.path, dict(self.headers), body))
@@ -60,7 +60,7 @@ class FactualConsistencyServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
 

@@ -67,7 +67,6 @@ class LoadedHHEM:
     prompt: str
     device: str
     model_dir: Path
-    max_positions: int | None = None
 
 
 _CACHE: dict[ModelSpec, LoadedHHEM] = {}
@@ -147,11 +146,11 @@ def t5_config_from(state: dict[str, Any], config: dict[str, Any]) -> Any:
     extra = {key: config.get(key, default) for key, default in _FLAN_DEFAULTS.items()}
     if not gated and "feed_forward_proj" not in config:
         extra["feed_forward_proj"] = "relu"
+    extra["num_labels"] = int(state["classifier.weight"].shape[0])
     return T5Config(
         vocab_size=int(vocab), d_model=int(d_model), d_kv=int(state[attention + "q.weight"].shape[0]) // int(heads),
         d_ff=int(d_ff), num_layers=len(layers), num_heads=int(heads), relative_attention_num_buckets=int(buckets),
-        num_labels=int(state["classifier.weight"].shape[0]), dropout_rate=0.0, classifier_dropout=0.0,
-        is_encoder_decoder=False, use_cache=False, **extra,
+        dropout_rate=0.0, classifier_dropout=0.0, is_encoder_decoder=False, use_cache=False, **extra,
     )
 
 

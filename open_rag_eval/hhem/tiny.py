@@ -15,11 +15,12 @@ from open_rag_eval.hhem.loader import DEFAULT_PROMPT
 
 __all__ = ["BASE_DIMS", "TINY_DIMS", "TINY_WORDS", "tiny_model", "tiny_tokenizer", "write_tiny_hhem"]
 
-TINY_WORDS = (
+_WORDS = (
     "determine if the hypothesis is true given premise ? : . , paris capital of france berlin sky blue "
     "because atmosphere scatters sunlight a an and or in on it was built 1889 tower eiffel located city "
     "river seine population million people museum louvre art famous landmark visited monuments world"
-).split()
+)
+TINY_WORDS = tuple(_WORDS.split())
 
 
 def tiny_tokenizer() -> Any:
@@ -34,27 +35,28 @@ def tiny_tokenizer() -> Any:
     return PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
 
 
-TINY_DIMS: dict[str, int] = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4}
-BASE_DIMS: dict[str, int] = {"d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_heads": 12}  # flan-t5-base
+TINY_DIMS: dict[str, Any] = {"d_model": 32, "d_kv": 8, "d_ff": 64, "num_layers": 2, "num_heads": 4}
+BASE_DIMS: dict[str, Any] = {"d_model": 768, "d_kv": 64, "d_ff": 2048, "num_layers": 12, "num_heads": 12}  # flan-t5-base
 
 
-def tiny_model(vocab_size: int, seed: int = 0, dims: dict[str, int] | None = None) -> Any:
+def tiny_model(vocab_size: int, seed: int = 0, dims: dict[str, Any] | None = None) -> Any:
     """A randomly initialised T5ForTokenClassification with flan-t5's layout (gated-gelu), in eval mode."""
     import torch
     from transformers import T5Config, T5ForTokenClassification
 
     torch.manual_seed(seed)
-    config = T5Config(
-        vocab_size=vocab_size, **(dims or TINY_DIMS), feed_forward_proj="gated-gelu", dropout_rate=0.0,
-        classifier_dropout=0.0, num_labels=2, is_encoder_decoder=False, use_cache=False,
-    )
+    settings: dict[str, Any] = {
+        "vocab_size": vocab_size, **(dims or TINY_DIMS), "feed_forward_proj": "gated-gelu", "dropout_rate": 0.0,
+        "classifier_dropout": 0.0, "num_labels": 2, "is_encoder_decoder": False, "use_cache": False,
+    }
+    config = T5Config(**settings)
     model = T5ForTokenClassification(config)
     with torch.no_grad():  # spread the random logits so the two classes differ visibly
         model.classifier.weight.normal_(0.0, 0.15)
     return model.eval()
 
 
-def write_tiny_hhem(directory: str | Path, seed: int = 0, dims: dict[str, int] | None = None) -> Path:
+def write_tiny_hhem(directory: str | Path, seed: int = 0, dims: dict[str, Any] | None = None) -> Path:
     """Save a tiny HHEM-layout checkpoint and tokenizer into ``directory``; returns the directory.
 
     ``dims`` = T5 dimensions (default ``TINY_DIMS``; ``BASE_DIMS`` gives HHEM's compute with random weights).
