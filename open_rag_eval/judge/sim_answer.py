@@ -15,7 +15,8 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``no_answer`` | answer-attempt classifier | ``yes`` / ``no`` (refusal phrases give ``no``) |
 | ``unknown`` | anything else | a fixed generic reply |
 
-Overlap is measured on lower-cased alphanumeric words minus a short stop-word list ("content words").
+Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
+stemmed (a plural "s" dropped, then the first five letters kept, so "causes"/"caused" match).
 """
 
 from __future__ import annotations
@@ -79,8 +80,15 @@ class Reply:
     text: str
 
 
+def _stem(word: str) -> str:
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return word[:5]
+
+
 def content_words(text: str) -> set[str]:
-    return {word for word in _WORD.findall(text.lower()) if word not in _STOP}
+    """Lower-cased words minus stop words, crudely stemmed (a plural s dropped, then the first 5 letters)."""
+    return {_stem(word) for word in _WORD.findall(text.lower()) if word not in _STOP}
 
 
 def count_tokens(text: str) -> int:
@@ -100,11 +108,16 @@ def classify(text: str) -> str:
     return "unknown"
 
 
-def _last(pattern: str, text: str) -> re.Match[str] | None:
-    match = None
-    for match in re.finditer(pattern, text, _DOTALL):
-        pass
-    return match
+def _last(label: str, rest: str, text: str) -> re.Match[str] | None:
+    """The match of ``label + rest`` that starts at the last possible occurrence of ``label``."""
+    pattern = re.compile(re.escape(label) + rest, _DOTALL)
+    start = text.rfind(label)
+    while start >= 0:
+        match = pattern.match(text, start)
+        if match is not None:
+            return match
+        start = text.rfind(label, 0, start)
+    return None
 
 
 def _literal_list(text: str) -> list[str] | None:
@@ -131,7 +144,7 @@ _BASIC_WHY = ("shares none of", "shares a few of", "shares many of", "covers nea
 
 def _umbrela(text: str, basic: bool) -> Reply | None:
     end = r"\n\s*(?:##final score|Explanation:)" if basic else r"\n\s*Split this problem into steps"
-    match = _last(r"Query: (.*?)\n\s*Passage: (.*?)" + end, text)
+    match = _last("Query: ", r"(.*?)\n\s*Passage: (.*?)" + end, text)
     if match is None:
         return None
     query, passage = match.group(1).strip(), match.group(2).strip()
@@ -144,7 +157,7 @@ def _umbrela(text: str, basic: bool) -> Reply | None:
 # --- nuggets -------------------------------------------------------------------------------------------
 
 def _nugget_text(sentence: str) -> str:
-    words = _MARKER.sub(" ", sentence).replace('"', "").split()[:10]
+    words = _MARKER.sub(" ", sentence).replace('"', "").split()[:12]
     return " ".join(words).rstrip(".,;:!?")
 
 
@@ -153,12 +166,13 @@ def _segment_nuggets(segment: str, query_words: set[str]) -> list[str]:
     scored = sorted(
         ((len(content_words(s) & query_words), i, s) for i, s in enumerate(sentences)), key=lambda t: (-t[0], t[1])
     )
-    picked = [s for score, _, s in scored[:2] if score > 0] or sentences[:1]
+    picked = [s for score, _, s in scored[:2] if score > 0]
     return [text for text in map(_nugget_text, picked) if text]
 
 
 def create_nuggets(query: str, context: str, initial: Sequence[str], limit: int) -> list[str]:
-    """Merge the initial list with up to two nuggets per segment; most query overlap first; at most ``limit``."""
+    """Merge the initial list with up to two nuggets per segment (its sentences sharing most words with the query,
+    none from a segment sharing none); most query overlap first; at most ``limit``."""
     query_words = content_words(query)
     nuggets, seen = list(initial), {n.lower() for n in initial}
     for segment in re.split(r"(?m)^\[\d+\]\s*", context):
@@ -198,7 +212,7 @@ def importance(query: str, nugget: str) -> str:
 def assignment(nugget: str, passage: str, grades: int = 3) -> str:
     share = _fraction(content_words(passage), content_words(nugget))
     if grades == 2:
-        return "support" if share >= 0.6 else "not_support"
+        return "support" if share >= 0.75 else "not_support"
     return "support" if share >= 0.75 else "partial_support" if share >= 0.4 else "not_support"
 
 
@@ -231,7 +245,7 @@ def support_label(statement: str, citation: str) -> str:
 
 
 def _support(text: str) -> Reply | None:
-    match = _last(r"Statement: (.*?)\n\s*Citation: (.*?)\n\s*Response:", text)
+    match = _last("Statement: ", r"(.*?)\n\s*Citation: (.*?)\n\s*Response:", text)
     if match is None:
         return None
     return Reply("support", "", support_label(match.group(1), match.group(2)))
@@ -243,7 +257,7 @@ def attempted(answer_text: str) -> str:
 
 
 def _no_answer(text: str) -> Reply | None:
-    match = _last(r"Query: (.*?)\n\s*Answer: (.*?)\n\s*Your Response:", text)
+    match = _last("Query: ", r"(.*?)\n\s*Answer: (.*?)\n\s*Your Response:", text)
     if match is None:
         return None
     return Reply("no_answer", match.group(1).strip(), attempted(match.group(2)))

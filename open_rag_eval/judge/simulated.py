@@ -69,13 +69,14 @@ class RequestRecord:
 @dataclass
 class ServerStats:
     requests: int = 0  # chat completion requests received
+    connections: int = 0  # TCP connections accepted (keep-alive reuses one for many requests)
     in_flight: int = 0
     max_in_flight: int = 0
     log: list[RequestRecord] = field(default_factory=list)
     unknown_prompts: int = 0
 
     def reset(self) -> None:
-        self.requests = self.max_in_flight = self.unknown_prompts = 0
+        self.requests = self.connections = self.max_in_flight = self.unknown_prompts = 0
         self.log = []
 
 
@@ -176,6 +177,7 @@ class SimulatedJudgeServer:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
+        self.stats.connections += 1
         try:
             await serve_connection(reader, writer, self._route)
         except asyncio.CancelledError:  # shutting down
