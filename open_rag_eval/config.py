@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from open_rag_eval.connector import ConnectorConfig
+from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.peer_config import is_peer_config, translate_peer_config
 from open_rag_eval.registry import resolve
 
-__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "config_error", "connector_spec", "load_config", "load_config_text"]
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "config_error", "load_config", "load_config_text"]
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
         raise config_error(error, Config, file) from None
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
     if config.connector is not None:
-        connector_spec(config.connector, file)
+        connector_spec(config.connector, file=file)
     _check_inputs(config, specs, file)
     return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
 
@@ -185,18 +185,6 @@ def _absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) 
         if value and not Path(os.path.expanduser(str(value))).is_absolute():
             update[name] = str(base_dir / str(value))
     return options.model_copy(update=update) if update else options
-
-
-def connector_spec(connector: ConnectorConfig, file: str) -> tuple[Any, BaseModel]:
-    """The connector class and its validated options."""
-    try:
-        cls = resolve("connector", connector.type, path="connector.type")
-    except ConfigError as error:
-        raise ConfigError(error.problem, path=error.path, file=file) from None
-    try:
-        return cls, cls.Options.model_validate(connector.options)
-    except ValidationError as error:
-        raise config_error(error, cls.Options, file, prefix="connector.options") from None
 
 
 def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None:

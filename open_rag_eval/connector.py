@@ -46,18 +46,24 @@ class Connector(Protocol):
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]: ...
 
 
-def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
-    """Resolve ``config.type`` and construct it with its validated options."""
+def connector_spec(config: ConnectorConfig, *, file: str = "") -> tuple[Any, BaseModel]:
+    """The connector class ``config.type`` names and its validated options (errors name the YAML path)."""
+    from open_rag_eval.config import config_error
     from open_rag_eval.registry import resolve
 
-    cls = resolve("connector", config.type, path="connector.type")
     try:
-        options = cls.Options.model_validate(config.options)
+        cls = resolve("connector", config.type, path="connector.type")
+    except ConfigError as error:
+        raise ConfigError(error.problem, path=error.path, file=file) from None
+    try:
+        return cls, cls.Options.model_validate(config.options)
     except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in ("connector", "options", *first["loc"]))
-        raise ConfigError(first["msg"] + (f" (got {first.get('input')!r})" if first["type"] != "missing" else ""),
-                          path=where, file=file) from None
+        raise config_error(error, cls.Options, file, prefix="connector.options") from None
+
+
+def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
+    """Resolve ``config.type`` and construct it with its validated options."""
+    cls, options = connector_spec(config, file=file)
     return cls(options)  # type: ignore[no-any-return]
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.config import LoadedConfig, connector_spec
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
@@ -115,6 +115,7 @@ async def arun(
                 judge=judge,
                 previous=EvalResult(scores=list(result.scores), details=list(result.details)),
                 output_dir=out,
+                extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
                 progress=lambda what, n, name=evaluator.name: progress.advance(name, n),
             )
             result.extend(await evaluator.evaluate(outputs, ctx))
@@ -130,13 +131,9 @@ async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOut
     connector = loaded.config.connector
     if connector is None:
         return load_outputs(loaded, limit)
-    from open_rag_eval.inputs import read_queries
+    from open_rag_eval.connector import fetch_outputs
 
-    cls, options = connector_spec(connector, str(loaded.path or ""))
-    queries = read_queries(loaded.resolve_path(connector.queries))
-    if limit is not None:
-        queries = queries[:limit]
-    return await cls(options).fetch(queries, connector.repeats)
+    return _limit(await fetch_outputs(loaded, connector), limit)
 
 
 def _clear_stale_temps(out: Path) -> None:
@@ -183,10 +180,8 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
 
 def _write_report(out: Path) -> None:
-    try:
-        from open_rag_eval.report.html import write_report
-    except ImportError:
-        return
+    from open_rag_eval.report import write_report
+
     try:
         write_report(out)
     except Exception as error:  # the report is a view; its failure must not lose the results
