@@ -44,16 +44,16 @@ def _vocabulary(rng: random.Random, size: int) -> list[str]:
     return sorted(words)
 
 
-def _sentence(rng: random.Random, filler: list[str], topic: list[str], n_topic: int, length: int) -> str:
-    words = rng.sample(filler, length - n_topic) + rng.sample(topic, n_topic)
+def _sentence(rng: random.Random, filler: list[str], topic_words: list[str], length: int) -> str:
+    words = rng.sample(filler, length - len(topic_words)) + topic_words
     rng.shuffle(words)
     return " ".join(words).capitalize() + "."
 
 
 def _passage(rng: random.Random, filler: list[str], topic: list[str], relevance: int) -> list[str]:
-    per_sentence = {0: 0, 1: 1, 2: 2, 3: 3}[relevance]
-    return [_sentence(rng, filler, topic, per_sentence if i % 2 == 0 else min(1, per_sentence), 14)
-            for i in range(7)]
+    """Seven 14-word sentences; relevance 0..3 = none, one, two or all four of the query's topic words."""
+    present = rng.sample(topic, (0, 1, 2, 4)[relevance])
+    return [_sentence(rng, filler, [w for w in present if rng.random() < 0.6], 14) for _ in range(7)]
 
 
 def _answer(rng: random.Random, passages: list[list[str]], relevances: list[int]) -> str:
