@@ -11,7 +11,13 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.judge.config import SimulatedJudgeConfig
-from open_rag_eval.judge.sim_answer import GENERIC_REPLY, UNPARSEABLE_REPLY, answer, count_tokens, reply
+from open_rag_eval.judge.sim_answer import (
+    GENERIC_REPLY,
+    UNPARSEABLE_REPLY,
+    answer,
+    count_tokens,
+    reply,
+)
 from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
 
 # The published templates (methods specification sections 2.4, 3.3, 3.4, 3.6, 4.2, 5.1), abridged where the
@@ -247,9 +253,9 @@ def test_429_carries_retry_after_and_500_does_not() -> None:
 
 
 def test_malformed_replies_are_bad_json_or_unparseable_text() -> None:
-    with SimulatedJudgeServer(SimulatedServerConfig(malformed_rate=1)) as server:
-        with httpx2.Client(base_url=server.base_url) as client:
-            bodies = [client.post("/chat/completions", json=chat_body(f"q {i}")).text for i in range(12)]
+    config = SimulatedServerConfig(malformed_rate=1)
+    with SimulatedJudgeServer(config) as server, httpx2.Client(base_url=server.base_url) as client:
+        bodies = [client.post("/chat/completions", json=chat_body(f"q {i}")).text for i in range(12)]
     parsed = []
     for body in bodies:
         try:
@@ -262,9 +268,9 @@ def test_malformed_replies_are_bad_json_or_unparseable_text() -> None:
 
 
 def test_a_hung_request_times_out_at_the_client() -> None:
-    with SimulatedJudgeServer(SimulatedServerConfig(timeout_rate=1, hang_s=30)) as server:
-        with pytest.raises(httpx2.ReadTimeout):
-            httpx2.post(server.base_url + "/chat/completions", json=chat_body(), timeout=0.2)
+    config = SimulatedServerConfig(timeout_rate=1, hang_s=30)
+    with SimulatedJudgeServer(config) as server, pytest.raises(httpx2.ReadTimeout):
+        httpx2.post(server.base_url + "/chat/completions", json=chat_body(), timeout=0.2)
     assert server.stats.log[0].outcome == "hang"
 
 

@@ -25,14 +25,19 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
 from pydantic import Field
 
 from open_rag_eval import __version__
 from open_rag_eval.judge.config import SimulatedJudgeConfig
 from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, reply
-from open_rag_eval.judge.sim_http import Request, Response, json_response, serve_connection
+from open_rag_eval.judge.sim_http import (
+    Request,
+    Response,
+    json_response,
+    serve_connection,
+)
 
 __all__ = ["RequestRecord", "ServerStats", "SimulatedJudgeServer", "SimulatedServerConfig"]
 
@@ -44,12 +49,12 @@ _BAD_JSON = b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{"
 class SimulatedServerConfig(SimulatedJudgeConfig):
     """Server-side knobs beyond ``judge.simulated``."""
 
-    timeout_rate: float = Field(0.0, ge=0, le=1)  # requests left hanging (the client must time out)
-    hang_s: float = Field(600.0, gt=0)  # how long a hung request waits before the connection is dropped
-    retry_after_s: float | None = Field(1.0, ge=0)  # Retry-After on 429s; None sends none
-    share_429: float = Field(0.5, ge=0, le=1)  # of the errors, the share that are 429 (the rest are 500)
+    timeout_rate: float = Field(default=0.0, ge=0, le=1)  # requests left hanging (the client must time out)
+    hang_s: float = Field(default=600.0, gt=0)  # how long a hung request waits before the connection is dropped
+    retry_after_s: float | None = Field(default=1.0, ge=0)  # Retry-After on 429s; None sends none
+    share_429: float = Field(default=0.5, ge=0, le=1)  # of the errors, the share that are 429 (the rest are 500)
     api_key: str | None = None  # when set, other bearer tokens get 401
-    reject_params: list[str] = []  # request fields answered with 400 "unsupported parameter" (reasoning models)
+    reject_params: list[str] = Field(default_factory=list)  # request fields answered with 400 "unsupported parameter" (reasoning models)
     model: str = "simulated-judge"  # listed by /v1/models
 
 
@@ -140,7 +145,7 @@ class SimulatedJudgeServer:
         if self._thread is not None:
             self._thread.join(timeout=10)
 
-    def __enter__(self) -> SimulatedJudgeServer:
+    def __enter__(self) -> Self:
         self.start()
         return self
 
@@ -267,7 +272,7 @@ class SimulatedJudgeServer:
             record.outcome = "hang"
             try:
                 await asyncio.wait_for(request.reader.read(1), timeout=cfg.hang_s)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
             return None
         await self._sleep(key, seen)
