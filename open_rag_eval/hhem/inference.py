@@ -92,9 +92,16 @@ def split_premise(
     if len(offsets) <= budget:
         return Split([premise])
     if mode == "truncate":
-        return Split([premise[: offsets[budget - 1][1]]], truncated=True)
+        return Split([_text(premise, offsets, 0, budget)], truncated=True)
     windows = plan_windows(len(offsets), budget, min(overlap, budget // 2))
-    return Split([premise[offsets[start][0] : offsets[end - 1][1]] for start, end in windows], chunked=True)
+    texts = [_text(premise, offsets, start, end) for start, end in windows]
+    return Split([text for text in texts if text], chunked=True)
+
+
+def _text(premise: str, offsets: Sequence[tuple[int, int]], start: int, end: int) -> str:
+    """The premise characters covered by tokens [start, end); tokens with empty spans (a lone "▁") are skipped."""
+    spans = [(a, b) for a, b in offsets[start:end] if b > a]
+    return premise[min(a for a, _ in spans) : max(b for _, b in spans)] if spans else ""
 
 
 def predict(loaded: LoadedHHEM, pairs: Sequence[tuple[str, str]], batch_size: int) -> list[float]:
@@ -130,6 +137,9 @@ def score_pairs(
             split = split_premise(loaded, premise, hypothesis, max_tokens=max_tokens, overlap=overlap, mode=mode)
         except ValueError as error:
             results.append(PairResult(error=str(error)))
+            continue
+        if not split.premises:
+            results.append(PairResult(error="the sources hold no text the tokenizer can read"))
             continue
         results.append(PairResult(chunked=split.chunked, truncated=split.truncated))
         flat.extend((chunk, hypothesis) for chunk in split.premises)
