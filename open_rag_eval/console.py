@@ -90,16 +90,25 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
 def print_summary(report: RunReport) -> None:
     if report.simulated:
         _out(SIMULATED)
-    width = max((len(a.metric) for a in report.summary), default=10)
+    shown = [a for a in report.summary if not _is_dispersion(a.metric)]
+    width = max((len(a.metric) for a in shown), default=10)
     _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'failed':>6}")
-    for a in report.summary:
+    for a in shown:
         mean = "" if a.mean is None else f"{a.mean:.4f}"
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.4f}, {a.ci95_high:.4f}]"
         _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>6}")
+    hidden = len(report.summary) - len(shown)
+    if hidden:
+        _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
     _accounting_line(report.manifest.get("accounting"), report.simulated)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.simulated:
         _out(SIMULATED)
+
+
+def _is_dispersion(metric: str) -> bool:
+    """``consistency.<metric>.<stat>``: the spread of another metric across runs."""
+    return metric.startswith("consistency.") and metric.count(".") >= 2 and not metric.startswith("consistency.judge.")
 
 
 def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:

@@ -46,6 +46,9 @@ _THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
 _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 
 
+SIMULATED_ENDPOINT = "simulated://judge"
+
+
 def strip_reasoning(text: str) -> str:
     """Remove reasoning blocks: paired tags, a cut-off opening tag (drops the rest), a lone closing tag."""
     text = _THINK_PAIR.sub("", text)
@@ -108,7 +111,8 @@ class OpenAIJudge:
     async def complete(self, request: JudgeRequest) -> Completion:
         self._check_available()
         params = self.final_params(request.params)
-        key = cache_key(base_url=self.base_url, model=self.model, messages=request.messages, params=params,
+        endpoint = SIMULATED_ENDPOINT if self.simulated else self.base_url  # its port changes run to run
+        key = cache_key(base_url=endpoint, model=self.model, messages=request.messages, params=params,
                         prompt_version=request.prompt_version, sample=request.sample)
         shared = self._inflight.get(key)
         follower = shared is not None
