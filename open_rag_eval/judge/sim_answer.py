@@ -42,11 +42,12 @@ __all__ = [
 GENERIC_REPLY = "I am a simulated judge and did not recognise this request."
 UNPARSEABLE_REPLY = "I am not sure how to judge this."  # parses as nothing for every prompt kind
 
-_STOP = frozenset(
+_STOP_WORDS = (
     "a an and are as at be been but by can did do does for from had has have how i if in into is it its of on "
     "or s so such than that the their them then there these they this those to was were what when where which "
-    "who whom why will with would you your".split()
+    "who whom why will with would you your"
 )
+_STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[a-z0-9]+")
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
