@@ -143,3 +143,29 @@ def test_a_cancelled_waiter_does_not_swallow_the_freed_slot() -> None:
         return first.cancelled() and limit.in_flight == 1
 
     assert asyncio.run(main())
+
+
+def test_waiters_are_served_by_priority_then_arrival_and_cancelled_ones_skipped() -> None:
+    from open_rag_eval.judge.limits import AdaptiveConcurrency
+
+    async def scenario() -> list[str]:
+        gate = AdaptiveConcurrency(1, adaptive=False)
+        await gate.acquire()  # the one slot is taken
+        served: list[str] = []
+
+        async def wait(name: str, priority: int) -> None:
+            await gate.acquire(priority)
+            served.append(name)
+            await gate.release()
+
+        tasks = {name: asyncio.create_task(wait(name, prio))
+                 for name, prio in [("leaf", 2), ("start-a", 0), ("chain", 1), ("start-b", 0), ("gone", 0)]}
+        await asyncio.sleep(0)  # everyone queues
+        tasks["gone"].cancel()
+        await asyncio.sleep(0)
+        await gate.release()
+        await asyncio.gather(*(t for name, t in tasks.items() if name != "gone"))
+        assert gate.in_flight == 0
+        return served
+
+    assert asyncio.run(scenario()) == ["start-a", "start-b", "chain", "leaf"]

@@ -12,9 +12,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Completion", "Judge", "JudgeRequest", "Message"]
+__all__ = ["Completion", "Judge", "JudgeRequest", "Message", "Priority"]
 
 Message = tuple[str, str]  # (role, content)
+
+
+class Priority:
+    """Queue order of judge calls when they wait for a slot: calls that others depend on go first, leaves last.
+    (UMBRELA grades feed nugget creation, which feeds importance and assignment; support and no-answer feed
+    nothing.)"""
+
+    CHAIN_START = 0
+    CHAIN = 1
+    LEAF = 2
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,7 @@ class JudgeRequest:
     params: Mapping[str, Any] = field(default_factory=dict)  # the method's sampling params
     prompt_version: str = ""  # sha256 of the template
     sample: int = 0  # independent samples of one prompt differ only here
+    priority: int = 0  # scheduling hint, not part of the request: lower goes first when calls queue
 
     @classmethod
     def chat(
@@ -35,11 +46,12 @@ class JudgeRequest:
         params: Mapping[str, Any] | None = None,
         prompt_version: str = "",
         sample: int = 0,
+        priority: int = 0,
     ) -> JudgeRequest:
         messages: tuple[Message, ...] = (("user", user),)
         if system is not None:
             messages = (("system", system),) + messages
-        return cls(task, messages, dict(params or {}), prompt_version, sample)
+        return cls(task, messages, dict(params or {}), prompt_version, sample, priority)
 
 
 @dataclass(frozen=True)

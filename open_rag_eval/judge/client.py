@@ -174,7 +174,7 @@ class OpenAIJudge:
             if hit is not None and strip_reasoning(hit.text):
                 return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens,
                                   hit.fingerprint), "cache"
-        reply = await self._call_api(request.task, request.messages, params)
+        reply = await self._call_api(request.task, request.messages, params, request.priority)
         text = strip_reasoning(reply.raw)
         if not text:
             hint = " (cut off by the token limit: raise max_tokens)" if reply.finish_reason == "length" else ""
@@ -185,7 +185,8 @@ class OpenAIJudge:
             await self.cache.put(key, entry)
         return Completion(text, False, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint), "api"
 
-    async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any]) -> _Reply:
+    async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
+                        priority: int = 0) -> _Reply:
         stats = self.accounting.task(task)
         stats.calls += 1
         estimate = _estimate_tokens(messages, params)
@@ -196,7 +197,7 @@ class OpenAIJudge:
             if attempt:
                 stats.retries += 1
             try:
-                async with self.limiter.slot(estimate):
+                async with self.limiter.slot(estimate, priority):
                     response = await self._client.chat.completions.create(
                         model=self.model, messages=body, extra_body=params, timeout=self.timeout_s)  # type: ignore[arg-type]
                 reply = _extract(response)

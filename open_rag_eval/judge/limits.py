@@ -7,6 +7,8 @@ Clocks and sleeps are injectable, so tests run in milliseconds.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 import logging
 import random
 import time
@@ -70,22 +72,40 @@ class AdaptiveConcurrency:
         self.in_flight = self.max_in_flight = 0
         self._successes = 0
         self._last_cut = float("-inf")
-        self._cond = asyncio.Condition()
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: (priority, arrival, future)
+        self._arrivals = itertools.count()
 
-    async def acquire(self) -> None:
-        async with self._cond:
-            try:
-                await self._cond.wait_for(lambda: self.in_flight < self.limit)
-            except asyncio.CancelledError:
-                self._cond.notify(1)  # hand on a wake-up this waiter may have consumed
-                raise
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+    async def acquire(self, priority: int = 0) -> None:
+        """Take a slot; while none is free, waiters are served by priority (lower first), then by arrival."""
+        if self.in_flight < self.limit and not self._waiters:
+            self._take()
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._arrivals), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():  # granted a slot, then cancelled: hand it on
+                self._give_back()
+            raise
 
     async def release(self) -> None:
-        async with self._cond:
-            self.in_flight -= 1
-            self._cond.notify(1)  # one slot freed: wake one waiter, not all of them
+        self._give_back()
+
+    def _give_back(self) -> None:
+        self.in_flight -= 1
+        self._wake()
+
+    def _take(self) -> None:
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _wake(self) -> None:
+        while self._waiters and self.in_flight < self.limit:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():  # skip waiters that were cancelled while queued
+                self._take()
+                future.set_result(None)
 
     def rate_limited(self) -> None:
         self._successes = 0
@@ -102,9 +122,8 @@ class AdaptiveConcurrency:
         self._successes += 1
         if self._successes >= self.limit:
             self._successes = 0
-            async with self._cond:
-                self.limit += 1
-                self._cond.notify(1)
+            self.limit += 1
+            self._wake()
             log.debug("judge: concurrency recovered to %d", self.limit)
 
 
@@ -126,8 +145,8 @@ class Limiter:
         )
 
     @asynccontextmanager
-    async def slot(self, estimated_tokens: int = 0) -> AsyncIterator[None]:
-        await self.concurrency.acquire()
+    async def slot(self, estimated_tokens: int = 0, priority: int = 0) -> AsyncIterator[None]:
+        await self.concurrency.acquire(priority)
         try:
             if self.requests is not None:
                 await self.requests.acquire(1)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.parsing import parse_support
 from open_rag_eval.prompts import load
@@ -81,7 +81,8 @@ class CitationJudge:
         reply = await ask(
             judge,
             lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t},
-                                           prompt_version=template.sha256, sample=s),
+                                           prompt_version=template.sha256, sample=s,
+                                           priority=Priority.LEAF),
             parse_support, temperatures=(TEMPERATURE, TEMPERATURE), sample=sample)
         if reply.value is None:
             if reply.status == "failed":

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.parsing import parse_no_answer
 from open_rag_eval.prompts import load
@@ -36,7 +36,8 @@ class NoAnswerClassifier:
         return await ask(
             judge,
             lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t},
-                                           prompt_version=template.sha256, sample=s),
+                                           prompt_version=template.sha256, sample=s,
+                                           priority=Priority.LEAF),
             parse_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)
 
 

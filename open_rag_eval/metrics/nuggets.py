@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.parsing import parse_labels, parse_list
 from open_rag_eval.prompts import load
@@ -76,7 +76,7 @@ class Nuggetizer:
                  sample: int) -> JudgeRequest:
         params = {"temperature": temperature, "max_tokens": MAX_TOKENS}
         return JudgeRequest.chat(task, user, system=load(system).text, params=params, prompt_version=version,
-                                 sample=sample)
+                                 sample=sample, priority=Priority.CHAIN)
 
     async def build(self, judge: Judge, query: str, segments: Sequence[str]) -> NuggetList:
         """Create, score and select the nugget list of a query from its segments (retrieval order)."""

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.parsing import parse_umbrela
 from open_rag_eval.prompts import Template, load
@@ -71,7 +71,8 @@ class UmbrelaGrader:
         user = self.template.render(query=query, passage=passage.text)
         params = {"temperature": temperature, **PARAMS}
         return JudgeRequest.chat("umbrela", user, system=SYSTEM, params=params,
-                                 prompt_version=self.template.sha256, sample=sample)
+                                 prompt_version=self.template.sha256, sample=sample,
+                                 priority=Priority.CHAIN_START)
 
     async def grade(self, judge: Judge, query: str, passage: Passage, sample: int = 0) -> Grade:
         """The passage's grade; with ``samples: n`` the mode of n samples (first seen wins a tie)."""
