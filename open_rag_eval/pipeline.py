@@ -31,10 +31,6 @@ __all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
 
-# The simulated judge listens on a new port every run; its cache entries are keyed by this fixed name instead,
-# so that a rerun (resume after a crash or an outage) finds what the last run judged.
-SIMULATED_CACHE_SCOPE = "simulated-judge://loopback"
-
 
 @dataclass
 class Progress:
@@ -175,7 +171,6 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
     with SimulatedJudgeServer(config.simulated) as server:
         simulated = config.model_copy(update={"base_url": server.base_url})
         async with open_judge(simulated, base_dir=loaded.base_dir, simulated=True) as judge:
-            judge.base_url = SIMULATED_CACHE_SCOPE  # only the cache key reads it now; the port differs every run
             yield judge
 
 
