@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from open_rag_eval import __version__
 from open_rag_eval.errors import OpenRagEvalError, exit_code
 
-__all__ = ["main"]
+__all__ = ["error_line", "main"]
 
 COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge")
 
@@ -46,6 +46,11 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+def error_line(error: BaseException) -> str:
+    """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped."""
+    return "error: " + "\\n".join(str(error).splitlines())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -56,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._run(args) or 0)
     except OpenRagEvalError as error:
-        log.error("error: %s", error)
+        log.error("%s", error_line(error))
         return exit_code(error)
     except KeyboardInterrupt:
         log.error("interrupted; everything judged so far is kept in the cache, re-run to resume")
