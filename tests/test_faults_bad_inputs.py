@@ -65,6 +65,16 @@ _TREC_FILES = [  # file, line, field, problem
 ]
 
 
+_MORE_INPUTS = [  # file, line, field, problem -- cases beyond inputs_cases.yaml
+    ("newline_in_duplicate_id.jsonl", 1, "passages[1].id", "duplicate passage id 'x\\ny'"),  # stays one line
+]
+
+
+def _more_input_cases() -> list[Case]:
+    return [Case(name, "outputs", 3, f"{BAD / name}:{line}: field '{field}'", problem)
+            for name, line, field, problem in _MORE_INPUTS]
+
+
 def _trec_cases() -> list[Case]:
     cases = []
     for name, line, field, problem in _TREC_FILES:
@@ -113,7 +123,7 @@ def _config_cases() -> list[Case]:
     return cases
 
 
-CASES = _input_cases() + _trec_cases() + _config_cases()
+CASES = _input_cases() + _more_input_cases() + _trec_cases() + _config_cases()
 
 
 def _config_for(case: Case, folder: Path) -> Path:
@@ -148,9 +158,9 @@ def _check(case: Case, code: int, lines: list[str], out: Path) -> None:
 
 def test_corpus_size_and_coverage() -> None:
     names = [case.file for case in CASES]
-    assert len(names) == len(set(names)) >= 90
+    assert len(names) == len(set(names)) >= 93
     kinds = {kind: sum(1 for c in CASES if c.kind == kind) for kind in ("outputs", "queries", "qrels", "run", "config")}
-    assert kinds == {"outputs": 51, "queries": 4, "qrels": 5, "run": 6, "config": 26}
+    assert kinds == {"outputs": 52, "queries": 4, "qrels": 5, "run": 6, "config": 26}
     on_disk = {p.name for p in BAD.iterdir() if p.name != "inputs_cases.yaml"}
     assert on_disk == set(names)  # every file in the folder is a case, every case a file
 
