@@ -113,8 +113,5 @@ def test_two_processes_share_one_cache(shared_run: dict[str, Any]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason="the judge client reads the cache before queueing for a concurrency slot, "
-                                        "not again once it has one: work another process cached meanwhile is paid "
-                                        "again (about 35 of 250 calls here)")
 def test_no_duplicate_paid_when_the_other_process_had_cached_it(shared_run: dict[str, Any]) -> None:
     assert _avoidable_duplicates(shared_run["bodies"]) == 0

@@ -168,13 +168,19 @@ class OpenAIJudge:
         if self.breaker.reason is not None:
             raise JudgeUnavailable(self._redact(self.breaker.reason))
 
+    async def _cached(self, key: str) -> Completion | None:
+        hit = await self.cache.get(key) if self.cache is not None else None
+        if hit is None or not strip_reasoning(hit.text):
+            return None
+        return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens, hit.fingerprint)
+
     async def _fetch(self, request: JudgeRequest, params: dict[str, Any], key: str) -> tuple[Completion, str]:
-        if self.cache is not None:
-            hit = await self.cache.get(key)
-            if hit is not None and strip_reasoning(hit.text):
-                return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens,
-                                  hit.fingerprint), "cache"
-        reply = await self._call_api(request.task, request.messages, params, request.priority)
+        hit = await self._cached(key)
+        if hit is not None:
+            return hit, "cache"
+        reply = await self._call_api(request.task, request.messages, params, request.priority, key)
+        if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
+            return reply, "cache"
         text = strip_reasoning(reply.raw)
         if not text:
             hint = " (cut off by the token limit: raise max_tokens)" if reply.finish_reason == "length" else ""
@@ -186,9 +192,8 @@ class OpenAIJudge:
         return Completion(text, False, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint), "api"
 
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
-                        priority: int = 0) -> _Reply:
+                        priority: int = 0, key: str | None = None) -> _Reply | Completion:
         stats = self.accounting.task(task)
-        stats.calls += 1
         estimate = _estimate_tokens(messages, params)
         body = [{"role": role, "content": content} for role, content in messages]
         last = "no attempt made"
@@ -198,6 +203,10 @@ class OpenAIJudge:
                 stats.retries += 1
             try:
                 async with self.limiter.slot(estimate, priority):
+                    if attempt == 0 and key is not None and (hit := await self._cached(key)) is not None:
+                        return hit
+                    if attempt == 0:
+                        stats.calls += 1
                     response = await self._client.chat.completions.create(
                         model=self.model, messages=body, extra_body=params, timeout=self.timeout_s)  # type: ignore[arg-type]
                 reply = _extract(response)

@@ -178,8 +178,6 @@ def _build(options: BertScoreOptions) -> _Loaded:
         ) from None
     rescaled = options.rescale_with_baseline
     if rescaled and not os.path.isfile(scorer.baseline_path):
-        log.warning("BERTScore: no rescaling baseline for model '%s' and lang '%s'; scores are NOT rescaled "
-                    "(recorded as rescaled: false)", options.model_type, options.lang)
         scorer._rescale_with_baseline = False  # bert-score has no public switch once built
         rescaled = False
     return _Loaded(scorer, scorer.num_layers, rescaled)
@@ -187,6 +185,9 @@ def _build(options: BertScoreOptions) -> _Loaded:
 
 def _score_sync(options: BertScoreOptions, first: list[str], second: list[str]) -> BertScores:
     loaded = _load(options)
+    if options.rescale_with_baseline and not loaded.rescaled:
+        log.warning("BERTScore: no rescaling baseline for model '%s' and lang '%s'; scores are NOT rescaled "
+                    "(recorded as rescaled: false)", options.model_type, options.lang)
     if not first:
         return BertScores([], options.model_type, loaded.num_layers, loaded.rescaled)
     _, _, f1 = loaded.scorer.score(first, second, batch_size=options.batch_size)
