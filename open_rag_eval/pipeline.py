@@ -22,6 +22,7 @@ from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.judge.config import SIMULATED_FINGERPRINT_PREFIX
 from open_rag_eval.manifest import build_manifest
 from open_rag_eval.results import write_results
 from open_rag_eval.scoring.stats import Aggregate
@@ -115,7 +116,7 @@ async def arun(
                 progress=lambda what, n, name=evaluator.name: progress.advance(name, n),
             )
             result.extend(await evaluator.evaluate(outputs, ctx))
-        simulated = bool(judge is not None and judge.simulated)
+        simulated = _simulated(judge)
         summary = write_results(out, outputs, result, simulated)
         manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
     atomic_write_json(out / "manifest.json", manifest)
@@ -172,6 +173,15 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
         simulated = config.model_copy(update={"base_url": server.base_url})
         async with open_judge(simulated, base_dir=loaded.base_dir, simulated=True) as judge:
             yield judge
+
+
+def _simulated(judge: Judge | None) -> bool:
+    """Started as the simulated judge, or answered by one (e.g. a `simulate-judge` server named as base_url)."""
+    if judge is None:
+        return False
+    accounting = getattr(judge, "accounting", None)
+    seen = accounting.snapshot()["fingerprints"] if accounting is not None else []
+    return judge.simulated or any(str(fp).startswith(SIMULATED_FINGERPRINT_PREFIX) for fp in seen)
 
 
 def _write_report(out: Path) -> None:

@@ -98,6 +98,7 @@ class ConsistencyOptions(BaseModel):
 
 class ConsistencyEvaluator:
     name: ClassVar[str] = "consistency"
+    PATH_OPTIONS: ClassVar[tuple[str, ...]] = ("results_dir",)  # resolved against the config's folder
     needs_judge: bool = False
     Options: ClassVar[type[BaseModel]] = ConsistencyOptions
 
@@ -116,7 +117,7 @@ class ConsistencyEvaluator:
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         previous = ctx.previous.scores
         if self.options.results_dir is not None:
-            outputs, previous = load_results_dir(_resolve(self.options.results_dir, ctx))
+            outputs, previous = load_results_dir(Path(self.options.results_dir).expanduser())
         groups = _group(outputs)
         usable = {qid: [o for o in runs if o.error is None] for qid, runs in groups.items()}
         kept = {qid: runs for qid, runs in usable.items() if len(runs) >= self.options.min_runs}
@@ -363,12 +364,6 @@ def _sentences(output: RAGOutput) -> list[str]:
 def _answered(first: RAGOutput, second: RAGOutput) -> bool:
     """A pair counts unless both answers are empty (ROUGE of two empty texts would say 0, which is not true)."""
     return bool(_text(first).strip() or _text(second).strip())
-
-
-def _resolve(path: str, ctx: Context) -> Path:
-    candidate = Path(path).expanduser()
-    base = ctx.extra.get("base_dir")
-    return candidate if candidate.is_absolute() or base is None else Path(base) / candidate
 
 
 def load_results_dir(folder: Path) -> tuple[list[RAGOutput], list[Score]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["JudgeConfig", "Price", "SimulatedJudgeConfig"]
+__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJudgeConfig"]
 
 
 class _Strict(BaseModel):
@@ -20,13 +20,19 @@ class Price(_Strict):
     output: float = Field(ge=0)
 
 
+SIMULATED_FINGERPRINT_PREFIX = "fp_sim_"  # the simulated judge's system_fingerprint starts with this
+
+
 class SimulatedJudgeConfig(_Strict):
     """The loopback simulated judge (tests, benchmarks, the offline demo). Its scores mean nothing."""
 
-    latency_ms: float = Field(0.0, ge=0)
-    jitter_ms: float = Field(0.0, ge=0)
-    error_rate: float = Field(0.0, ge=0, le=1)  # 429 (with Retry-After) and 500, seeded
-    malformed_rate: float = Field(0.0, ge=0, le=1)
+    latency_ms: float = Field(default=0.0, ge=0)
+    jitter_ms: float = Field(default=0.0, ge=0)
+    error_rate: float = Field(default=0.0, ge=0, le=1)  # 429 (with Retry-After) and 500, seeded
+    malformed_rate: float = Field(default=0.0, ge=0, le=1)  # a broken JSON body or an unparseable reply
+    timeout_rate: float = Field(default=0.0, ge=0, le=1)  # requests left hanging (the client must time out)
+    hang_s: float = Field(default=600.0, gt=0)  # how long a hung request waits before the connection is dropped
+    retry_after_s: float | None = Field(default=1.0, ge=0)  # Retry-After on 429s; None sends none
     seed: int = 0
 
 

@@ -30,7 +30,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from open_rag_eval import __version__
-from open_rag_eval.judge.config import SimulatedJudgeConfig
+from open_rag_eval.judge.config import SIMULATED_FINGERPRINT_PREFIX, SimulatedJudgeConfig
 from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, reply
 from open_rag_eval.judge.sim_http import (
     Request,
@@ -49,9 +49,6 @@ _BAD_JSON = b'{"id": "chatcmpl-sim", "object": "chat.completion", "choices": [{"
 class SimulatedServerConfig(SimulatedJudgeConfig):
     """Server-side knobs beyond ``judge.simulated``."""
 
-    timeout_rate: float = Field(default=0.0, ge=0, le=1)  # requests left hanging (the client must time out)
-    hang_s: float = Field(default=600.0, gt=0)  # how long a hung request waits before the connection is dropped
-    retry_after_s: float | None = Field(default=1.0, ge=0)  # Retry-After on 429s; None sends none
     share_429: float = Field(default=0.5, ge=0, le=1)  # of the errors, the share that are 429 (the rest are 500)
     api_key: str | None = None  # when set, other bearer tokens get 401
     reject_params: list[str] = Field(default_factory=list)  # request fields answered with 400 "unsupported parameter" (reasoning models)
@@ -112,7 +109,7 @@ class SimulatedJudgeServer:
         self.config = base if isinstance(base, SimulatedServerConfig) else SimulatedServerConfig(**base.model_dump())
         self.host, self.port = host, port
         self.stats = ServerStats()
-        self.fingerprint = "fp_sim_" + hashlib.sha256(f"{__version__}|{self.config.seed}".encode()).hexdigest()[:10]
+        self.fingerprint = SIMULATED_FINGERPRINT_PREFIX + hashlib.sha256(f"{__version__}|{self.config.seed}".encode()).hexdigest()[:10]
         self._seen: dict[bytes, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
