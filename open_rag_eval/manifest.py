@@ -58,8 +58,8 @@ def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -
     snapshot = accounting.snapshot() if accounting is not None else {}
     return {
         "model": judge.model,
-        "base_url": None if simulated else _safe_url(config.base_url),
-        "api_key_env": None if simulated else config.api_key_env,
+        "base_url": _safe_url(config.base_url),
+        "api_key_env": config.api_key_env,
         "simulated": simulated,
         "max_concurrency": config.max_concurrency,
         "fingerprints": snapshot.get("fingerprints", []),

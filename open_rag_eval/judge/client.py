@@ -22,8 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from typing import TYPE_CHECKING
+
 import httpx2
-import openai
 
 from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
@@ -34,7 +35,17 @@ from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Slee
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
+if TYPE_CHECKING:
+    import openai
+
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _openai() -> Any:
+    """The SDK, imported on the first real call: a run answered wholly from the cache never loads it."""
+    import openai
+
+    return openai
 DEFAULT_CACHE = ".open-rag-eval/cache.sqlite"
 
 log = logging.getLogger("open_rag_eval.judge")
@@ -102,8 +113,8 @@ class OpenAIJudge:
         self.timeout_s, self._key_name, self._sleep = timeout_s, key_name, sleep
         self._secret = api_key
         self._owns_cache, self._owns_http = owns_cache, http_client is None
-        self._client = openai.AsyncOpenAI(api_key=api_key, base_url=self.base_url, max_retries=0,
-                                          timeout=timeout_s, http_client=http_client)
+        self._http_client = http_client
+        self._client: openai.AsyncOpenAI | None = None
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
 
     # -- the Judge protocol ------------------------------------------------------------------------------------
@@ -128,6 +139,8 @@ class OpenAIJudge:
             raise
         if source == "cache":
             stats.cache_hits += 1
+            if completion.fingerprint:
+                self.accounting.fingerprints.add(completion.fingerprint)
         elif follower:
             stats.deduplicated += 1
         return replace(completion, cached=True) if follower else completion
@@ -144,7 +157,7 @@ class OpenAIJudge:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_http:
+        if self._owns_http and self._client is not None:
             await self._client.close()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
@@ -157,6 +170,12 @@ class OpenAIJudge:
         await self.aclose()
 
     # -- internals ---------------------------------------------------------------------------------------------
+
+    def _sdk(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            self._client = _openai().AsyncOpenAI(api_key=self._secret, base_url=self.base_url, max_retries=0,
+                                                 timeout=self.timeout_s, http_client=self._http_client)
+        return self._client
 
     def _settle(self, key: str, done: asyncio.Future[tuple[Completion, str]]) -> None:
         if self._inflight.get(key) is done:
@@ -194,6 +213,7 @@ class OpenAIJudge:
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
                         priority: int = 0, key: str | None = None) -> _Reply | Completion:
         stats = self.accounting.task(task)
+        sdk = self._sdk()  # built (and imported) before queueing, so the wait for a slot is the only wait
         estimate = _estimate_tokens(messages, params)
         body = [{"role": role, "content": content} for role, content in messages]
         last = "no attempt made"
@@ -207,10 +227,10 @@ class OpenAIJudge:
                         return hit
                     if attempt == 0:
                         stats.calls += 1
-                    response = await self._client.chat.completions.create(
+                    response = await sdk.chat.completions.create(
                         model=self.model, messages=body, extra_body=params, timeout=self.timeout_s)  # type: ignore[arg-type]
                 reply = _extract(response)
-            except (openai.OpenAIError, httpx2.HTTPError, ValueError, _Malformed) as error:
+            except (_openai().OpenAIError, httpx2.HTTPError, ValueError, _Malformed) as error:
                 failure = self._classify(error)
                 failure = replace(failure, reason=self._redact(failure.reason))
                 if failure.kind != "retry":
@@ -239,6 +259,7 @@ class OpenAIJudge:
         raise JudgeCallError(self._redact(failure.reason))
 
     def _classify(self, error: BaseException) -> _Failure:
+        openai = _openai()
         if isinstance(error, openai.APITimeoutError):
             return _Failure("retry", f"timed out after {self.timeout_s:g}s")
         if isinstance(error, openai.APIConnectionError):
