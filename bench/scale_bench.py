@@ -1,0 +1,134 @@
+"""Scale benchmark: N RAG outputs (default 10,000) through `open-rag-eval eval` against the simulated judge.
+
+Runs the real CLI as a child process with the loopback simulated judge at low latency and prints wall time, judge
+calls, calls/s and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``; target <= 1 GB). Then it
+evaluates the same outputs again in B smaller batches (separate processes, a separate cache, so every judgment is
+asked again) and checks that the concatenated per-output results equal the single run's.
+
+    python bench/scale_bench.py                      # 10,000 outputs, 10 batches
+    python bench/scale_bench.py --outputs 500 --batches 4 --metrics umbrela,no_answer   # a quick run
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+WORDS = ("solar wind turbine energy grid battery storage carbon emission policy price market coal nuclear hydro "
+         "power plant efficiency demand supply climate heat pump electric vehicle charging station network load "
+         "forecast tariff subsidy transmission outage capacity reserve frequency voltage").split()
+
+
+def synthetic(n_outputs: int, passages: int, runs: int, seed: int) -> list[dict[str, Any]]:
+    """Seeded outputs: ``runs`` runs per query, passages of ~60 words, answers of 3 cited sentences."""
+    rng = random.Random(seed)
+    outputs: list[dict[str, Any]] = []
+    query_index = 0
+    while len(outputs) < n_outputs:
+        topic = rng.sample(WORDS, 3)
+        query = f"How does {topic[0]} affect {topic[1]} and {topic[2]}? ({query_index})"
+        for run in range(1, runs + 1):
+            if len(outputs) == n_outputs:
+                break
+            texts = [" ".join(rng.choices(WORDS + topic * 4, k=60)) + "." for _ in range(passages)]
+            sentences = [" ".join(rng.choices(WORDS + topic, k=12)).capitalize() + f" [{rng.randint(1, passages)}]."
+                         for _ in range(3)]
+            outputs.append({"query_id": f"q{query_index}", "query": query, "run": run,
+                            "passages": [{"id": str(i + 1), "text": t} for i, t in enumerate(texts)],
+                            "answer": " ".join(sentences)})
+        query_index += 1
+    return outputs
+
+
+def write_jsonl(path: Path, outputs: list[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(o) + "\n" for o in outputs), encoding="utf-8")
+
+
+def write_config(path: Path, data: Path, cache: Path, args: argparse.Namespace) -> None:
+    config = {"input": str(data), "output_dir": str(path.parent / (path.stem + "-out")),
+              "judge": {"model": "simulated-judge", "max_concurrency": args.concurrency, "cache": str(cache),
+                        "simulated": {"latency_ms": args.latency_ms, "jitter_ms": args.latency_ms / 2, "seed": 1}},
+              "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": args.metrics.split(",")}]}
+    path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
+
+
+def run_cli(config: Path) -> tuple[float, dict[str, Any], Path]:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "-q", "eval", "--config", str(config)],
+                          capture_output=True, text=True)
+    wall = time.monotonic() - started
+    if done.returncode != 0:
+        sys.exit(f"run failed ({done.returncode}): {done.stderr[-2000:]}")
+    out = config.parent / (config.stem + "-out")
+    return wall, json.loads((out / "manifest.json").read_text(encoding="utf-8")), out
+
+
+def rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
+    with (out / "results.csv").open(encoding="utf-8") as handle:
+        return {(r["query_id"], r["run"]): r for r in csv.DictReader(handle)}
+
+
+def by_query(outputs: list[dict[str, Any]], batches: int) -> list[list[dict[str, Any]]]:
+    """Split into batches at query boundaries (a query's runs share its nugget list, so they stay together)."""
+    queries = list(dict.fromkeys(o["query_id"] for o in outputs))
+    size = -(-len(queries) // batches)
+    groups = [set(queries[i:i + size]) for i in range(0, len(queries), size)]
+    return [[o for o in outputs if o["query_id"] in group] for group in groups]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--outputs", type=int, default=10_000)
+    parser.add_argument("--passages", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=2, help="runs per query")
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--latency-ms", type=float, default=2.0)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--metrics", default="umbrela,nuggets,citation,no_answer")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
+    with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
+        work = Path(folder)
+        write_jsonl(work / "all.jsonl", outputs)
+        write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)
+        wall, manifest, out = run_cli(work / "all.json")
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        calls = manifest["accounting"]["total"]["calls"]
+        whole = rows(out)
+        print(f"outputs {len(outputs)} ({len({o['query_id'] for o in outputs})} queries x {args.runs} runs, "
+              f"{args.passages} passages), metrics {args.metrics}, latency {args.latency_ms:g} ms, "
+              f"concurrency {args.concurrency}")
+        print(f"single run: wall {wall:.1f} s, judge calls {calls}, {calls / wall:.0f} calls/s, "
+              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 1024 MB)")
+
+        batch_rows: dict[tuple[str, str], dict[str, str]] = {}
+        batch_wall = 0.0
+        for i, batch in enumerate(by_query(outputs, args.batches)):
+            write_jsonl(work / f"b{i}.jsonl", batch)
+            write_config(work / f"b{i}.json", work / f"b{i}.jsonl", work / "batch-cache.sqlite", args)
+            seconds, _, batch_out = run_cli(work / f"b{i}.json")
+            batch_wall += seconds
+            batch_rows.update(rows(batch_out))
+        same = batch_rows == whole
+        print(f"{args.batches} batches: wall {batch_wall:.1f} s in all; per-output results equal to the single "
+              f"run: {same} ({len(batch_rows)} rows vs {len(whole)})")
+        if not same:
+            differing = [key for key in whole if batch_rows.get(key) != whole[key]]
+            sys.exit(f"results differ for {len(differing)} outputs, e.g. {differing[:3]}")
+        if peak_mb > 1024:
+            sys.exit(f"peak RSS {peak_mb:.0f} MB exceeds 1 GB")
+
+
+if __name__ == "__main__":
+    main()
