@@ -82,7 +82,8 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
     _out(f"estimated tokens: {plan.prompt_tokens} prompt, {plan.completion_tokens} completion")
     price = price_for(judge.model, judge.prices)
     cost = None if price is None else (plan.prompt_tokens * price.input + plan.completion_tokens * price.output) / 1e6
-    _out(f"estimated cost with {judge.model}: {_money(cost)}")
+    shown = "none (simulated judge)" if judge.simulated is not None else _money(cost)
+    _out(f"estimated cost with {judge.model}: {shown}")
     for note in plan.notes:
         _out(f"note: {note}")
 
