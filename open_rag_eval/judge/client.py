@@ -222,7 +222,9 @@ class OpenAIJudge:
             if attempt:
                 stats.retries += 1
             try:
-                async with self.limiter.slot(estimate, priority):
+                # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
+                # dead endpoint trips the outage breaker after a few calls, not after every queued call's first try
+                async with self.limiter.slot(estimate, priority if attempt == 0 else -1):
                     if attempt == 0 and key is not None and (hit := await self._cached(key)) is not None:
                         return hit
                     if attempt == 0:
