@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from open_rag_eval import __version__
-from open_rag_eval.errors import OpenRagEvalError, exit_code
+from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, exit_code
 
 __all__ = ["error_line", "main"]
 
@@ -48,7 +48,10 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
 
 def error_line(error: BaseException) -> str:
     """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped."""
-    return "error: " + "\\n".join(str(error).splitlines())
+    line = "error: " + "\\n".join(str(error).splitlines())
+    if isinstance(error, JudgeUnavailable):
+        line += " (everything judged so far is kept in the cache; re-run the same command to resume)"
+    return line
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -153,6 +153,7 @@ def test_total_outage_exits_4_keeps_judged_work_and_resumes(tmp_path: Path, base
         assert elapsed < 60  # bounded: the breaker stops the run, it does not grind through every call
         errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
         assert errors[-1].startswith("error: ") and "consecutive judge calls failed" in errors[-1]
+        assert errors[-1].endswith("re-run the same command to resume)")
         assert failing_requests < baseline["calls"] * 3
         cached = cache_rows(cache)
         assert 0 < cached <= 25 < baseline["calls"]
@@ -163,3 +164,24 @@ def test_total_outage_exits_4_keeps_judged_work_and_resumes(tmp_path: Path, base
         resumed_calls = server.stats.requests
     assert resumed_calls == baseline["calls"] - cached  # calls only for what was missing
     assert score_cells(out) == baseline["cells"]
+
+
+def test_endpoint_that_never_answers_stops_in_bounded_time(tmp_path: Path, baseline: dict[str, Any],
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """Every request hangs: timeouts, retries, then the breaker -- exit 4 long before the calls run out."""
+    out = tmp_path / "out"
+    judge = {"cache": str(tmp_path / "cache.sqlite"), **FAST_RETRIES, "timeout_s": 0.3, "max_retries": 1,
+             "max_concurrency": 4, "outage_after_failures": 4}
+    with SimulatedJudgeServer(SimulatedServerConfig(timeout_rate=1.0, hang_s=30.0)) as server:
+        config = write_config(tmp_path, baseline["data"], {"base_url": server.base_url, **judge})
+        started = time.monotonic()
+        with caplog.at_level("ERROR"):
+            assert run_cli(config, out) == 4
+        elapsed = time.monotonic() - started
+        requests = server.stats.requests
+    assert elapsed < 30
+    # retries go before new calls, so the breaker sees 4 failed calls after about concurrency x attempts x 2
+    # requests -- however many calls are queued (the run has over a hundred)
+    assert requests <= 4 * 2 * 2 < baseline["calls"]
+    assert "timed out after 0.3s" in caplog.records[-1].getMessage()
+    assert cache_rows(tmp_path / "cache.sqlite") == 0 and not (out / "results.csv").exists()
