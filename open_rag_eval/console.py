@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.evaluators.base import Plan
 from open_rag_eval.pipeline import Progress, RunReport
+from open_rag_eval.report.names import is_dispersion
 from open_rag_eval.types import RAGOutput
 
 __all__ = ["ProgressLine", "print_plan", "print_summary"]
@@ -91,7 +92,7 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
 def print_summary(report: RunReport) -> None:
     if report.simulated:
         _out(SIMULATED)
-    shown = [a for a in report.summary if not _is_dispersion(a.metric)]
+    shown = [a for a in report.summary if not is_dispersion(a.metric)]
     width = max((len(a.metric) for a in shown), default=10)
     _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'failed':>6}")
     for a in shown:
@@ -105,11 +106,6 @@ def print_summary(report: RunReport) -> None:
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.simulated:
         _out(SIMULATED)
-
-
-def _is_dispersion(metric: str) -> bool:
-    """``consistency.<metric>.<stat>``: the spread of another metric across runs."""
-    return metric.startswith("consistency.") and metric.count(".") >= 2 and not metric.startswith("consistency.judge.")
 
 
 def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:

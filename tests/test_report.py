@@ -33,7 +33,7 @@ def test_write_report_is_self_contained_and_escaped(results: Path) -> None:
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", page)  # nothing loaded from a network
     assert '<span class="badge sim">SIMULATED</span>' in page
-    assert "$0.0342 · 57 calls, 12 cached" in page
+    assert "none (simulated judge) · 57 calls, 12 cached" in page
     assert "5 / 6 outputs fully scored" in page
     assert "OPENAI_API_KEY" not in page  # config is not shown at all
 

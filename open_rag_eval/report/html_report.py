@@ -18,7 +18,7 @@ from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, render_query
 from open_rag_eval.report.hints import diagnose
-from open_rag_eval.report.names import axis_range, display_name, lower_is_better
+from open_rag_eval.report.names import axis_range, display_name, is_dispersion, lower_is_better
 
 __all__ = ["render_report", "write_report"]
 
@@ -74,8 +74,8 @@ def _values(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]
     return [float(v) for item in (*outputs, *queries) if (v := (item.get("scores") or {}).get(metric)) is not None]
 
 
-def _summary_table(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
-                   queries: Sequence[dict[str, Any]]) -> str:
+def _summary_rows(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
+                  queries: Sequence[dict[str, Any]]) -> str:
     rows = []
     for s in summary:
         metric = s.get("metric", "")
@@ -86,19 +86,44 @@ def _summary_table(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str
                     f'<td class="num">{fmt(s.get("n"))}</td>'
                     f'<td class="num{" err" if failed else ""}">{failed}</td>'
                     f'<td class="hide-narrow">{_histogram(_values(outputs, queries, metric), metric)}</td></tr>')
-    return ('<div class="scroll"><table id="summary"><thead><tr><th>metric</th><th class="num">mean</th>'
-            '<th class="num">95% CI</th><th class="num">n</th><th class="num">failed</th>'
-            f'<th class="hide-narrow">distribution</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+    return "".join(rows)
 
 
-def _header(manifest: dict[str, Any], results: dict[str, Any], outputs: Sequence[dict[str, Any]]) -> str:
+def _summary_table(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
+                   queries: Sequence[dict[str, Any]]) -> str:
+    """Every metric; the spreads of metrics across runs (many rows) folded away below the rest."""
+    head = ('<thead><tr><th>metric</th><th class="num">mean</th><th class="num">95% CI</th><th class="num">n</th>'
+            '<th class="num">failed</th><th class="hide-narrow">distribution</th></tr></thead>')
+    main = [s for s in summary if not is_dispersion(s.get("metric", ""))]
+    spread = [s for s in summary if is_dispersion(s.get("metric", ""))]
+    html = (f'<div class="scroll"><table id="summary">{head}<tbody>{_summary_rows(main, outputs, queries)}'
+            '</tbody></table></div>')
+    if spread:
+        html += (f'<details><summary>Spread of each metric across runs ({len(spread)} statistics)</summary>'
+                 f'<div class="scroll"><table id="dispersion">{head}<tbody>'
+                 f'{_summary_rows(spread, outputs, queries)}</tbody></table></div></details>')
+    return html
+
+
+def _unavailable(summary: Sequence[dict[str, Any]]) -> set[str]:
+    """Metrics with no value at all (e.g. HHEM without its weights): reported once, not as per-output failures."""
+    return {s["metric"] for s in summary if not s.get("n") and s.get("n_failed") and not is_dispersion(s["metric"])}
+
+
+def _header(manifest: dict[str, Any], results: dict[str, Any], outputs: Sequence[dict[str, Any]],
+            unavailable: set[str]) -> str:
     judge = manifest.get("judge") or {}
     simulated = bool(results.get("simulated", manifest.get("simulated", judge.get("simulated"))))
     total = ((manifest.get("accounting") or {}).get("total")) or {}
-    scored = sum(1 for o in outputs if not o.get("errors") and not o.get("error"))
-    cost = (f"${float(total['cost_usd']):.4f} · {fmt(total.get('calls'))} calls, {fmt(total.get('cache_hits'))} "
-            f"cached · {fmt(total.get('prompt_tokens'))}+{fmt(total.get('completion_tokens'))} tokens"
-            if total.get("cost_usd") is not None else "–")
+    scored = sum(1 for o in outputs if not o.get("error") and not _failures(o, unavailable))
+    calls = (f"{fmt(total.get('calls'))} calls, {fmt(total.get('cache_hits'))} cached · "
+             f"{fmt(total.get('prompt_tokens'))}+{fmt(total.get('completion_tokens'))} tokens")
+    if simulated:
+        cost = f"none (simulated judge) · {calls}"
+    elif total.get("cost_usd") is not None:
+        cost = f"${float(total['cost_usd']):.4f} · {calls}"
+    else:
+        cost = f"unknown (no price for this model) · {calls}" if total else "–"
     badge = ' <span class="badge sim">SIMULATED</span>' if simulated else ""
     items = [("evaluated", (manifest.get("input") or {}).get("path") or "–"),
              ("created", manifest.get("created") or "–"),
@@ -132,12 +157,17 @@ def _grouped(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]
             for qid, (query, runs) in order.items()]
 
 
-def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[str]) -> str:
+def _failures(item: dict[str, Any] | None, unavailable: set[str]) -> int:
+    """Missing values of one row that are its own failures (not a metric unavailable everywhere, not a spread)."""
+    return len([m for m in ((item or {}).get("errors") or {}) if m not in unavailable and not is_dispersion(m)])
+
+
+def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[str], unavailable: set[str]) -> str:
     head = "".join(f'<th class="num" data-sort="{esc(m)}">{esc(m)}</th>' for m in metrics)
     rows = []
     for index, (qid, query, runs, cross) in enumerate(groups, start=1):
         means = _query_means(runs)
-        failed = sum(len(o.get("errors") or {}) for o in runs) + len((cross or {}).get("errors") or {})
+        failed = sum(_failures(o, unavailable) for o in runs) + _failures(cross, unavailable)
         cells = "".join(f'<td class="num" data-key="{esc(m)}" data-v="{"" if means.get(m) is None else means[m]}">'
                         f'{fmt(means.get(m))}</td>' for m in metrics)
         rows.append(f'<tr data-failed="{failed}"><td data-key="id" data-v="{esc(qid)}"><a class="open" '
@@ -168,21 +198,30 @@ def render_report(output_dir: Path) -> str:
     else:
         outputs, queries = _outputs_from_csv(directory)
     summary = _summary(directory, results)
+    unavailable = _unavailable(summary)
     groups = _grouped(outputs, queries)
     present = {m for o in outputs for m, v in (o.get("scores") or {}).items() if v is not None}
     metrics = [m for m in KEY_METRICS if m in present]
     means = {s.get("metric"): s.get("mean") for s in summary}
     hints = "".join(f'<li><span class="hint-area">{esc(a)}</span>: {esc(t)}</li>' for a, t in diagnose(means))
-    failures = sum(int(s.get("n_failed") or 0) for s in summary)
+    failures = sum(int(s.get("n_failed") or 0) for s in summary
+                   if s.get("metric") not in unavailable and not is_dispersion(s.get("metric", "")))
     if failures:
         hints += (f'<li><span class="hint-area">failures</span>: {failures} scores are missing (failed judgments '
                   'or models); each query below gives the reasons. They are left out of the means, never guessed.</li>')
+    reasons: dict[str, list[str]] = {}  # one line per reason: the metrics of one family usually share it
+    for metric in sorted(unavailable):
+        reason = next((o["errors"][metric] for o in (*outputs, *queries) if metric in (o.get("errors") or {})), "")
+        reasons.setdefault(reason, []).append(metric)
+    for reason, names in reasons.items():
+        hints += (f'<li><span class="hint-area">unavailable</span>: {esc(", ".join(names))} '
+                  f'{"has" if len(names) == 1 else "have"} no value for any output: {esc(reason)}</li>')
     drill = "".join(render_query(i, qid, q, runs, cross, _query_means(runs))
                     for i, (qid, q, runs, cross) in enumerate(groups, start=1))
-    body = (f'{_header(manifest, results, outputs)}'
+    body = (f'{_header(manifest, results, outputs, unavailable)}'
             f'<h2>Diagnosis</h2><ul class="hints" id="hints">{hints or "<li>no clear pattern</li>"}</ul>'
             f'<h2>Summary</h2>{_summary_table(summary, outputs, queries)}'
-            f'<h2>Queries</h2>{_queries_table(groups, metrics)}'
+            f'<h2>Queries</h2>{_queries_table(groups, metrics, unavailable)}'
             f'<h2>Drill-down</h2>{drill}')
     css = (_HERE / "report.css").read_text(encoding="utf-8")
     js = (_HERE / "report.js").read_text(encoding="utf-8").replace("</", "<\\/")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_TREC", "axis_range", "display_name", "is_count", "lower_is_better"]
+__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_TREC", "axis_range", "display_name", "is_count", "is_dispersion",
+           "lower_is_better"]
 
 DEFAULT_TREC = ("umbrela.mean", "nuggets.vital", "hhem.score", "citation.f1")
 DEFAULT_CONSISTENCY = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score",
@@ -26,6 +27,11 @@ _LABELS = {
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed")
 _LOWER_BETTER = {"hhem.hallucinated", "citation.fabricated", "lexical.ungrounded", "latency.ms"}
 _COUNTS = (".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", "citation.fabricated", "latency.ms")
+
+
+def is_dispersion(metric: str) -> bool:
+    """``consistency.<metric>.<stat>``: the spread of another metric across the runs of a query."""
+    return metric.startswith("consistency.") and metric.count(".") >= 2 and not metric.startswith("consistency.judge.")
 
 
 def display_name(metric: str) -> str:
