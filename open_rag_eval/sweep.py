@@ -28,20 +28,12 @@ from typing import Any
 from open_rag_eval.config import LoadedConfig, SweepOptions
 from open_rag_eval.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.history import History, SweepRecord
+from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
 
-__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "lower_is_better", "sweep"]
+__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "sweep"]
 
 log = logging.getLogger(__name__)
-
-_LOWER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", ".fabricated",
-                   ".flip_rate", ".crossing", ".hallucinated", ".ungrounded")
-_LOWER_NAMES = ("latency.ms",)
-
-
-def lower_is_better(metric: str) -> bool:
-    return metric in _LOWER_NAMES or metric.endswith(_LOWER_SUFFIXES)
-
 
 @dataclass
 class Comparison:

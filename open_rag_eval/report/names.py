@@ -24,8 +24,9 @@ _LABELS = {
     "consistency.bertscore_f1": "BERTScore F1 across runs",
     "consistency.rougeL": "ROUGE-L across runs",
 }
-_LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed")
-_LOWER_BETTER = {"hhem.hallucinated", "citation.fabricated", "lexical.ungrounded", "latency.ms"}
+_LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
+                          ".fabricated", ".hallucinated", ".ungrounded", ".flip_rate", ".crossing")
+_LOWER_BETTER = {"latency.ms"}
 _COUNTS = (".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", "citation.fabricated", "latency.ms")
 
 
