@@ -99,9 +99,11 @@ def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated
 
 
 def summary_csv(summary: Sequence[Aggregate], simulated: bool) -> str:
-    header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "simulated_judge"]
+    header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "min", "median", "p95", "max",
+              "simulated_judge"]
     rows = [
-        [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed, str(simulated).lower()]
+        [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed,
+         _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), str(simulated).lower()]
         for a in summary
     ]
     return _csv_text(header, rows)

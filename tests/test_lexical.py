@@ -11,8 +11,6 @@ from open_rag_eval.metrics.lexical import (
     is_refusal,
     keyword_coverage,
     keyword_score,
-    latency_stats,
-    percentile,
     refusal_confusion,
     token_support,
 )
@@ -119,16 +117,3 @@ def test_refusal_confusion() -> None:
                                         "answered_unanswerable": 1}
 
 
-def test_percentile_linear_interpolation() -> None:
-    values = [100.0, 200.0, 300.0, 400.0, 1000.0]
-    assert percentile(values, 50) == 300.0
-    assert percentile(values, 95) == pytest.approx(880.0)  # 400 + 0.8 * 600
-    assert percentile([5.0], 95) == 5.0
-    with pytest.raises(ValueError):
-        percentile([], 50)
-
-
-def test_latency_stats() -> None:
-    stats = latency_stats([820.0, 1240.0, 650.0, 400.0, 300.0])
-    assert stats == {"n": 5, "mean": 682.0, "p50": 650.0, "p95": pytest.approx(1156.0), "max": 1240.0}
-    assert latency_stats([]) == {"n": 0, "mean": None, "p50": None, "p95": None, "max": None}

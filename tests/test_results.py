@@ -104,3 +104,11 @@ def test_atomic_write_leaves_old_file_when_writing_fails(tmp_path: Path) -> None
         atomic_write_text(target, Boom("new"))
     assert target.read_text() == "old\n"
     assert os.listdir(tmp_path) == ["results.csv"]
+
+
+def test_summary_quantiles_interpolate_like_numpy() -> None:
+    a = aggregate("latency.ms", [100.0, 200.0, 300.0, 400.0, 1000.0])
+    assert (a.min, a.median, a.max) == (100.0, 300.0, 1000.0)
+    assert a.p95 == pytest.approx(880.0)  # 400 + 0.8 * 600
+    one = aggregate("latency.ms", [5.0])
+    assert (one.median, one.p95, one.ci95_low) == (5.0, 5.0, None)

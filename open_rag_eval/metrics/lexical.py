@@ -15,7 +15,7 @@ stopwords (``STOPWORDS``, a standard English list, replaceable).
   ``NO_ANSWER``, or a first sentence that declines ("I don't know", "the provided context does not contain
   information", "cannot be answered", ...). It reads only the first sentence, so an answer that declines one part
   and answers the rest counts as answered.
-- latency: mean, p50, p95, max (percentiles by linear interpolation between order statistics, numpy's default).
+- latency: `latency.ms` per output; summary.csv gives its mean, median, p95 and max like every metric's.
 """
 
 from __future__ import annotations
@@ -32,8 +32,6 @@ __all__ = [
     "is_refusal",
     "keyword_coverage",
     "keyword_score",
-    "latency_stats",
-    "percentile",
     "refusal_confusion",
     "token_support",
 ]
@@ -136,20 +134,3 @@ def refusal_confusion(pairs: Iterable[tuple[bool, bool]]) -> dict[str, int]:
     return counts
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0..100) by linear interpolation between order statistics (numpy's default method)."""
-    if not values:
-        raise ValueError("percentile of no values")
-    ordered = sorted(values)
-    position = (len(ordered) - 1) * q / 100
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
-def latency_stats(values: Sequence[float]) -> dict[str, float | int | None]:
-    """``{"n", "mean", "p50", "p95", "max"}`` over the latencies given (ms); None values when there are none."""
-    if not values:
-        return {"n": 0, "mean": None, "p50": None, "p95": None, "max": None}
-    return {"n": len(values), "mean": math.fsum(values) / len(values), "p50": percentile(values, 50),
-            "p95": percentile(values, 95), "max": max(values)}

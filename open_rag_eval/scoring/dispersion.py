@@ -17,6 +17,8 @@ import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Literal
 
+from open_rag_eval.scoring.stats import quantile
+
 __all__ = [
     "STATS",
     "crossing_rate",
@@ -28,16 +30,9 @@ __all__ = [
 
 STATS = ("mean", "median", "std", "cv", "iqr", "min", "max")
 
+
 Label = Hashable
 Items = Mapping[Hashable, Sequence[Label | None]]
-
-
-def _quantile(ordered: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default ``linear`` method)."""
-    position = (len(ordered) - 1) * q
-    low = math.floor(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
 def dispersion(values: Sequence[float]) -> dict[str, float | None]:
@@ -54,10 +49,10 @@ def dispersion(values: Sequence[float]) -> dict[str, float | None]:
     cv = std / abs(mean) if std is not None and mean != 0 else None
     return {
         "mean": mean,
-        "median": _quantile(ordered, 0.5),
+        "median": quantile(ordered, 0.5),
         "std": std,
         "cv": cv,
-        "iqr": _quantile(ordered, 0.75) - _quantile(ordered, 0.25) if n > 1 else None,
+        "iqr": quantile(ordered, 0.75) - quantile(ordered, 0.25) if n > 1 else None,
         "min": ordered[0],
         "max": ordered[-1],
     }

@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "t_critical_95"]
+__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "quantile", "t_critical_95"]
 
 BOOTSTRAP_BELOW = 30
 
@@ -28,6 +28,10 @@ class Aggregate:
     ci95_high: float | None
     n: int
     n_failed: int
+    min: float | None = None
+    median: float | None = None
+    p95: float | None = None
+    max: float | None = None
 
     def as_dict(self) -> dict[str, float | int | str | None]:
         return asdict(self)
@@ -37,20 +41,33 @@ def t_critical_95(df: int) -> float:
     return _T95[df - 1] if df <= len(_T95) else 1.96
 
 
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The q-quantile (0..1) of sorted values, interpolating linearly between order statistics (numpy's default)."""
+    if not ordered:
+        raise ValueError("quantile of no values")
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
 def aggregate(metric: str, values: Sequence[float], n_failed: int = 0) -> Aggregate:
-    """Mean with a t-based 95% CI over the values that exist; failures are counted, never averaged in."""
+    """Mean, 95% CI and quantiles over the values that exist; failures are counted, never averaged in."""
     n = len(values)
     if n == 0:
         return Aggregate(metric, None, None, None, None, 0, n_failed)
+    ordered = sorted(values)
+    spread = {"min": ordered[0], "median": quantile(ordered, 0.5), "p95": quantile(ordered, 0.95), "max": ordered[-1]}
     mean = math.fsum(values) / n
     if n == 1:
-        return Aggregate(metric, mean, None, None, None, 1, n_failed)
+        return Aggregate(metric, mean, None, None, None, 1, n_failed, **spread)
     std = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
     if n < BOOTSTRAP_BELOW:
         low, high = bootstrap_ci(values)
-        return Aggregate(metric, mean, std, low, high, n, n_failed)
-    half = t_critical_95(n - 1) * std / math.sqrt(n)
-    return Aggregate(metric, mean, std, mean - half, mean + half, n, n_failed)
+    else:
+        half = t_critical_95(n - 1) * std / math.sqrt(n)
+        low, high = mean - half, mean + half
+    return Aggregate(metric, mean, std, low, high, n, n_failed, **spread)
 
 
 def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
