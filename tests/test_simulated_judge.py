@@ -297,3 +297,33 @@ def test_the_config_file_section_is_accepted() -> None:
 
 def test_simulate_judge_command_rejects_a_bad_rate() -> None:
     assert main(["simulate-judge", "--port", "0", "--error-rate", "2"]) == 2
+
+
+def test_perturb_moves_each_verdict_to_a_neighbour() -> None:
+    from open_rag_eval.judge.sim_answer import perturb
+
+    assert perturb("umbrela", "##final score: 2", 0.1) == "##final score: 3"
+    assert perturb("umbrela", "##final score: 3", 0.1) == "##final score: 2"  # the top of the scale: down
+    assert perturb("umbrela", "##final score: 0", 0.9) == "##final score: 1"
+    assert perturb("support", "Full Support", 0.3) == "Partial Support"
+    assert perturb("support", "Partial Support", 0.7) == "No Support"
+    assert perturb("no_answer", "yes", 0.2) == "no"
+    assert perturb("nugget_assign", '["support", "not_support"]', 0.75) == '["support", "partial_support"]'
+    assert perturb("nugget_importance", '["vital", "okay"]', 0.1) == '["okay", "okay"]'
+    assert perturb("nugget_create", "['a', 'b']", 0.1) == "['a', 'b']"  # creation is not a verdict
+
+
+def test_noise_rate_varies_repeated_identical_requests() -> None:
+    from open_rag_eval.judge.config import SimulatedJudgeConfig
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer
+    import httpx2
+
+    body = {"model": "m", "messages": [{"role": "user", "content": "Respond as either yes or no. the answer is an "
+                                        "attempt to answer the query\nQuery: what is x?\nAnswer: x is a letter.\n"
+                                        "Your Response:"}]}
+    with SimulatedJudgeServer(SimulatedJudgeConfig(noise_rate=0.5, seed=3)) as server:
+        with httpx2.Client(base_url=server.base_url) as client:
+            replies = [client.post("/chat/completions", json=body).json()["choices"][0]["message"]["content"]
+                       for _ in range(20)]
+    assert set(replies) == {"yes", "no"}
+    assert 3 <= replies.count("no") <= 17  # about half moved, seeded

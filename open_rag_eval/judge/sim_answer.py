@@ -284,6 +284,41 @@ def reply(messages: Sequence[tuple[str, str]]) -> Reply:
     return result if result is not None else Reply("unknown", "", GENERIC_REPLY)
 
 
+# --- judge noise (test-retest): a neighbouring verdict instead of the usual one -------------------------
+
+_NEIGHBOURS = {
+    "Full Support": "Partial Support", "No Support": "Partial Support",
+    "vital": "okay", "okay": "vital", "support": "partial_support", "not_support": "partial_support",
+    "yes": "no", "no": "yes",
+}
+
+
+def perturb(kind: str, text: str, u: float) -> str:
+    """``text`` with one verdict moved to a neighbour (``u`` in [0, 1) picks which and which way): a noisy judge."""
+    if kind in ("umbrela", "umbrela_basic"):
+        digits = list(re.finditer(r"[0-3]", text))
+        if not digits:
+            return text
+        last, step = digits[-1], (1 if u < 0.5 else -1)
+        grade = int(last.group()) + step
+        grade = grade if 0 <= grade <= 3 else grade - 2 * step  # at the ends of the scale, the other way
+        return text[:last.start()] + str(grade) + text[last.end():]
+    if kind == "support":
+        if text == "Partial Support":
+            return "Full Support" if u < 0.5 else "No Support"
+        return _NEIGHBOURS.get(text, text)
+    if kind == "no_answer":
+        return _NEIGHBOURS.get(text, text)
+    labels = _literal_list(text) if kind in ("nugget_importance", "nugget_assign") else None
+    if not labels:
+        return text
+    index = int(u * len(labels))
+    current = labels[index]
+    labels[index] = ("support" if u < 0.5 else "not_support") if current == "partial_support" else \
+        _NEIGHBOURS.get(current, current)
+    return _py_list(labels)
+
+
 def answer(messages: Sequence[tuple[str, str]]) -> str:
     """The reply text for ``messages`` (a sequence of ``(role, content)``)."""
     return reply(messages).text

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from open_rag_eval import __version__
 from open_rag_eval.judge.config import SIMULATED_FINGERPRINT_PREFIX, SimulatedJudgeConfig
-from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, reply
+from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, perturb, reply
 from open_rag_eval.judge.sim_http import (
     Request,
     Response,
@@ -280,6 +280,8 @@ class SimulatedJudgeServer:
             record.outcome, text = "malformed_text", UNPARSEABLE_REPLY
         else:
             record.outcome = "ok"
+            if _unit(cfg.seed, "noise", seen, key) < cfg.noise_rate:
+                text = perturb(record.kind, text, _unit(cfg.seed, "noise-which", seen, key))
         return json_response(200, self._completion(body, text, key, record))
 
     async def _sleep(self, key: bytes, seen: int) -> None:

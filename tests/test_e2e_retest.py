@@ -1,0 +1,37 @@
+"""Judge test-retest through the real TREC evaluator and a noisy simulated judge."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from open_rag_eval.cli import main
+
+DATA = Path(__file__).parent / "data" / "peer_layout.csv"
+
+
+def retest(tmp_path: Path, noise: float) -> dict[str, str]:
+    shutil.copy(DATA, tmp_path / "answers.csv")
+    config = tmp_path / f"retest-{noise}.yaml"
+    config.write_text(
+        f"input: answers.csv\noutput_dir: out-{noise}\njudge:\n  model: simulated-judge\n  cache: false\n"
+        f"  simulated: {{seed: 2, noise_rate: {noise}}}\nevaluators:\n  - type: trec\n"
+        "  - type: consistency\n    metrics: [dispersion]\n    judge_repeats: 4\n",
+        encoding="utf-8",
+    )
+    assert main(["-q", "eval", "--config", str(config)]) == 0
+    with (tmp_path / f"out-{noise}" / "summary.csv").open(encoding="utf-8") as handle:
+        return {row["metric"]: row["mean"] for row in csv.DictReader(handle)}
+
+
+@pytest.mark.slow
+def test_noise_shows_as_flips_and_a_steady_judge_shows_none(tmp_path: Path) -> None:
+    steady = retest(tmp_path, 0.0)
+    assert float(steady["consistency.judge.umbrela.flip_rate"]) == 0.0
+    assert float(steady["consistency.judge.support.flip_rate"]) == 0.0
+    noisy = retest(tmp_path, 0.4)
+    assert float(noisy["consistency.judge.umbrela.flip_rate"]) > 0.1
+    assert float(noisy["consistency.judge.umbrela.alpha"]) < 1.0
