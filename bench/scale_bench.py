@@ -1,9 +1,10 @@
 """Scale benchmark: N RAG outputs (default 10,000) through `open-rag-eval eval` against the simulated judge.
 
-Runs the real CLI as a child process with the loopback simulated judge at low latency and prints wall time, judge
-calls, calls/s and the child's peak RSS (``resource.getrusage(RUSAGE_CHILDREN)``; target <= 1 GB). Then it
-evaluates the same outputs again in B smaller batches (separate processes, a separate cache, so every judgment is
-asked again) and checks that the concatenated per-output results equal the single run's.
+Starts the simulated judge as its own process (``open-rag-eval simulate-judge``, low latency), runs the real CLI as
+a child process against it and prints wall time, judge calls, calls/s and the eval child's peak RSS (its rusage,
+from ``os.wait4``, the per-child form of ``resource.getrusage(RUSAGE_CHILDREN)``; target <= 1 GB; the simulator's
+memory is not counted). Then it evaluates the same outputs again in B smaller batches (separate processes, a separate
+cache, so every judgment is asked again) and checks that the concatenated per-output results equal the single run's.
 
     python bench/scale_bench.py                      # 10,000 outputs, 10 batches
     python bench/scale_bench.py --outputs 500 --batches 4 --metrics umbrela,no_answer   # a quick run
@@ -14,12 +15,14 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import random
-import resource
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -53,23 +56,44 @@ def write_jsonl(path: Path, outputs: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(o) + "\n" for o in outputs), encoding="utf-8")
 
 
+def start_judge(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", "simulate-judge", "--port", str(port),
+                               "--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.latency_ms / 2)])
+    base_url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(200):
+        try:
+            with urllib.request.urlopen(base_url + "/models", timeout=1):
+                return server, base_url
+        except OSError:
+            time.sleep(0.05)
+    server.kill()
+    sys.exit("the simulated judge did not start")
+
+
 def write_config(path: Path, data: Path, cache: Path, args: argparse.Namespace) -> None:
     config = {"input": str(data), "output_dir": str(path.parent / (path.stem + "-out")),
-              "judge": {"model": "simulated-judge", "max_concurrency": args.concurrency, "cache": str(cache),
-                        "simulated": {"latency_ms": args.latency_ms, "jitter_ms": args.latency_ms / 2, "seed": 1}},
+              "judge": {"model": "simulated-judge", "base_url": args.base_url, "max_concurrency": args.concurrency,
+                        "cache": str(cache), "api_key_env": "OPEN_RAG_EVAL_SCALE_BENCH_NO_KEY"},
               "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": args.metrics.split(",")}]}
     path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
 
 
-def run_cli(config: Path) -> tuple[float, dict[str, Any], Path]:
+def run_cli(config: Path) -> tuple[float, float, dict[str, Any], Path]:
+    """(wall seconds, peak RSS in MB of this child, manifest, output folder)."""
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "-q", "eval", "--config", str(config)],
-                          capture_output=True, text=True)
+    log = config.parent / (config.stem + ".log")
+    with log.open("wb") as stderr:
+        child = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", "eval", "--config", str(config)],
+                                 stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
-    if done.returncode != 0:
-        sys.exit(f"run failed ({done.returncode}): {done.stderr[-2000:]}")
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"run failed: {log.read_text(encoding='utf-8', errors='replace')[-2000:]}")
     out = config.parent / (config.stem + "-out")
-    return wall, json.loads((out / "manifest.json").read_text(encoding="utf-8")), out
+    return wall, usage.ru_maxrss / 1024, json.loads((out / "manifest.json").read_text(encoding="utf-8")), out
 
 
 def rows(out: Path) -> dict[tuple[str, str], dict[str, str]]:
@@ -98,26 +122,34 @@ def main() -> None:
     args = parser.parse_args()
 
     outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
+    server, args.base_url = start_judge(args)
+    try:
+        measure(args, outputs)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def measure(args: argparse.Namespace, outputs: list[dict[str, Any]]) -> None:
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
         work = Path(folder)
         write_jsonl(work / "all.jsonl", outputs)
         write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)
-        wall, manifest, out = run_cli(work / "all.json")
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        wall, peak_mb, manifest, out = run_cli(work / "all.json")
         calls = manifest["accounting"]["total"]["calls"]
         whole = rows(out)
         print(f"outputs {len(outputs)} ({len({o['query_id'] for o in outputs})} queries x {args.runs} runs, "
               f"{args.passages} passages), metrics {args.metrics}, latency {args.latency_ms:g} ms, "
               f"concurrency {args.concurrency}")
         print(f"single run: wall {wall:.1f} s, judge calls {calls}, {calls / wall:.0f} calls/s, "
-              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 1024 MB)")
+              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 1024 MB)", flush=True)
 
         batch_rows: dict[tuple[str, str], dict[str, str]] = {}
         batch_wall = 0.0
         for i, batch in enumerate(by_query(outputs, args.batches)):
             write_jsonl(work / f"b{i}.jsonl", batch)
             write_config(work / f"b{i}.json", work / f"b{i}.jsonl", work / "batch-cache.sqlite", args)
-            seconds, _, batch_out = run_cli(work / f"b{i}.json")
+            seconds, _, _, batch_out = run_cli(work / f"b{i}.json")
             batch_wall += seconds
             batch_rows.update(rows(batch_out))
         same = batch_rows == whole
