@@ -77,7 +77,7 @@ class LoadedConfig:
 
     def resolve_path(self, value: str | Path) -> Path:
         path = Path(os.path.expanduser(str(value)))
-        return path if path.is_absolute() else self.base_dir / path
+        return Path(os.path.normpath(path if path.is_absolute() else self.base_dir / path))
 
     @property
     def judge(self) -> JudgeConfig:
@@ -183,7 +183,7 @@ def _absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) 
     for name in names:
         value = getattr(options, name, None)
         if value and not Path(os.path.expanduser(str(value))).is_absolute():
-            update[name] = str(base_dir / str(value))
+            update[name] = os.path.normpath(base_dir / str(value))
     return options.model_copy(update=update) if update else options
 
 
