@@ -67,13 +67,13 @@ def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
     return cls(options)  # type: ignore[no-any-return]
 
 
-async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig) -> list[RAGOutput]:
-    """Query the system for every query of ``config.queries`` (relative to the config file), ``repeats`` times."""
+async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: int | None = None) -> list[RAGOutput]:
+    """Query the system for the (first ``limit``) queries of ``config.queries``, ``repeats`` times each."""
     from open_rag_eval.inputs import read_queries
 
     file = str(loaded.path or "")
     connector = build_connector(config, file=file)
-    queries = read_queries(loaded.resolve_path(config.queries))
+    queries = read_queries(loaded.resolve_path(config.queries))[:limit]
     log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
     outputs = await connector.fetch(queries, config.repeats)
     failed = [o for o in outputs if o.error is not None]

@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,7 +89,6 @@ async def arun(
     limit: int | None = None,
     outputs: list[RAGOutput] | None = None,
     progress: Progress | None = None,
-    on_start: Callable[[Progress], None] = lambda progress: None,
 ) -> RunReport:
     started = time.monotonic()
     out = output_dir or loaded.resolve_path(loaded.config.output_dir)
@@ -105,7 +104,6 @@ async def arun(
         _save_outputs(out, outputs)
         progress.outputs_total = len(outputs)
         progress.judge = judge
-        on_start(progress)
         result = EvalResult()
         for evaluator in evaluators:
             ctx = Context(
@@ -125,12 +123,11 @@ async def arun(
 
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:
-    connector = loaded.config.connector
-    if connector is None:
-        return load_outputs(loaded, limit)
+    """Query the live system through the configured connector (the first ``limit`` queries)."""
     from open_rag_eval.connector import fetch_outputs
 
-    return _limit(await fetch_outputs(loaded, connector), limit)
+    assert loaded.config.connector is not None
+    return await fetch_outputs(loaded, loaded.config.connector, limit=limit)
 
 
 def _clear_stale_temps(out: Path) -> None:
