@@ -1,0 +1,106 @@
+"""Read RAG outputs (CSV in open-rag-eval's layout, or JSONL) and query lists; write the JSONL schema.
+
+CSV layout (one row per retrieved passage, in retrieval order; a UTF-8 BOM, CRLF line ends and quoted multi-line
+cells work):
+
+    query_id, query, [query_run], passage_id, passage, generated_answer, [optional columns]
+
+- Rows of one (query_id, query_run) are contiguous; ``query_run`` defaults to 1. The answer sits in the first row of
+  the group (repeating it in later rows is fine, a different one is an error). A row with empty ``passage_id`` and
+  ``passage`` carries no passage (a query that retrieved nothing). Ids are text: ``[1]`` and ``1`` are the same id.
+- ``NO_ANSWER`` as the answer is a real refusal: ``answer_text`` ``"NO_ANSWER"``, one statement ``NO_ANSWER``
+  without citations (judges read "NO_ANSWER", not an empty string, which some APIs reject).
+- Optional per-passage columns: ``passage_title``, ``passage_score`` (the retriever's score). Per-output:
+  ``latency_ms``. Per-query labels, read from any row of the query (different values are an error):
+  ``relevant_ids`` (``id`` or ``id:grade`` separated by ``;``, or a JSON list / object id -> grade),
+  ``expected_keywords`` (``;``), ``expected_refusal`` (true/false/1/0/yes/no), ``required_citations`` (int),
+  ``reference_answer``, ``grounding_ids`` (``;``). Other columns are ignored with a warning.
+
+JSONL (one output per line, blank lines skipped; what ``output_to_json`` writes):
+
+    {"query_id": str|int, "query": str, "run": int = 1,
+     "passages": [{"id": str|int, "text": str, "title"?: str, "score"?: number}],
+     "answer": [{"text": str, "citations": [id, ...]}] | "plain text with [n] markers",
+     "answer_text"?: str, "latency_ms"?: number, "error"?: str,
+     "relevant_ids"?: {id: grade} | [id] | str, "expected_keywords"?: [str] | str, "expected_refusal"?: bool | str,
+     "required_citations"?: int, "reference_answer"?: str, "grounding_ids"?: [id] | str}
+
+Citations in a structured answer are passage ids; a plain answer is segmented by ``segment.segment_answer``.
+Unknown fields are errors. Any text value is limited to ``MAX_CELL_CHARS`` characters.
+
+Every problem raises ``InputError`` naming file, line and field, in one line.
+
+Modules: ``text`` (reading and decoding files, locations, checks of single values), ``csv_layout`` (CSV files and
+the layout above), ``jsonl`` (JSONL outputs), ``labels`` (per-query text and labels).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.csv_layout import read_csv, read_csv_outputs
+from open_rag_eval.inputs.jsonl import read_jsonl_outputs
+from open_rag_eval.inputs.labels import LABEL_FIELDS
+from open_rag_eval.inputs.text import MAX_CELL_CHARS, Where, required_text
+from open_rag_eval.types import RAGOutput
+
+__all__ = ["LABEL_FIELDS", "MAX_CELL_CHARS", "output_to_json", "read_outputs", "read_queries"]
+
+
+def read_outputs(path: Path) -> list[RAGOutput]:
+    """The RAG outputs of a ``.csv`` or ``.jsonl`` file, in file order."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        return read_csv_outputs(path)
+    if suffix == ".jsonl":
+        return read_jsonl_outputs(path)
+    raise InputError(f"unsupported input format '{suffix or path.name}': expected .csv or .jsonl", file=str(path))
+
+
+def read_queries(path: Path) -> list[tuple[str, str]]:
+    """(query_id, query) pairs of a CSV with a ``query`` column and an optional ``query_id`` column.
+
+    Without ``query_id``, ids are ``q_`` + the first 12 hex digits of the SHA-256 of the query text: stable when the
+    file is reordered or extended.
+    """
+    path = Path(path)
+    header, rows = read_csv(path, required=("query",))
+    result: list[tuple[str, str]] = []
+    first_line: dict[str, int] = {}
+    for line, row in rows:
+        where = Where(str(path), line)
+        query = required_text(row["query"], where, "query", "empty query")
+        if "query_id" in header:
+            query_id = required_text(row["query_id"], where, "query_id", "missing query_id")
+        else:
+            query_id = "q_" + hashlib.sha256(query.encode()).hexdigest()[:12]
+        if query_id in first_line and "query_id" in header:
+            raise where.error(f"duplicate query_id '{query_id}' (first at line {first_line[query_id]})", "query_id")
+        if query_id in first_line:
+            raise where.error(f"duplicate query (same text as line {first_line[query_id]})", "query")
+        first_line[query_id] = line
+        result.append((query_id, query))
+    return result
+
+
+def output_to_json(output: RAGOutput) -> dict[str, Any]:
+    """One output in the JSONL schema (``source`` is not part of it)."""
+    data: dict[str, Any] = {
+        "query_id": output.query_id,
+        "query": output.query,
+        "run": output.run,
+        "passages": [passage.model_dump(exclude_none=True) for passage in output.passages],
+        "answer": [{"text": part.text, "citations": list(part.citations)} for part in output.answer],
+        "answer_text": output.answer_text,
+    }
+    if output.latency_ms is not None:
+        data["latency_ms"] = output.latency_ms
+    if output.error is not None:
+        data["error"] = output.error
+    for name, value in output.labels.model_dump(exclude_none=True).items():
+        data[name] = list(value) if isinstance(value, tuple) else value
+    return data

@@ -1,0 +1,204 @@
+"""CSV files: generic reading with checked cells, and RAG outputs in open-rag-eval's layout (one row per passage)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
+from open_rag_eval.inputs.text import (
+    Where,
+    check_text,
+    parse_int,
+    parse_number,
+    read_text,
+    required_text,
+    segment,
+    undecodable_error,
+)
+from open_rag_eval.segment import normalize_id
+from open_rag_eval.types import Labels, Passage, RAGOutput
+
+log = logging.getLogger(__name__)
+
+CSV_REQUIRED = ("query_id", "query", "passage_id", "passage", "generated_answer")
+CSV_OPTIONAL = ("query_run", "passage_title", "passage_score", "latency_ms", *LABEL_FIELDS)
+Rows = list[tuple[int, dict[str, str]]]
+
+
+# ---------------------------------------------------------------- generic CSV
+
+
+def read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], Rows]:
+    """Header and rows (line of the row's start, column -> cell); every cell checked."""
+    text, offset = read_text(path)
+    records = _csv_records(text, str(path))
+    line, header = records[0]
+    header = [name.strip() for name in header]
+    where = Where(str(path), line)
+    _check_header(header, required, where)
+    rows: Rows = []
+    for line, cells in records[1:]:
+        if len(cells) != len(header):
+            raise InputError(f"row has {len(cells)} cells, the header has {len(header)}", file=str(path), line=line)
+        row_where = Where(str(path), line)
+        rows.append((line, {name: check_text(cell.replace("\r\n", "\n"), row_where, name, offset)
+                            for name, cell in zip(header, cells)}))
+    if offset is not None:
+        raise undecodable_error(path, text, offset)
+    if not rows:
+        raise where.error("no data rows after the header")
+    return header, rows
+
+
+def _check_header(header: list[str], required: tuple[str, ...], where: Where) -> None:
+    for index, name in enumerate(header):
+        if not name:
+            raise where.error(f"empty column name (column {index + 1})")
+        if header.index(name) != index:
+            raise where.error("duplicate column", name)
+    for name in required:
+        if name not in header:
+            raise where.error(f"missing column; the header has: {', '.join(header)}", name)
+
+
+def _csv_records(text: str, file: str) -> list[tuple[int, list[str]]]:
+    """Non-blank CSV records with the line each starts on."""
+    old_limit = csv.field_size_limit()
+    csv.field_size_limit(max(old_limit, len(text) + 1))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records: list[tuple[int, list[str]]] = []
+    try:
+        while True:
+            start = reader.line_num + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as error:
+                raise _csv_error(text, file, start, str(error)) from None
+            if any(cell.strip() for cell in cells):
+                records.append((start, cells))
+    finally:
+        csv.field_size_limit(old_limit)
+    if not records:
+        raise InputError("empty file", file=file)
+    return records
+
+
+def _csv_error(text: str, file: str, start: int, message: str) -> InputError:
+    if "unexpected end of data" in message:
+        return InputError("unclosed quote: the quoted cell never ends", file=file, line=start,
+                          field=_header_name(text, _open_quote_column(text, start)))
+    return InputError(f"malformed CSV: {message}", file=file, line=start)
+
+
+def _open_quote_column(text: str, start: int) -> int:
+    """0-based column of the quoted cell left open in the record starting at line ``start``."""
+    record = "".join(re.split(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)", text)[start - 1:])
+    column, open_column, state = 0, 0, "start"  # state of the current cell: start, plain, quoted, closed
+    for char in record:
+        if state == "quoted":
+            state = "closed" if char == '"' else "quoted"
+        elif state == "closed" and char == '"':
+            state = "quoted"  # "" inside a quoted cell
+        elif char == ",":
+            column, state = column + 1, "start"
+        elif state == "start" and char == '"':
+            state, open_column = "quoted", column
+        elif state == "start":
+            state = "plain"
+    return open_column
+
+
+def _header_name(text: str, column: int) -> str:
+    names = next(csv.reader(io.StringIO(text.splitlines()[0] if text else "")), [])
+    return names[column].strip() if column < len(names) else ""
+
+
+# ---------------------------------------------------------------- RAG outputs
+
+
+def read_csv_outputs(path: Path) -> list[RAGOutput]:
+    """The outputs of a CSV in open-rag-eval's layout, one per contiguous (query_id, query_run) group."""
+    header, rows = read_csv(path, required=CSV_REQUIRED)
+    ignored = [name for name in header if name not in CSV_REQUIRED + CSV_OPTIONAL]
+    if ignored:
+        log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))
+    groups: list[_Group] = []
+    seen: dict[tuple[str, int], int] = {}
+    queries = QueryBook()
+    for line, row in rows:
+        where = Where(str(path), line)
+        query_id = required_text(row["query_id"], where, "query_id", "missing query_id")
+        query = required_text(row["query"], where, "query", "empty query")
+        run = parse_int(row.get("query_run", "").strip() or "1", where, "query_run")
+        queries.add(query_id, query, where, {name: row[name] for name in LABEL_FIELDS if name in row})
+        if not groups or groups[-1].key != (query_id, run):
+            groups.append(_new_group((query_id, run), query, where, seen))
+        groups[-1].add(row, where)
+    return [group.output(str(path), queries.labels(group.key[0])) for group in groups]
+
+
+def _new_group(key: tuple[str, int], query: str, where: Where, seen: dict[tuple[str, int], int]) -> _Group:
+    """The group starting at ``where``; a key seen before means its rows are not contiguous."""
+    if key in seen:
+        raise where.error(f"rows of query_id '{key[0]}' run {key[1]} are not contiguous "
+                          f"(the group started at line {seen[key]})", "query_id")
+    seen[key] = where.line or 0
+    return _Group(key, query, where.line or 0)
+
+
+@dataclass
+class _Group:
+    """The rows of one (query_id, run) of a CSV."""
+
+    key: tuple[str, int]
+    query: str
+    line: int
+    passages: list[Passage] = field(default_factory=list)
+    passage_ids: set[str] = field(default_factory=set)
+    answer: tuple[str, int] | None = None
+    latency: tuple[float, int] | None = None
+
+    def add(self, row: dict[str, str], where: Where) -> None:
+        self._add_passage(row, where)
+        answer = row["generated_answer"].strip()
+        if answer:
+            if self.answer is not None and self.answer[0] != answer:
+                raise where.error(f"a different answer than line {self.answer[1]} for the same query_id and run",
+                                  "generated_answer")
+            self.answer = self.answer or (answer, where.line or 0)
+        if row.get("latency_ms", "").strip():
+            latency = parse_number(row["latency_ms"], where, "latency_ms", minimum=0.0)
+            if self.latency is not None and self.latency[0] != latency:
+                raise where.error(f"a different latency than line {self.latency[1]}", "latency_ms")
+            self.latency = self.latency or (latency, where.line or 0)
+
+    def _add_passage(self, row: dict[str, str], where: Where) -> None:
+        passage_id, text = normalize_id(row["passage_id"]), row["passage"]
+        if not passage_id:
+            if text.strip():
+                raise where.error("missing passage_id for a passage", "passage_id")
+            return
+        if passage_id in self.passage_ids:
+            raise where.error(f"duplicate passage id '{passage_id}' in query_id '{self.key[0]}' run {self.key[1]}",
+                              "passage_id")
+        title = row.get("passage_title", "").strip() or None
+        score_text = row.get("passage_score", "").strip()
+        score = parse_number(score_text, where, "passage_score") if score_text else None
+        self.passages.append(Passage(id=passage_id, text=text, title=title, score=score))
+        self.passage_ids.add(passage_id)
+
+    def output(self, file: str, labels: Labels) -> RAGOutput:
+        answer_text = self.answer[0] if self.answer else ""
+        source = f"{file}:{self.line}"
+        parts = segment(answer_text, [passage.id for passage in self.passages], source)
+        return RAGOutput(query_id=self.key[0], query=self.query, run=self.key[1], passages=tuple(self.passages),
+                         answer=parts, answer_text=answer_text, labels=labels,
+                         latency_ms=self.latency[0] if self.latency else None, source=source)

@@ -1,0 +1,175 @@
+"""JSONL files of RAG outputs: one JSON object a line, validated field by field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
+from open_rag_eval.inputs.text import (
+    Where,
+    check_text,
+    has_undecodable,
+    parse_number,
+    read_text,
+    segment,
+    type_name,
+    undecodable,
+    undecodable_error,
+    warn_unknown,
+)
+from open_rag_eval.segment import normalize_id
+from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+
+JSONL_FIELDS = ("query_id", "query", "run", "passages", "answer", "answer_text", "latency_ms", "error", *LABEL_FIELDS)
+_PASSAGE_FIELDS = ("id", "text", "title", "score")
+_PART_FIELDS = ("text", "citations")
+
+
+def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
+    """The outputs of a JSONL file in line order, each with the labels of its query_id."""
+    text, offset = read_text(path)
+    outputs: list[RAGOutput] = []
+    first_line: dict[tuple[str, int], int] = {}
+    queries = QueryBook()
+    for number, raw in enumerate(text.split("\n"), 1):
+        if not raw.strip():
+            continue
+        where = Where(str(path), number)
+        obj = _json_object(raw, where, offset)
+        output = _JsonOutput(obj, where, offset).build()
+        queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
+        if output.key in first_line:
+            raise where.error(f"duplicate output for query_id '{output.query_id}' run {output.run} "
+                              f"(first at line {first_line[output.key]})", "run")
+        first_line[output.key] = number
+        outputs.append(output)
+    if offset is not None:
+        raise undecodable_error(path, text, offset)
+    if not outputs:
+        raise InputError("empty file (only blank lines)", file=str(path))
+    return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in outputs]
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number in strict JSON")
+
+
+def _json_object(raw: str, where: Where, offset: int | None) -> dict[str, Any]:
+    try:
+        obj = json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError) as error:
+        if offset is not None and has_undecodable(raw):
+            raise where.error(undecodable(offset)) from None
+        detail = (f"{error.msg} (column {error.colno})" if isinstance(error, json.JSONDecodeError)
+                  else "nested too deeply" if isinstance(error, RecursionError) else str(error))
+        raise where.error(f"not valid JSON: {detail}") from None
+    if not isinstance(obj, dict):
+        raise where.error(f"a line must be a JSON object, got {type_name(obj)}")
+    return obj
+
+
+class _JsonOutput:
+    """Validates one JSONL object field by field, naming the field path of the first problem."""
+
+    def __init__(self, obj: dict[str, Any], where: Where, offset: int | None) -> None:
+        self.obj, self.where, self.offset = obj, where, offset
+
+    def build(self) -> RAGOutput:
+        self._known_fields(self.obj, JSONL_FIELDS, "")
+        query_id = self._id(self.obj.get("query_id"), "query_id", "missing query_id")
+        query = self._text(self.obj.get("query"), "query", required="empty query")
+        run = self.obj.get("run", 1)
+        if isinstance(run, bool) or not isinstance(run, int) or run < 0:
+            raise self.where.error(f"expected a whole number >= 0, got {run!r}", "run")
+        passages = self._passages(self.obj.get("passages", []))
+        answer_text, parts = self._answer([passage.id for passage in passages])
+        latency = self.obj.get("latency_ms")
+        error = self.obj.get("error")
+        return RAGOutput(query_id=query_id, query=query, run=run, passages=passages, answer=parts,
+                         answer_text=answer_text, latency_ms=self._number(latency, "latency_ms", minimum=0.0),
+                         error=None if error is None else self._text(error, "error"), source=self._source)
+
+    @property
+    def _source(self) -> str:
+        return f"{self.where.file}:{self.where.line}"
+
+    def _known_fields(self, obj: dict[str, Any], valid: tuple[str, ...], path: str) -> None:
+        """An unknown key of ``obj`` (at field path ``path``, empty at the top) is an error."""
+        for key in obj:
+            if key not in valid:
+                raise self.where.error(f"unknown field; valid fields: {', '.join(valid)}",
+                                       f"{path}.{key}" if path else key)
+
+    def _text(self, value: Any, field: str, required: str = "") -> str:
+        if not isinstance(value, str):
+            raise self.where.error(f"missing {field}" if value is None and required
+                                   else f"expected a string, got {type_name(value)}", field)
+        check_text(value, self.where, field, self.offset)
+        if required and not value.strip():
+            raise self.where.error(required, field)
+        return value.strip() if required else value
+
+    def _id(self, value: Any, field: str, missing: str = "missing id") -> str:
+        if value is None:
+            raise self.where.error(missing, field)
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise self.where.error(f"expected a string or integer id, got {type_name(value)}", field)
+        text = normalize_id(self._text(str(value), field))
+        if not text:
+            raise self.where.error(missing, field)
+        return text
+
+    def _number(self, value: Any, field: str, minimum: float | None = None) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.where.error(f"expected a number, got {type_name(value)}", field)
+        return parse_number(str(value) if isinstance(value, int) else repr(value), self.where, field, minimum)
+
+    def _passages(self, value: Any) -> tuple[Passage, ...]:
+        if not isinstance(value, list):
+            raise self.where.error(f"expected a list, got {type_name(value)}", "passages")
+        passages: list[Passage] = []
+        for index, item in enumerate(value):
+            passages.append(self._passage(item, f"passages[{index}]", passages))
+        return tuple(passages)
+
+    def _passage(self, item: Any, path: str, before: list[Passage]) -> Passage:
+        if not isinstance(item, dict):
+            raise self.where.error(f"expected an object, got {type_name(item)}", path)
+        self._known_fields(item, _PASSAGE_FIELDS, path)
+        passage_id = self._id(item.get("id"), f"{path}.id", "missing passage id")
+        if any(passage.id == passage_id for passage in before):
+            raise self.where.error(f"duplicate passage id '{passage_id}'", f"{path}.id")
+        title = item.get("title")
+        return Passage(id=passage_id, text=self._text(item.get("text"), f"{path}.text"),
+                       title=None if title is None else self._text(title, f"{path}.title"),
+                       score=self._number(item.get("score"), f"{path}.score"))
+
+    def _answer(self, passage_ids: list[str]) -> tuple[str, tuple[AnswerPart, ...]]:
+        answer, given = self.obj.get("answer"), self.obj.get("answer_text")
+        text = None if given is None else self._text(given, "answer_text")
+        if answer is None or isinstance(answer, str):
+            plain = self._text(answer, "answer") if answer is not None else (text or "")
+            return (text if text is not None else plain.strip()), segment(plain.strip(), passage_ids, self._source)
+        if not isinstance(answer, list):
+            raise self.where.error(f"expected a list of statements or a string, got {type_name(answer)}", "answer")
+        parts = tuple(self._part(item, f"answer[{index}]") for index, item in enumerate(answer))
+        known = set(passage_ids)
+        warn_unknown(list(dict.fromkeys(c for part in parts for c in part.citations if c not in known)), self._source)
+        if text is None:
+            text = " ".join(part.text + "".join(f" [{c}]" for c in part.citations) for part in parts)
+        return text, parts
+
+    def _part(self, item: Any, path: str) -> AnswerPart:
+        if not isinstance(item, dict):
+            raise self.where.error(f"expected an object {{text, citations}}, got {type_name(item)}", path)
+        self._known_fields(item, _PART_FIELDS, path)
+        citations = item.get("citations", [])
+        if not isinstance(citations, list):
+            raise self.where.error(f"expected a list of passage ids, got {type_name(citations)}", f"{path}.citations")
+        ids = tuple(dict.fromkeys(self._id(c, f"{path}.citations[{i}]") for i, c in enumerate(citations)))
+        return AnswerPart(text=self._text(item.get("text"), f"{path}.text"), citations=ids)
