@@ -59,7 +59,15 @@ class JudgeError(OpenRagEvalError):
 
 
 class JudgeCallError(JudgeError):
-    """One judge call failed for good (after retries, or on a non-retryable reply)."""
+    """One judge call failed for good (after retries, or on a non-retryable reply).
+
+    ``refused``: the endpoint answered but declined this request -- an empty reply, or a 4xx such as a content
+    filter. The methods treat that like an empty completion (UMBRELA: grade 0, invalid), unlike a transport failure.
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class JudgeUnavailable(JudgeError):

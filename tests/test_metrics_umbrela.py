@@ -74,3 +74,14 @@ def test_unpadded_precision_beyond_the_list_is_missing_with_reason() -> None:
     scores, _ = umbrela_result(make_output(n_passages=4), _grades([1, 1, 2, 0]), UmbrelaOptions(pad=False), [5])
     p5 = next(s for s in scores if s.metric == "umbrela.p@5")
     assert p5.value is None and "k exceeds" in (p5.error or "")
+
+
+def test_a_declined_request_is_grade_0_invalid_and_a_transport_failure_is_no_grade() -> None:
+    """METHODS 2.7: an empty reply or an API refusal (content filter) is grade 0, valid=False; an outage is not."""
+    judge = ScriptedJudge().add(task_is("umbrela", "declined"), JudgeCallError("HTTP 400: content filter", refused=True))
+    judge.add(task_is("umbrela", "broken"), JudgeCallError("judge call failed after 7 attempts: HTTP 500"))
+    declined = asyncio.run(UmbrelaGrader().grade(judge, "q", Passage(id="1", text="declined passage")))
+    broken = asyncio.run(UmbrelaGrader().grade(judge, "q", Passage(id="2", text="broken passage")))
+    assert (declined.grade, declined.valid, declined.status) == (0, False, "defaulted")
+    assert "declined" in (declined.reason or "") and "content filter" in (declined.reason or "")
+    assert (broken.grade, broken.status) == (None, "failed")

@@ -58,6 +58,9 @@ _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 
 
 SIMULATED_ENDPOINT = "simulated://judge"
+# sampling params the methods set themselves (METHODS.md 2.5, 3.7, 4.2, 5.1)
+METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens",
+                           "max_completion_tokens", "seed"})
 
 
 def strip_reasoning(text: str) -> str:
@@ -203,7 +206,8 @@ class OpenAIJudge:
         text = strip_reasoning(reply.raw)
         if not text:
             hint = " (cut off by the token limit: raise max_tokens)" if reply.finish_reason == "length" else ""
-            raise JudgeCallError(f"empty reply from the judge (finish_reason={reply.finish_reason}){hint}")
+            raise JudgeCallError(f"empty reply from the judge (finish_reason={reply.finish_reason}){hint}",
+                                 refused=True)
         if self.cache is not None:
             entry = CachedCompletion(reply.raw, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint,
                                      self.model, _unix_now())
@@ -261,7 +265,7 @@ class OpenAIJudge:
         if failure.kind == "down":
             self.breaker.trip(failure.reason)
             raise JudgeUnavailable(self._redact(failure.reason))
-        raise JudgeCallError(self._redact(failure.reason))
+        raise JudgeCallError(self._redact(failure.reason), refused=failure.kind == "refuse")
 
     def _classify(self, error: BaseException) -> _Failure:
         openai = _openai()
@@ -293,7 +297,7 @@ class OpenAIJudge:
             return _Failure("fail", f"the endpoint rejected the parameter '{unsupported}' for model "
                                     f"'{self.model}' (HTTP {status}: {message}); remove it from judge.params "
                                     f"or add it to judge.drop_params")
-        return _Failure("fail", f"HTTP {status}: {message}")
+        return _Failure("refuse", f"HTTP {status}: {message}")
 
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "***") if len(self._secret) >= 4 else text
@@ -368,6 +372,10 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
     """Build the judge a config describes. Raises ``ConfigError`` when the endpoint needs a key and the
     environment variable ``config.api_key_env`` is unset. Close it with ``aclose()`` or ``async with``."""
     base_url = (config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    overridden = sorted(METHOD_PARAMS & config.params.keys())
+    if overridden:
+        log.warning("judge.params sets %s for every request, over the published methods' own values: "
+                    "scores will not follow the TREC protocols exactly", ", ".join(overridden))
     api_key = os.environ.get(config.api_key_env, "").strip()
     if not api_key:
         if not (simulated or is_local_url(base_url)):

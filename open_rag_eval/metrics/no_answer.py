@@ -35,7 +35,7 @@ class NoAnswerClassifier:
         user = template.render(query=output.query, answer=output.plain_answer)
         return await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t},
+            lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t, "seed": 42},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
             parse_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)

@@ -111,7 +111,8 @@ class Nuggetizer:
         return nuggets, "defaulted" if notes else "ok", notes
 
     async def score(self, judge: Judge, query: str, texts: Sequence[str]) -> list[ScoredNugget]:
-        windows = [list(texts[i:i + 10]) for i in range(0, len(texts), 10)]
+        size = self.options.window
+        windows = [list(texts[i:i + size]) for i in range(0, len(texts), size)]
         parts = await asyncio.gather(*(self._score_window(judge, query, window) for window in windows))
         return [nugget for part in parts for nugget in part]
 
@@ -127,7 +128,8 @@ class Nuggetizer:
 
     async def assign(self, judge: Judge, query: str, answer: str, nuggets: Sequence[ScoredNugget],
                      sample: int = 0) -> list[AssignedNugget]:
-        windows = [[n.text for n in nuggets[i:i + 10]] for i in range(0, len(nuggets), 10)]
+        size = self.options.window
+        windows = [[n.text for n in nuggets[i:i + size]] for i in range(0, len(nuggets), size)]
         parts = await asyncio.gather(*(self._assign_window(judge, query, answer, w, sample) for w in windows))
         return [label for part in parts for label in part]
 
@@ -153,8 +155,10 @@ def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[Ass
     data: dict[str, Any] = {"nuggets": rows, "min_grade": options.min_grade, "mode": options.assign_mode,
                             "creation_status": nuggets.status, "creation_notes": nuggets.notes,
                             "n_segments": nuggets.n_segments}
+    if not nuggets.nuggets and nuggets.status != "failed":  # nothing to recall: 0 by the method's convention
+        data["note"] = f"no nuggets: no passage of the query graded >= {options.min_grade}, or the judge listed none"
     detail = Detail(query_id=output.query_id, run=output.run, section="nuggets", data=data)
-    reason = _missing_reason(nuggets, assigned, options)
+    reason = _missing_reason(nuggets, assigned)
     n_defaulted = sum(1 for n in nuggets.nuggets if n.status == "defaulted")
     n_failed = sum(1 for a in assigned if a.status == "failed")
     if reason is not None:
@@ -166,11 +170,9 @@ def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[Ass
     return scores, detail
 
 
-def _missing_reason(nuggets: NuggetList, assigned: Sequence[AssignedNugget], options: NuggetOptions) -> str | None:
+def _missing_reason(nuggets: NuggetList, assigned: Sequence[AssignedNugget]) -> str | None:
     if nuggets.status == "failed":
         return "nugget creation failed: " + "; ".join(nuggets.notes)
-    if not nuggets.nuggets:
-        return f"no nuggets (no passage of the query graded >= {options.min_grade}, or the judge listed none)"
-    if all(a.status == "failed" for a in assigned):
+    if assigned and all(a.status == "failed" for a in assigned):
         return f"nugget assignment failed: {assigned[0].reason}"
     return None
