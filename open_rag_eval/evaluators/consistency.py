@@ -6,12 +6,8 @@ Per query (rows with ``run = None``):
 - ``consistency.<metric>.<stat>``: mean, median, std, cv, iqr, min, max of every numeric per-run metric of the
   evaluators before this one (or of a results directory), across runs;
 - ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on
-  the same outputs -- so judge noise can be told apart from system instability. Each answered output is judged
-  ``judge_repeats`` times (sample indices 0..r-1, part of the cache key; sample 0 is the normal judgment) through the
-  trec evaluator's ``judge_labels``; per judgment type (umbrela grades: ordinal alpha, threshold grade >= 2;
-  support FS/PS/NS, nugget assignment, no_answer: nominal alpha) an item is one (run, passage / statement / nugget).
-  flip_rate = share of items whose labels are not all equal; crossing = share whose labels fall on both sides of
-  the type's threshold. These need one run only, so they are not skipped with the query.
+  the same outputs, so judge noise can be told apart from system instability (module ``retest``). These need one
+  run only, so they are not skipped with the query.
 
 ``min_runs`` defaults to 2 because it is the least number of runs for which any of these is defined (one pair, a
 sample standard deviation); queries with fewer answered runs get rows that say they were skipped and why. Raise it
@@ -21,25 +17,18 @@ not count as runs here; they are listed in the details.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import (
-    ConfigError,
-    InputError,
-    JudgeError,
-    JudgeUnavailable,
-    MissingDependency,
-    ModelUnavailable,
-)
+from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.retest import RETEST, Labeller, judge_retest
 from open_rag_eval.metrics.similarity import (
     ROUGE_TYPES,
     BertScoreOptions,
@@ -49,13 +38,7 @@ from open_rag_eval.metrics.similarity import (
     rouge_pairs,
     split_sentences,
 )
-from open_rag_eval.scoring.dispersion import (
-    STATS,
-    crossing_rate,
-    dispersion,
-    flip_rate,
-    krippendorff_alpha,
-)
+from open_rag_eval.scoring.dispersion import STATS, dispersion
 from open_rag_eval.types import (
     AnswerPart,
     Detail,
@@ -70,17 +53,6 @@ __all__ = ["RETEST", "ConsistencyEvaluator", "ConsistencyOptions", "load_results
 log = logging.getLogger(__name__)
 
 PREFIX = "consistency"
-
-# judgment type -> (Krippendorff level, the verdict's threshold: True on its positive side, its description)
-RETEST: dict[str, tuple[str, Callable[[Any], bool], str]] = {
-    "umbrela": ("ordinal", lambda grade: int(grade) >= 2, "grade >= 2 (relevant)"),
-    "support": ("nominal", lambda label: label in ("FS", "PS"), "FS or PS (at least partially supported)"),
-    "nugget_assignment": ("nominal", lambda label: label in ("support", "partial_support"),
-                          "support or partial_support"),
-    "no_answer": ("nominal", lambda label: label == "yes", "yes (the answer attempts an answer)"),
-}
-RETEST_STATS = ("flip_rate", "alpha", "crossing")
-Labeller = Callable[[RAGOutput, Any, int], Awaitable[dict[str, dict[str, Any]]]]
 
 
 class ConsistencyOptions(BaseModel):
@@ -238,79 +210,11 @@ class ConsistencyEvaluator:
 
     # ------------------------------------------------------------ judge test-retest
 
-    def _labeller(self, ctx: Context) -> Labeller:
-        """The run's own trec evaluator when the pipeline shares it (its nugget lists are reused), else a new one."""
-        for evaluator in ctx.extra.get("evaluators", ()):
-            if getattr(evaluator, "judge_labels", None) is not None:
-                return evaluator.judge_labels  # type: ignore[no-any-return]
-        try:
-            from open_rag_eval.evaluators.trec import TrecEvaluator
-        except ImportError as error:
-            raise ConfigError(f"judge_repeats needs the trec evaluator, which cannot be imported: {error}",
-                              path="consistency.judge_repeats") from None
-        labeller = getattr(TrecEvaluator(TrecEvaluator.Options.model_validate(self.options.trec)), "judge_labels", None)
-        if labeller is None:
-            raise ConfigError("judge_repeats needs TrecEvaluator.judge_labels, which this version lacks",
-                              path="consistency.judge_repeats")
-        return labeller  # type: ignore[no-any-return]
-
     async def _judge_retest(
         self, kept: dict[str, list[RAGOutput]], ctx: Context, details: dict[str, dict[str, Any]],
         labeller: Labeller | None = None,
     ) -> list[Score]:
-        if ctx.judge is None:
-            reason = "judge test-retest needs a judge (none is configured)"
-            return [Score(query_id=q, run=None, metric=f"{PREFIX}.judge.{k}.{s}", error=reason)
-                    for q in kept for k in RETEST for s in RETEST_STATS]
-        labeller = labeller or self._labeller(ctx)
-        jobs = [(qid, output, sample) for qid, runs in kept.items() for output in runs
-                for sample in range(self.options.judge_repeats)]
-        found = await asyncio.gather(*(_labels(labeller, output, ctx.judge, sample) for _, output, sample in jobs))
-        items: dict[str, dict[str, dict[tuple[int, str], list[Any]]]] = defaultdict(lambda: defaultdict(dict))
-        for (qid, output, _), labels in zip(jobs, found):
-            for kind, by_item in labels.items():
-                for item, label in by_item.items():
-                    items[qid][kind].setdefault((output.run, str(item)), []).append(label)
-        scores: list[Score] = []
-        for qid in kept:
-            retest = details[qid].setdefault("judge_retest", {})
-            for kind in RETEST:
-                scores.extend(_retest_scores(qid, kind, items[qid].get(kind, {}), retest))
-        return scores
-
-
-async def _labels(labeller: Labeller, output: RAGOutput, judge: Any, sample: int) -> dict[str, dict[str, Any]]:
-    try:
-        return await labeller(output, judge, sample)
-    except JudgeUnavailable:
-        raise
-    except JudgeError as error:  # one failed sample: its labels are missing, the others still count
-        log.warning("consistency: re-judging %s run %s (sample %d) failed: %s", output.query_id, output.run, sample, error)
-        return {}
-
-
-def _retest_scores(qid: str, kind: str, items: dict[tuple[int, str], list[Any]], detail: dict[str, Any]) -> list[Score]:
-    level, positive, threshold = RETEST[kind]
-    labels = {key: [None if v is None else (int(v) if level == "ordinal" else v) for v in values]
-              for key, values in items.items()}
-    values = {"flip_rate": flip_rate(labels), "alpha": krippendorff_alpha(labels, level),  # type: ignore[arg-type]
-              "crossing": crossing_rate(labels, positive)}
-    detail[kind] = {"level": level, "threshold": threshold, "n_items": len(labels),
-                    "n_missing": sum(v is None for vs in labels.values() for v in vs), **values}
-    rows = []
-    for stat in RETEST_STATS:
-        metric = f"{PREFIX}.judge.{kind}.{stat}"
-        if values[stat] is not None:
-            rows.append(Score(query_id=qid, run=None, metric=metric, value=values[stat]))
-            continue
-        if not labels:
-            reason = f"no {kind} judgments for this query"
-        elif stat == "alpha" and values["flip_rate"] is not None:
-            reason = "alpha is undefined: every judgment gave the same label (no variation to compare against)"
-        else:
-            reason = "no item has two or more labels"
-        rows.append(Score(query_id=qid, run=None, metric=metric, error=reason))
-    return rows
+        return await judge_retest(kept, ctx, details, self.options.judge_repeats, self.options.trec, labeller)
 
 
 # ---------------------------------------------------------------- helpers
@@ -394,7 +298,8 @@ def load_results_dir(folder: Path) -> tuple[list[RAGOutput], list[Score]]:
 
 
 def _output_of(entry: dict[str, Any]) -> RAGOutput:
-    answer = tuple(AnswerPart(text=p["text"], citations=tuple(p.get("citations") or ())) for p in entry.get("answer") or ())
+    answer = tuple(AnswerPart(text=p["text"], citations=tuple(p.get("citations") or ()))
+                   for p in entry.get("answer") or ())
     passages = tuple(Passage(id=str(p["id"]), text=p.get("text", "")) for p in entry.get("passages") or ())
     return RAGOutput(query_id=str(entry["query_id"]), query=entry.get("query", ""), run=int(entry.get("run") or 1),
                      passages=passages, answer=answer, answer_text=entry.get("answer_text") or "",
