@@ -1,4 +1,4 @@
-"""Input readers (open_rag_eval/inputs.py): the peer's CSV layout, JSONL, query lists, round trip, bad inputs."""
+"""Input readers (open_rag_eval/inputs/): the peer's CSV layout, JSONL, query lists, round trip, bad inputs."""
 
 from __future__ import annotations
 
