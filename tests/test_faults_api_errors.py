@@ -185,3 +185,17 @@ def test_endpoint_that_never_answers_stops_in_bounded_time(tmp_path: Path, basel
     assert requests <= 4 * 2 * 2 < baseline["calls"]
     assert "timed out after 0.3s" in caplog.records[-1].getMessage()
     assert cache_rows(tmp_path / "cache.sqlite") == 0 and not (out / "results.csv").exists()
+
+
+def test_chunked_evaluation_equals_the_single_pass(tmp_path: Path, baseline: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large runs are evaluated in chunks of whole queries (memory); the scores must not notice."""
+    from open_rag_eval import pipeline
+
+    monkeypatch.setattr(pipeline, "CHUNK_OUTPUTS", 3)  # 7 queries x 2 runs -> chunks of one query
+    with SimulatedJudgeServer(SimulatedServerConfig()) as server:
+        config = write_config(tmp_path, baseline["data"], {"base_url": server.base_url, "cache": False})
+        assert run_cli(config, tmp_path / "out") == 0
+        assert server.stats.requests == baseline["calls"]
+    assert score_cells(tmp_path / "out") == baseline["cells"]
+    assert [r["query_id"] for r in rows(tmp_path / "out")] == [f"q{q}" for q in range(7) for _ in (1, 2)]
