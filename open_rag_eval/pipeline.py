@@ -32,12 +32,6 @@ __all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
 
-# Evaluators whose results for a query depend on that query's outputs alone get the outputs in chunks of whole
-# queries, one chunk at a time: every judge call of a chunk is in flight at once, so chunks bound the memory of a
-# large run (10,000 outputs) while keeping the judge busy. Results equal an unchunked run's.
-CHUNKED_EVALUATORS = frozenset({"trec"})
-CHUNK_OUTPUTS = 1000
-
 
 @dataclass
 class Progress:
@@ -119,29 +113,13 @@ async def arun(
                 extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
                 progress=lambda what, n, name=evaluator.name: progress.advance(name, n),
             )
-            for chunk in _chunks(evaluator, outputs):
-                result.extend(await evaluator.evaluate(chunk, ctx))
+            result.extend(await evaluator.evaluate(outputs, ctx))
         simulated = _simulated(judge)
         summary = write_results(out, outputs, result, simulated)
         manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
     atomic_write_json(out / "manifest.json", manifest)
     _write_report(out)
     return RunReport(result, summary, out, manifest, simulated, outputs)
-
-
-def _chunks(evaluator: Any, outputs: list[RAGOutput]) -> list[list[RAGOutput]]:
-    """The outputs in chunks of about ``CHUNK_OUTPUTS`` at query boundaries (all at once for other evaluators)."""
-    if getattr(evaluator, "name", None) not in CHUNKED_EVALUATORS or len(outputs) <= CHUNK_OUTPUTS:
-        return [outputs]
-    by_query: dict[str, list[RAGOutput]] = {}
-    for output in outputs:
-        by_query.setdefault(output.query_id, []).append(output)
-    chunks: list[list[RAGOutput]] = [[]]
-    for runs in by_query.values():
-        if chunks[-1] and len(chunks[-1]) + len(runs) > CHUNK_OUTPUTS:
-            chunks.append([])
-        chunks[-1].extend(runs)
-    return chunks
 
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:

@@ -190,9 +190,9 @@ def test_endpoint_that_never_answers_stops_in_bounded_time(tmp_path: Path, basel
 def test_chunked_evaluation_equals_the_single_pass(tmp_path: Path, baseline: dict[str, Any],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Large runs are evaluated in chunks of whole queries (memory); the scores must not notice."""
-    from open_rag_eval import pipeline
+    from open_rag_eval.evaluators import trec
 
-    monkeypatch.setattr(pipeline, "CHUNK_OUTPUTS", 3)  # 7 queries x 2 runs -> chunks of one query
+    monkeypatch.setattr(trec, "CHUNK_OUTPUTS", 3)  # 7 queries x 2 runs -> chunks of one query
     with SimulatedJudgeServer(SimulatedServerConfig()) as server:
         config = write_config(tmp_path, baseline["data"], {"base_url": server.base_url, "cache": False})
         assert run_cli(config, tmp_path / "out") == 0

@@ -172,3 +172,14 @@ def test_plan_estimates_calls() -> None:
     plan = TrecEvaluator().plan([make_output(n_statements=7)])
     assert plan.calls == 5 + 1 + 1 + 1 + 7 + 1  # 2 nuggets per segment assumed: one window each
     assert 2000 < plan.prompt_tokens < 12000
+
+
+def test_query_chunks_keep_the_runs_of_a_query_together() -> None:
+    from open_rag_eval.evaluators.trec import query_chunks
+    from tests.trec_fakes import make_output
+
+    outputs = [make_output(query_id=q, run=r) for q, runs in (("a", 2), ("b", 3), ("c", 1)) for r in range(1, runs + 1)]
+    chunks = query_chunks(outputs, 4)
+    assert [[(o.query_id, o.run) for o in chunk] for chunk in chunks] == [
+        [("a", 1), ("a", 2)], [("b", 1), ("b", 2), ("b", 3), ("c", 1)]]
+    assert query_chunks(outputs, 1000) == [outputs]

@@ -72,6 +72,22 @@ class TrecOptions(BaseModel):
         return sorted(set(value))
 
 
+CHUNK_OUTPUTS = 1000
+
+
+def query_chunks(outputs: Sequence[RAGOutput], size: int) -> list[list[RAGOutput]]:
+    """The outputs in chunks of about ``size``, never splitting the runs of a query."""
+    by_query: dict[str, list[RAGOutput]] = {}
+    for output in outputs:
+        by_query.setdefault(output.query_id, []).append(output)
+    chunks: list[list[RAGOutput]] = [[]]
+    for runs in by_query.values():
+        if chunks[-1] and len(chunks[-1]) + len(runs) > size:
+            chunks.append([])
+        chunks[-1].extend(runs)
+    return chunks
+
+
 class _Session:
     """The shared tasks of one evaluation: grades per (query, passage, sample), nugget lists per query."""
 
@@ -147,9 +163,17 @@ class TrecEvaluator:
         return plan
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        """All outputs, in chunks of whole queries: every judge call of a chunk is issued at once, so chunks bound
+        the memory of a large run (10,000 outputs) while keeping the judge busy. Results equal an unchunked run's."""
         if ctx.judge is None:
             raise JudgeError("the trec evaluator needs a judge")
-        session = _Session(self, ctx.judge, [o for o in outputs if o.error is None])
+        result = EvalResult()
+        for chunk in query_chunks(outputs, CHUNK_OUTPUTS):
+            result.extend(await self._evaluate_chunk(chunk, ctx, ctx.judge))
+        return result
+
+    async def _evaluate_chunk(self, outputs: Sequence[RAGOutput], ctx: Context, judge: Judge) -> EvalResult:
+        session = _Session(self, judge, [o for o in outputs if o.error is None])
         result = EvalResult()
 
         async def one(output: RAGOutput) -> EvalResult:
