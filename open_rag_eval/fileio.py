@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["atomic_write_bytes", "atomic_write_json", "atomic_write_text"]
+__all__ = ["atomic_write", "atomic_write_json", "atomic_write_text"]
 
 
 def _umask() -> int:
@@ -17,12 +18,13 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, write: Callable[[TextIO], None]) -> None:
+    """Call ``write`` with a UTF-8 text handle on a temp file beside ``path``; rename it into place when done."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
@@ -33,9 +35,14 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+    atomic_write(path, lambda handle: handle.write(text))
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Strict JSON: NaN and infinities are refused (the writer must turn them into null first)."""
-    atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
+    """Strict JSON, streamed to the file: NaN and infinities are refused (the writer turns them into null first)."""
+
+    def write(handle: TextIO) -> None:
+        json.dump(data, handle, indent=2, ensure_ascii=False, allow_nan=False)
+        handle.write("\n")
+
+    atomic_write(path, write)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.fileio import atomic_write_text
+from open_rag_eval.fileio import atomic_write, atomic_write_text
 from open_rag_eval.results import metric_order, summarize, write_results
 from open_rag_eval.scoring.stats import aggregate
 from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
@@ -96,14 +96,15 @@ def test_atomic_write_leaves_old_file_when_writing_fails(tmp_path: Path) -> None
     target = tmp_path / "results.csv"
     atomic_write_text(target, "old\n")
 
-    class Boom(str):
-        def encode(self, *args: object, **kwargs: object) -> bytes:  # type: ignore[override]
-            raise RuntimeError("disk on fire")
+    def half_then_boom(handle) -> None:  # type: ignore[no-untyped-def]
+        handle.write("new, half written")
+        raise RuntimeError("disk on fire")
 
     with pytest.raises(RuntimeError):
-        atomic_write_text(target, Boom("new"))
+        atomic_write(target, half_then_boom)
     assert target.read_text() == "old\n"
     assert os.listdir(tmp_path) == ["results.csv"]
+    assert oct(target.stat().st_mode & 0o777) != oct(0o600)  # an ordinary file, not mkstemp's private mode
 
 
 def test_summary_quantiles_interpolate_like_numpy() -> None:

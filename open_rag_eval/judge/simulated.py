@@ -248,8 +248,9 @@ class SimulatedJudgeServer:
         record.kind, record.query, record.model = result.kind, result.query, str(body.get("model", ""))
         record.prompt_tokens = sum(count_tokens(content) + 4 for _, content in messages) + 3
         key = json.dumps(body, sort_keys=True, ensure_ascii=False).encode()
-        seen = self._seen.get(key, 0)
-        self._seen[key] = seen + 1
+        digest = hashlib.sha256(key).digest()  # remembered by digest: 90,000 bodies would hold hundreds of MB
+        seen = self._seen.get(digest, 0)
+        self._seen[digest] = seen + 1
         return await self._fate(request, body, result.text, key, seen, record)
 
     async def _fate(self, request: Request, body: dict[str, Any], text: str, key: bytes, seen: int,
