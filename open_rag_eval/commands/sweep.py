@@ -30,13 +30,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from open_rag_eval.cli import error_line
+
     try:
         from open_rag_eval.config import load_config
         from open_rag_eval.sweep import sweep
 
         outcome = sweep(load_config(args.config))
     except OpenRagEvalError as error:
-        log.error("error: %s", error)
+        log.error("%s", error_line(error))
         code = exit_code(error)
         return EXIT_ERROR if code == EXIT_REGRESSION else code
     except Exception as error:  # a scheduler must never read a crash as "regression"
