@@ -93,3 +93,13 @@ def test_s3_all_cited_precision_equals_recall() -> None:
 def test_s4_no_citations_and_unparsed_exclusion() -> None:
     _check(_support([[], []]), {"precision": 0, "recall": 0, "f1": 0})
     _check(_support([[None], ["FS"]]), {"precision": 1.0, "recall": 1.0, "n_unparsed": 1})
+
+
+def test_support_strict_variant_counts_only_full_support() -> None:
+    """S1 (a1 -> PS, a2 -> FS, a3 uncited) in the hard variant: P = 1/2, R = 1/3, F1 = 0.4."""
+    from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, support_scores
+
+    strict = support_scores([["PS"], ["FS"], []], STRICT_SUPPORT_WEIGHTS)
+    assert strict["precision"] == pytest.approx(0.5)
+    assert strict["recall"] == pytest.approx(1 / 3)
+    assert strict["f1"] == pytest.approx(0.4)

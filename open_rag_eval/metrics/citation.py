@@ -18,7 +18,7 @@ from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.parsing import parse_support
 from open_rag_eval.prompts import load
-from open_rag_eval.scoring.trec import support_scores
+from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, support_scores
 from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
 
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
@@ -95,14 +95,18 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
                     options: CitationOptions) -> tuple[list[Score], Detail]:
     fabricated = sum(1 for part in output.answer for pid in part.citations if output.passage(pid) is None)
     n_failed = sum(1 for row in judgments for j in row if j.status == "failed" and not j.unparsed)
-    values = support_scores([[j.label for j in row] for row in judgments])
+    labels = [[j.label for j in row] for row in judgments]
+    values = support_scores(labels)
+    strict = support_scores(labels, STRICT_SUPPORT_WEIGHTS)
+    values |= {f"{name}_strict": strict[name] for name in ("precision", "recall", "f1")}
     n_unparsed = int(values["n_unparsed"]) - n_failed
     cited = [row for row in judgments if row]
+    names = ("precision", "recall", "f1", "precision_strict", "recall_strict", "f1_strict")
     if cited and not any(j.label is not None for row in cited for j in row):
         reason = f"no citation judgment succeeded: {cited[0][0].reason}"
-        scores = [Score.failed(output, f"citation.{name}", reason) for name in ("precision", "recall", "f1")]
+        scores = [Score.failed(output, f"citation.{name}", reason) for name in names]
     else:
-        scores = [Score.ok(output, f"citation.{name}", values[name]) for name in ("precision", "recall", "f1")]
+        scores = [Score.ok(output, f"citation.{name}", values[name]) for name in names]
     scores += [Score.ok(output, "citation.fabricated", fabricated), Score.ok(output, "citation.n_unparsed", n_unparsed),
                Score.ok(output, "citation.n_failed", n_failed)]
     statements = [{"text": part.text, "citations": list(part.citations), "judgments": [j.detail() for j in row]}

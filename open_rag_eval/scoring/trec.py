@@ -5,7 +5,7 @@ No I/O and no judge: grades and labels in, numbers out. Checked against the work
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from statistics import fmean
 from typing import TypeVar
 
@@ -13,6 +13,7 @@ from open_rag_eval.scoring.retrieval import average_precision, ndcg_at_k, precis
 
 __all__ = [
     "RELEVANT_GRADE",
+    "STRICT_SUPPORT_WEIGHTS",
     "SUPPORT_WEIGHTS",
     "binarise",
     "nugget_scores",
@@ -24,6 +25,7 @@ __all__ = [
 
 RELEVANT_GRADE = 2  # UMBRELA grade >= 2 is relevant for binary measures
 SUPPORT_WEIGHTS = {"FS": 1.0, "PS": 0.5, "NS": 0.0}
+STRICT_SUPPORT_WEIGHTS = {"FS": 1.0, "PS": 0.0, "NS": 0.0}  # the hard variant: only full support counts
 _NUGGET_CREDIT = {"support": 1.0, "partial_support": 0.5}
 T = TypeVar("T")
 _NUGGET_KEYS = ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict")
@@ -96,19 +98,20 @@ def select_nuggets(scored: Sequence[tuple[T, str]], cap: int) -> list[tuple[T, s
     return sorted(scored, key=lambda item: item[1] != "vital")[:cap]
 
 
-def support_scores(statements: Sequence[Sequence[str | None]]) -> dict[str, float | int]:
+def support_scores(statements: Sequence[Sequence[str | None]],
+                   weights: Mapping[str, float] = SUPPORT_WEIGHTS) -> dict[str, float | int]:
     """Weighted precision, recall and F1 from the judged labels of each statement, in citation order.
 
     A statement's labels are those of its judged citations: one (the first citation, TREC 2024) or all of them
     (the all_citations variant: the statement's weight is the mean of its parsed labels). A statement without
     citations has no labels and counts against recall only. A statement whose labels are all unparsed (None) is
     excluded from numerators and denominators; ``n_unparsed`` counts unparsed labels. No scored statement:
-    P = R = F1 = 0 (RAGDoll convention).
+    P = R = F1 = 0 (RAGDoll convention). ``STRICT_SUPPORT_WEIGHTS`` give the hard variant (partial support is 0).
     """
     cited: list[float] = []
     n_statements = n_unparsed = 0
     for labels in statements:
-        parsed = [SUPPORT_WEIGHTS[label] for label in labels if label is not None]
+        parsed = [weights[label] for label in labels if label is not None]
         n_unparsed += len(labels) - len(parsed)
         if labels and not parsed:
             continue
