@@ -15,8 +15,10 @@ from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.types import EvalResult, RAGOutput, Score
 
-__all__ = ["metric_order", "summarize", "write_results"]
+__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "metric_order", "summarize", "write_results"]
 
+KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
+SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
 FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency")
 Key = tuple[str, int | None]
 
@@ -87,7 +89,7 @@ def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated
     metrics = metric_order(score.metric for score in scores)
     errored = [m for m in metrics if any(s.error for s in scores if s.metric == m)]
     queries = {o.query_id: o.query for o in outputs}
-    header = ["query_id", "query", "run", *metrics, *(f"{m}.error" for m in errored), "simulated_judge"]
+    header = [*KEY_COLUMNS, *metrics, *(f"{m}.error" for m in errored), SIMULATED_COLUMN]
     rows = []
     for query_id, run in _row_keys(outputs, scores):
         cells = table.get((query_id, run), {})

@@ -97,3 +97,19 @@ def test_plot_consistency_and_history(tmp_path: Path) -> None:
 
 def test_plot_missing_file_is_an_input_error(tmp_path: Path) -> None:
     assert main(["plot", str(tmp_path / "nope"), "-e", "trec", "-o", str(tmp_path / "x.png")]) == 3
+
+
+def test_plot_reads_a_results_directory_written_by_eval(tmp_path: Path) -> None:
+    """The files eval writes (simulated_judge column included) are what plot and compare read."""
+    from open_rag_eval.report.loader import load_results
+    from open_rag_eval.results import write_results
+    from open_rag_eval.types import EvalResult, RAGOutput, Score
+
+    outputs = [RAGOutput(query_id=q, query=f"{q}?") for q in ("q1", "q2")]
+    scores = [Score(query_id="q1", run=1, metric="umbrela.mean", value=2.0),
+              Score(query_id="q2", run=1, metric="umbrela.mean", error="judge call failed")]
+    write_results(tmp_path, outputs, EvalResult(scores=scores), simulated=True)
+    loaded = load_results(tmp_path)
+    assert loaded.simulated is True
+    assert [row.scores for row in loaded.rows] == [{"umbrela.mean": 2.0}, {"umbrela.mean": None}]
+    assert loaded.rows[1].errors == {"umbrela.mean": "judge call failed"}

@@ -18,6 +18,7 @@ import math
 from pathlib import Path
 
 from open_rag_eval.errors import InputError
+from open_rag_eval.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
 from open_rag_eval.report.data import ResultSet, Row, read_json
 
@@ -48,7 +49,8 @@ def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def _our_rows(path: Path, header: list[str], records: list[dict[str, str]]) -> list[Row]:
-    metrics = [name for name in header if name not in ("query_id", "query", "run") and not name.endswith(".error")]
+    metrics = [name for name in header
+               if name not in (*KEY_COLUMNS, SIMULATED_COLUMN) and not name.endswith(".error")]
     rows = []
     for line, record in enumerate(records, start=2):
         run_text = (record.get("run") or "").strip()
@@ -77,6 +79,8 @@ def _load_ours(directory: Path, csv_path: Path, header: list[str], records: list
     manifest = read_json(directory / "manifest.json")
     judge = manifest.get("judge") or {}
     simulated = manifest.get("simulated", judge.get("simulated"))
+    if simulated is None and records and SIMULATED_COLUMN in records[0]:  # a results.csv without its manifest
+        simulated = records[0][SIMULATED_COLUMN] == "true"
     label = directory.name if csv_path.name == "results.csv" else csv_path.name
     return ResultSet(label=label or str(directory), path=directory, layout="ours",
                      rows=_our_rows(csv_path, header, records), manifest=manifest,
