@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from open_rag_eval.cli import main
+from tests.test_golden_files import BAD_QRELS, BAD_RUNS
 
 ROOT = Path(__file__).resolve().parent.parent
 BAD = Path(__file__).resolve().parent / "data" / "bad"
@@ -50,19 +51,7 @@ def _input_cases() -> list[Case]:
     return cases
 
 
-_TREC_FILES = [  # file, line, field, problem
-    ("qrels_missing_field.txt", 1, "rel", "expected 4 fields"),
-    ("qrels_extra_field.txt", 1, "rel", "found 5"),
-    ("qrels_bad_grade.txt", 2, "rel", "'high' is not an integer"),
-    ("qrels_duplicate_doc.txt", 4, "docid", "judged twice for query 'q1'"),
-    ("qrels_empty.txt", None, "", "no entries"),
-    ("run_missing_field.txt", 1, "tag", "expected 6 fields"),
-    ("run_bad_score.txt", 2, "score", "'abc' is not a number"),
-    ("run_nan_score.txt", 1, "score", "not a finite number"),
-    ("run_bad_rank.txt", 1, "rank", "'first' is not an integer"),
-    ("run_duplicate_doc.txt", 3, "docid", "retrieved twice for query 'q1'"),
-    ("run_not_utf8.txt", 2, "", "not valid UTF-8"),
-]
+_TREC_FILES = [*BAD_QRELS, *BAD_RUNS]  # file, line, field, problem
 
 
 _MORE_INPUTS = [  # file, line, field, problem -- cases beyond inputs_cases.yaml

@@ -12,6 +12,23 @@ from open_rag_eval.trec_files import RunEntry, read_qrels, read_run
 DATA = Path(__file__).parent / "data" / "bad"
 CONFIG_DATA = Path(__file__).parent.parent / "configs" / "data"
 
+# malformed TREC files in tests/data/bad/: (file, line, field, problem); the CLI fault tests reuse them
+BAD_QRELS = [
+    ("qrels_missing_field.txt", 1, "rel", "expected 4 fields"),
+    ("qrels_extra_field.txt", 1, "rel", "found 5"),
+    ("qrels_bad_grade.txt", 2, "rel", "'high' is not an integer"),
+    ("qrels_duplicate_doc.txt", 4, "docid", "judged twice for query 'q1'"),
+    ("qrels_empty.txt", None, "", "no entries"),
+]
+BAD_RUNS = [
+    ("run_missing_field.txt", 1, "tag", "expected 6 fields"),
+    ("run_bad_score.txt", 2, "score", "'abc' is not a number"),
+    ("run_nan_score.txt", 1, "score", "not a finite number"),
+    ("run_bad_rank.txt", 1, "rank", "'first' is not an integer"),
+    ("run_duplicate_doc.txt", 3, "docid", "retrieved twice for query 'q1'"),
+    ("run_not_utf8.txt", 2, "", "not valid UTF-8"),
+]
+
 
 def test_read_qrels() -> None:
     qrels = read_qrels(CONFIG_DATA / "golden_trec_qrels.txt")
@@ -32,13 +49,7 @@ def test_whitespace_tabs_bom_and_negative_grades(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("name", "line", "field", "problem"),
-    [
-        ("qrels_missing_field.txt", 1, "rel", "expected 4 fields"),
-        ("qrels_extra_field.txt", 1, "rel", "found 5"),
-        ("qrels_bad_grade.txt", 2, "rel", "'high' is not an integer"),
-        ("qrels_duplicate_doc.txt", 4, "docid", "judged twice for query 'q1'"),
-        ("qrels_empty.txt", None, "", "no entries"),
-    ],
+    BAD_QRELS,
 )
 def test_bad_qrels(name: str, line: int | None, field: str, problem: str) -> None:
     with pytest.raises(InputError) as caught:
@@ -50,14 +61,7 @@ def test_bad_qrels(name: str, line: int | None, field: str, problem: str) -> Non
 
 @pytest.mark.parametrize(
     ("name", "line", "field", "problem"),
-    [
-        ("run_missing_field.txt", 1, "tag", "expected 6 fields"),
-        ("run_bad_score.txt", 2, "score", "'abc' is not a number"),
-        ("run_nan_score.txt", 1, "score", "not a finite number"),
-        ("run_bad_rank.txt", 1, "rank", "'first' is not an integer"),
-        ("run_duplicate_doc.txt", 3, "docid", "retrieved twice for query 'q1'"),
-        ("run_not_utf8.txt", 2, "", "not valid UTF-8"),
-    ],
+    BAD_RUNS,
 )
 def test_bad_run(name: str, line: int | None, field: str, problem: str) -> None:
     with pytest.raises(InputError) as caught:
