@@ -1,6 +1,6 @@
-"""Pure parsers of judge completions (METHODS.md sections 2.6, 3.3, 4.3, 5.1).
+"""Pure parsers of judge completions (docs/methods.md: UMBRELA, AutoNuggetizer, citation support, no-answer).
 
-The parsers reproduce the reference behaviour, quirks included (documented in METHODS.md section 7.2):
+The parsers reproduce the reference behaviour, quirks included (documented in docs/methods.md):
 UMBRELA's ``[:-=]`` is a character range, pattern 3 fires on words ending in "o" followed by a digit, and the
 last match of the first matching pattern wins; the support parser checks "full support" before "no support".
 They only ever read the completion, never the prompt, so passage content cannot steer them.
@@ -89,7 +89,7 @@ def parse_umbrela(text: str, profile: str = "trec2024") -> tuple[int, bool]:
 def parse_list(text: str) -> list[str] | None:
     """The nuggetizer parser: drop code fences, ``ast.literal_eval``; anything but a list of strings -> None.
 
-    Requiring ``list[str]`` is a documented deviation: castorini accepts any literal (METHODS.md 3.3).
+    Requiring ``list[str]`` is a documented deviation: castorini accepts any literal (docs/methods.md, AutoNuggetizer).
     """
     cleaned = text.replace("```python", "").replace("```", "").strip()
     try:

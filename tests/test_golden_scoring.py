@@ -1,4 +1,4 @@
-"""Golden retrieval measures: METHODS.md 7.3 G1-G3 (numbers from the real trec_eval binary) and edge conventions."""
+"""Golden retrieval measures: docs/methods.md worked examples (numbers from the real trec_eval binary) and edge conventions."""
 
 from __future__ import annotations
 

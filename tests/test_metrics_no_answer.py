@@ -19,7 +19,7 @@ def test_yes_no_and_the_rendered_prompt() -> None:
     value, label, judge = _answered('"No"')
     assert (value, label) == (0.0, "no")
     assert "Query: what is x\n        Answer: I don't know.\n        Your Response:" in judge.calls[0].messages[0][1]
-    assert dict(judge.calls[0].params) == {"temperature": 0.0, "seed": 42}  # the peer's parameters (METHODS 5.1)
+    assert dict(judge.calls[0].params) == {"temperature": 0.0, "seed": 42}  # vectara's open-rag-eval parameters (docs/methods.md)
     assert _answered("yes")[:2] == (1.0, "yes")
 
 

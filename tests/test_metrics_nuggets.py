@@ -122,7 +122,7 @@ def test_no_relevant_segment_gives_no_nuggets_or_the_sentinel() -> None:
     built = asyncio.run(Nuggetizer().build(judge, "q", []))
     assert built.nuggets == [] and judge.calls == []
     scores, detail = nugget_result(make_output(), built, [], NuggetOptions())
-    # nothing to recall: every score is 0 by the method's empty-denominator convention (METHODS 3.8), noted
+    # nothing to recall: every score is 0 by the method's empty-denominator convention (docs/methods.md), noted
     assert {s.metric: s.value for s in scores if s.metric.startswith("nuggets.")} == {
         "nuggets.all": 0.0, "nuggets.all_strict": 0.0, "nuggets.vital": 0.0, "nuggets.vital_strict": 0.0,
         "nuggets.weighted": 0.0, "nuggets.weighted_strict": 0.0, "nuggets.n_defaulted": 0.0, "nuggets.n_failed": 0.0}

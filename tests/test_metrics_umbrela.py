@@ -77,7 +77,7 @@ def test_unpadded_precision_beyond_the_list_is_missing_with_reason() -> None:
 
 
 def test_a_declined_request_is_grade_0_invalid_and_a_transport_failure_is_no_grade() -> None:
-    """METHODS 2.7: an empty reply or an API refusal (content filter) is grade 0, valid=False; an outage is not."""
+    """docs/methods.md: an empty reply or an API refusal (content filter) is grade 0, valid=False; an outage is not."""
     judge = ScriptedJudge().add(task_is("umbrela", "declined"), JudgeCallError("HTTP 400: content filter", refused=True))
     judge.add(task_is("umbrela", "broken"), JudgeCallError("judge call failed after 7 attempts: HTTP 500"))
     declined = asyncio.run(UmbrelaGrader().grade(judge, "q", Passage(id="1", text="declined passage")))

@@ -10,7 +10,7 @@ from open_rag_eval.parsing import (
     strip_reasoning,
 )
 
-# METHODS.md 7.2: raw completion -> (trec2024, head); valid unless the grade is None (grade 0, invalid)
+# docs/methods.md (UMBRELA parsing): raw completion -> (trec2024, head); valid unless the grade is None (grade 0, invalid)
 UMBRELA_CASES = [
     ("##final score: 2", 2, 2),
     ("M: 2, T: 1, O: 3", 3, 3),

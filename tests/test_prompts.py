@@ -4,7 +4,7 @@ import pytest
 
 from open_rag_eval import prompts
 
-EXPECTED = {  # METHODS.md sections 2.4, 3.3, 3.4, 3.6 and 4.2
+EXPECTED = {  # the published templates (docs/methods.md)
     "umbrela.bing_zeroshot": (1341, "c92537a4f97293dfe1fd5f3dccc3f7dea44e3ace65061a74dbf8afc833441546"),
     "umbrela.bing_fewshot": (7473, "ce2fd0d7a936e773135d3546aa0f17e77354d72f194b9f5e73f4ef947fd9319e"),
     "umbrela.basic_zeroshot": (1010, "20e78e821fb9e57aa2ab25f028e28d7f19ec051dd266e11e8880719d42b9d8bb"),

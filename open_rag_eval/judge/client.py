@@ -58,7 +58,7 @@ _THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 
 
 SIMULATED_ENDPOINT = "simulated://judge"
-# sampling params the methods set themselves (METHODS.md 2.5, 3.7, 4.2, 5.1)
+# sampling params the methods set themselves (docs/methods.md)
 METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens",
                            "max_completion_tokens", "seed"})
 

@@ -1,4 +1,4 @@
-"""Support of statements by their citations, TREC 2024 protocol (METHODS.md section 4).
+"""Support of statements by their citations, TREC 2024 protocol (docs/methods.md).
 
 One judge call per (statement, first citation) -- or per citation with ``variant: all_citations``. A citation to a
 passage the output does not contain is No Support without a call and counted in ``citation.fabricated``, so a

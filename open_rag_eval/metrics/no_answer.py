@@ -1,4 +1,4 @@
-"""Answer-attempt classifier (METHODS.md section 5.1): did the answer try to answer the query?
+"""Answer-attempt classifier (docs/methods.md): did the answer try to answer the query?
 
 ``no_answer.answered`` is 1 (an attempt) or 0 (a refusal); refusals are data, never dropped. The run-level mean is
 the share of answered queries over the outputs with a label. A reply that is neither yes nor no is asked once more

@@ -1,7 +1,7 @@
-"""AutoNuggetizer (METHODS.md section 3): create -> score importance -> keep top 20 -> assign -> A / V / W.
+"""AutoNuggetizer (docs/methods.md): create -> score importance -> keep top 20 -> assign -> A / V / W.
 
 Creation is iterative over windows of segments (each window's reply replaces the list), so windows run in order;
-importance windows and assignment windows run concurrently. Failures follow METHODS.md section 8:
+importance windows and assignment windows run concurrently. Failures follow docs/methods.md (decisions):
 a creation window that fails keeps the previous list (flagged ``defaulted``); importance that cannot be had is
 ``okay`` with status ``defaulted`` (castorini would drop the nuggets); an assignment that cannot be had is
 ``failed`` and earns 0 (castorini), counted in ``nuggets.n_failed``.
@@ -25,7 +25,7 @@ from open_rag_eval.types import Detail, RAGOutput, Score
 
 __all__ = ["AssignedNugget", "NuggetList", "NuggetOptions", "Nuggetizer", "ScoredNugget", "nugget_result"]
 
-PROMPT_MAX_NUGGETS = 30  # the reference always renders 30 into the creator prompt (METHODS.md 3.3 pitfall)
+PROMPT_MAX_NUGGETS = 30  # the reference always renders 30 into the creator prompt (docs/methods.md, departure 7)
 MAX_TOKENS = 4096
 SENTINEL = "Not enough information, no answer found"
 ASSIGNER = {"grade3": "nuggets.assigner_3grade_user", "grade2": "nuggets.assigner_2grade_user"}

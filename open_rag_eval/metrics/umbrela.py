@@ -1,4 +1,4 @@
-"""UMBRELA passage relevance (METHODS.md section 2): one judge call per (query, passage), grades 0-3.
+"""UMBRELA passage relevance (docs/methods.md): one judge call per (query, passage), grades 0-3.
 
 An unparseable reply is grade 0 marked invalid (status ``defaulted``, counted in ``umbrela.n_invalid``), as the
 reference does. A failed call leaves the passage without a grade (status ``failed``): the measures that need it

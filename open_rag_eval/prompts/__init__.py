@@ -4,7 +4,7 @@ Each template is one file in this folder, kept byte for byte as published; ``tem
 source, licence and sha256. ``load(id)`` reads a template and refuses it when its bytes do not match the recorded
 hash, so a stray editor "fix" (a trimmed trailing space) can never silently change a method.
 
-Rendering is plain ``str.format`` (METHODS.md section 1.3): values are inserted as given and never re-parsed, so
+Rendering is plain ``str.format`` (docs/methods.md, Conventions): values are inserted as given and never re-parsed, so
 braces inside a passage are harmless.
 """
 

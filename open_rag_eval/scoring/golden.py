@@ -1,4 +1,4 @@
-"""Golden-label retrieval measures with trec_eval semantics (METHODS.md section 6 and decision 6). Pure, no I/O.
+"""Golden-label retrieval measures with trec_eval semantics (docs/methods.md, golden-label metrics and decision 7). Pure, no I/O.
 
 Ranking: ``trec_ranking`` orders scored documents the way trec_eval does -- score descending, ties broken by docid
 in *descending* strcmp order (Python's code-point order equals strcmp's order on UTF-8 bytes). A list without scores

@@ -1,4 +1,4 @@
-"""Ranked-list measures over relevance labels in rank order (trec_eval definitions, METHODS.md section 6).
+"""Ranked-list measures over relevance labels in rank order (trec_eval definitions, docs/methods.md).
 
 ``rels`` are binary relevance labels (bool or 0/1) in rank order; ``gains`` are graded gains in rank order.
 A ranking shorter than k is padded with non-relevant documents.

@@ -1,6 +1,6 @@
-"""Pure scores of the TREC 2024 RAG methods (METHODS.md sections 2.8, 3.5, 3.8, 4.4).
+"""Pure scores of the TREC 2024 RAG methods (docs/methods.md).
 
-No I/O and no judge: grades and labels in, numbers out. Checked against the worked examples of METHODS.md 7.3.
+No I/O and no judge: grades and labels in, numbers out. Checked against the worked examples of docs/methods.md.
 """
 
 from __future__ import annotations
