@@ -1,0 +1,54 @@
+"""The documentation resolves: every relative link of README.md and docs/*.md points to a file of the repository,
+and nothing refers to method notes that are not in it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+def test_relative_links_resolve(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"^[a-z]+:", target):
+            continue  # http(s), mailto
+        path, _, anchor = target.partition("#")
+        if path:
+            if not (doc.parent / path).exists():
+                broken.append(target)
+        elif anchor:
+            headings = {_slug(h) for h in re.findall(r"^#+ (.+)$", text, flags=re.MULTILINE)}
+            if anchor not in headings:
+                broken.append(target)
+    assert not broken, f"{doc.name}: broken links {broken}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower-case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_no_reference_to_notes_outside_the_repository() -> None:
+    offenders = []
+    for path in [*ROOT.glob("open_rag_eval/**/*.py"), *ROOT.glob("tests/**/*.py"), *DOCS, ROOT / "setup.py"]:
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "METHODS.md" in text or "DESIGN.md" in text or "../shared" in text:
+            offenders.append(str(path.relative_to(ROOT)))
+    assert not offenders, offenders
+
+
+def test_methods_doc_covers_every_method() -> None:
+    text = (ROOT / "docs" / "methods.md").read_text(encoding="utf-8")
+    for heading in ("UMBRELA", "AutoNuggetizer", "Citation support", "HHEM", "No-answer detection", "Consistency",
+                    "Judge test-retest", "Golden-label metrics", "Lexical checks", "Decisions"):
+        assert f"## {heading}" in text, heading
