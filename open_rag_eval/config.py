@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
 from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
@@ -24,7 +24,7 @@ from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.peer_config import is_peer_config, translate_peer_config
 from open_rag_eval.registry import resolve
 
-__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "SweepOptions", "config_error", "load_config", "load_config_text"]
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text"]
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,15 @@ class SweepOptions(BaseModel):
     seed: int = 0
 
 
+class ReportOptions(BaseModel):
+    """The ``report:`` section: which numbers the report's headline panel shows and the targets that colour them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    headline: list[str] | None = None  # metric names; None: the default headline set (docs/report.md)
+    targets: dict[str, FiniteFloat] = {}  # metric -> the value it should reach (or stay under, for lower-is-better)
+
+
 class Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -53,6 +62,7 @@ class Config(BaseModel):
     evaluators: list[dict[str, Any]] = Field(min_length=1)
     connector: ConnectorConfig | None = None
     sweep: SweepOptions | None = None
+    report: ReportOptions | None = None
 
 
 @dataclass(frozen=True)

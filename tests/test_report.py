@@ -52,16 +52,18 @@ def test_drilldown_content_of_a_known_query(results: Path) -> None:
     assert "<b>hhem.score</b>: HHEM model weights not found" in q3
     assert 'class="grade gna"' in q3 and "(unparsable reply)" in q3
     q4 = page[page.index('id="q-4"'):]
-    assert "declined to answer" in q4 and "retrieval" in q4  # the query's own hints
+    hints = q4[q4.index('<ul class="hints">'):q4.index("</ul>")]
+    assert "declined to answer" in q4 and "a correct refusal" in hints  # nothing retrieved holds an answer
+    assert "retrieval" not in hints
 
 
 def test_summary_and_diagnosis(results: Path) -> None:
     page = render_report(results)
     row = page[page.index('<tr data-metric="hhem.score">'):]
     row = row[:row.index("</tr>")]
-    assert '<td class="num">0.646</td><td class="num">0.19 – 1.1</td><td class="num">5</td>' in row
-    assert '<td class="num err">1</td>' in row
-    assert "2 scores are missing" in page
+    assert '<td class="num mean">0.646</td><td class="num">0.19 – 1.1</td><td class="num">5</td>' in row
+    assert '<span class="miss failed">1 failed</span>' in row
+    assert "2 values failed" in page
     assert "citations to passages that were not retrieved (0.17 per answer)" in page
 
 

@@ -92,7 +92,10 @@ def test_passage_html_is_shown_as_text_never_run(browser, report: Path) -> None:
     passage = browser.find_element(By.CSS_SELECTOR, '#q-3 li[data-pid="h1"] .ptext')
     assert passage.text.startswith("<script>window.__pwned = 1;")
     assert browser.find_elements(By.CSS_SELECTOR, "#q-3 img") == []
-    assert "HHEM model weights not found" in browser.find_element(By.CSS_SELECTOR, "#q-3 .errors").text
+    more = browser.find_element(By.CSS_SELECTOR, "#q-3 details.more")
+    assert not more.find_element(By.CSS_SELECTOR, ".errors").is_displayed()  # folded below the evidence
+    more.find_element(By.TAG_NAME, "summary").click()
+    assert "HHEM model weights not found" in more.find_element(By.CSS_SELECTOR, ".errors").text
 
 
 def test_sort_worst_first_and_filter(browser, report: Path, tmp_path: Path) -> None:
@@ -100,9 +103,9 @@ def test_sort_worst_first_and_filter(browser, report: Path, tmp_path: Path) -> N
     from selenium.webdriver.support.ui import Select
 
     browser.get(report.as_uri())
-    Select(browser.find_element(By.ID, "worst")).select_by_value("nuggets.vital")
+    Select(browser.find_element(By.ID, "worst")).select_by_value("nuggets.weighted")
     ids = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#queries tbody a.open")]
-    assert ids == ["q4", "q2", "q3", "q1"]  # vital means 0, 0.5, 0.5, 0.75 (ties keep table order)
+    assert ids == ["q4", "q2", "q3", "q1"]  # weighted means 0, 0.5, 0.5, 0.8 (ties keep table order)
     browser.find_element(By.ID, "filter").send_keys("dune")
     visible = [a.text for a in browser.find_elements(By.CSS_SELECTOR, "#queries tbody a.open") if a.is_displayed()]
     assert visible == ["q2"]

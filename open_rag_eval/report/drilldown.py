@@ -1,5 +1,7 @@
-"""HTML of one query's drill-down: passages with UMBRELA grades, the answer with support labels per citation,
-nuggets with importance and assignment, HHEM, no-answer, failures, and consistency across runs.
+"""HTML of one query's drill-down. It opens on the evidence of each run -- passages with UMBRELA grades, the answer
+with a support badge per citation, nuggets with importance and assignment, HHEM and no-answer -- and keeps every
+score, failures (red), undefined statistics (grey) and consistency across runs folded below. A metric unavailable
+for the whole run (no model weights) is said once in the report's header, not here.
 
 Every piece of content goes through ``esc`` (passages and answers may contain HTML or script).
 """
@@ -10,13 +12,13 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from open_rag_eval.report.hints import diagnose
+from open_rag_eval.report.hints import answer_evidence, diagnose
+from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
+from open_rag_eval.report.names import short_name
 
-__all__ = ["esc", "fmt", "render_query"]
+__all__ = ["KEY_METRICS", "esc", "fmt", "missing_counts", "render_query"]
 
 KEY_METRICS = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score", "no_answer.answered")
-SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "citation.f1": "citation F1", "hhem.score": "HHEM",
-         "no_answer.answered": "answered"}
 
 
 def esc(value: Any) -> str:
@@ -97,20 +99,21 @@ def _nuggets(output: dict[str, Any]) -> str:
             f'<th>assignment</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
-def _chips(scores: dict[str, Any], errors: dict[str, str]) -> str:
+def _chips(scores: dict[str, Any]) -> str:
     chips = [f'<span class="chip" data-metric="{esc(m)}">{esc(m)} <b>{fmt(v)}</b></span>'
              for m, v in scores.items() if v is not None]
     return f'<div class="chips">{"".join(chips)}</div>' if chips else ""
 
 
 def _facts(output: dict[str, Any]) -> str:
-    details, scores = output.get("details", {}), output.get("scores", {})
+    details, scores, errors = output.get("details", {}), output.get("scores", {}), output.get("errors") or {}
     facts = []
-    if "hhem.score" in scores or "hhem" in details:
+    unavailable = kind(str(errors.get("hhem.score", ""))) == UNAVAILABLE
+    if ("hhem.score" in scores or "hhem" in details) and not unavailable:
         hhem = details.get("hhem") or {}
         extra = f' (threshold {fmt(hhem.get("threshold"))}, {esc(hhem.get("backend"))})' if hhem else ""
         value = scores.get("hhem.score")
-        shown = fmt(value) if value is not None else "failed (see failures)"
+        shown = fmt(value) if value is not None else "failed (see below)"
         facts.append(f'<li>HHEM factual consistency: <b class="hhem">{shown}</b>{extra}</li>')
     if "no_answer" in details:
         label = (details["no_answer"] or {}).get("label")
@@ -119,47 +122,81 @@ def _facts(output: dict[str, Any]) -> str:
     return f'<ul class="facts">{"".join(facts)}</ul>' if facts else ""
 
 
+def _reasons(errors: dict[str, str], which: str) -> list[str]:
+    return [f"<li><b>{esc(m)}</b>: {esc(scrub_paths(str(r)))}</li>" for m, r in errors.items() if kind(str(r)) == which]
+
+
 def _errors(errors: dict[str, str], output: dict[str, Any]) -> str:
-    items = [f"<li><b>{esc(m)}</b>: {esc(reason)}</li>" for m, reason in errors.items()]
+    """Failures in red; undefined statistics apart, in grey; unavailable metrics are said once for the run."""
+    failed = _reasons(errors, FAILED)
     if output.get("error"):
-        items.insert(0, f"<li><b>system output</b>: {esc(output['error'])}</li>")
-    return f'<h3>Failures</h3><ul class="errors">{"".join(items)}</ul>' if items else ""
+        failed.insert(0, f"<li><b>system output</b>: {esc(scrub_paths(str(output['error'])))}</li>")
+    undefined = _reasons(errors, UNDEFINED)
+    html = f'<h4>Failures</h4><ul class="errors">{"".join(failed)}</ul>' if failed else ""
+    if undefined:
+        html += f'<h4>Undefined (not failures)</h4><ul class="undefined muted">{"".join(undefined)}</ul>'
+    return html
+
+
+def missing_counts(items: Sequence[dict[str, Any] | None]) -> dict[str, int]:
+    total = dict.fromkeys((FAILED, UNDEFINED), 0)
+    for item in items:
+        counts = item_counts(item)
+        total[FAILED] += counts[FAILED] + (1 if (item or {}).get("error") else 0)
+        total[UNDEFINED] += counts[UNDEFINED]
+    return total
+
+
+def _count_label(counts: dict[str, int]) -> str:
+    bits = [f'<span class="miss {k}">{n} {k}</span>' for k, n in counts.items() if n]
+    return " · ".join(bits)
 
 
 def _run(output: dict[str, Any]) -> str:
     errors = output.get("errors") or {}
+    scores = output.get("scores") or {}
+    counts = _count_label(missing_counts([output]))
+    system_error = (f'<p class="errors">system output failed: {esc(scrub_paths(str(output["error"])))}</p>'
+                    if output.get("error") else "")
+    more = (f'<details class="more"><summary>Every score of this run ({sum(v is not None for v in scores.values())})'
+            f'{" · " + counts if counts else ""}</summary>{_chips(scores)}{_errors(errors, {})}</details>')
     return (f'<section class="run" data-run="{esc(output.get("run"))}"><h3>Run {esc(output.get("run"))}'
-            f' <span class="muted">{esc(output.get("source") or "")}</span></h3>'
-            f'{_chips(output.get("scores") or {}, errors)}{_facts(output)}{_errors(errors, output)}'
-            f'{_passages(output)}{_answer(output)}{_nuggets(output)}</section>')
+            f' <span class="muted">{esc(output.get("source") or "")}</span></h3>{system_error}'
+            f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{more}</section>')
 
 
-def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None) -> str:
+def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None, key: Sequence[str]) -> str:
     if len(outputs) < 2 and not cross:
         return ""
-    metrics = [m for m in KEY_METRICS if any((o.get("scores") or {}).get(m) is not None for o in outputs)]
-    head = "".join(f'<th class="num">{esc(m)}</th>' for m in metrics)
+    metrics = [m for m in key if any((o.get("scores") or {}).get(m) is not None for o in outputs)]
+    head = "".join(f'<th class="num">{esc(short_name(m))}</th>' for m in metrics)
     body = "".join(f'<tr><td>run {esc(o.get("run"))}</td>'
                    + "".join(f'<td class="num">{fmt((o.get("scores") or {}).get(m))}</td>' for m in metrics)
                    + "</tr>" for o in outputs)
     table = (f'<div class="scroll"><table class="across"><thead><tr><th>run</th>{head}</tr></thead>'
              f'<tbody>{body}</tbody></table></div>') if len(outputs) > 1 else ""
-    chips = _chips((cross or {}).get("scores") or {}, {})
-    errors = _errors((cross or {}).get("errors") or {}, {})
-    return f'<h3>Consistency across runs</h3>{chips}{errors}{table}'
+    scores = (cross or {}).get("scores") or {}
+    counts = _count_label(missing_counts([cross]))
+    return (f'<details class="more consistency"><summary>Consistency across runs and judge test-retest '
+            f'({sum(v is not None for v in scores.values())} statistics){" · " + counts if counts else ""}</summary>'
+            f'{table}{_chips(scores)}{_errors((cross or {}).get("errors") or {}, {})}</details>')
 
 
 def render_query(index: int, query_id: str, query: str, outputs: Sequence[dict[str, Any]],
-                 cross: dict[str, Any] | None, means: dict[str, float | None]) -> str:
-    """One ``<details>`` element; ``means`` are the query's metric means over runs (for the hints)."""
-    n_failed = sum(len(o.get("errors") or {}) for o in outputs) + len((cross or {}).get("errors") or {})
-    summary_bits = " · ".join(f"{SHORT[m]} {fmt(means.get(m), 2)}" for m in KEY_METRICS
+                 cross: dict[str, Any] | None, means: dict[str, float | None],
+                 key: Sequence[str] = KEY_METRICS) -> str:
+    """One ``<details>`` element opening on the evidence; ``means`` are the query's metric means over runs,
+    ``key`` the metrics its one-line summary shows."""
+    counts = missing_counts([*outputs, cross])
+    summary_bits = " · ".join(f"{short_name(m)} {fmt(means.get(m), 2)}" for m in key
                               if means.get(m) is not None)
-    failed = f' · <span class="chip err">{n_failed} failed</span>' if n_failed else ""
+    label = _count_label(counts)
     hints = "".join(f'<li><span class="hint-area">{esc(area)}</span>: {esc(text)}</li>'
-                    for area, text in diagnose(means))
+                    for area, text in diagnose(means, evidence=answer_evidence(outputs)))
     hint_html = f'<ul class="hints">{hints}</ul>' if hints else ""
     runs = "".join(_run(o) for o in outputs)
-    return (f'<details class="query" id="q-{index}" data-qid="{esc(query_id)}"><summary><b>{esc(query_id)}</b> '
-            f'{esc(query)} <span class="muted">· {len(outputs)} run(s) · {summary_bits}</span>{failed}</summary>'
-            f'<div class="qbody">{hint_html}{_consistency(outputs, cross)}{runs}</div></details>')
+    return (f'<details class="query" id="q-{index}" data-qid="{esc(query_id)}" data-failed="{counts[FAILED]}" '
+            f'data-undefined="{counts[UNDEFINED]}"><summary><b>{esc(query_id)}</b> '
+            f'{esc(query)} <span class="muted">· {len(outputs)} run(s) · {summary_bits}</span>'
+            f'{" · " + label if label else ""}</summary>'
+            f'<div class="qbody">{hint_html}{runs}{_consistency(outputs, cross, key)}</div></details>')

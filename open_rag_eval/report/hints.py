@@ -5,9 +5,10 @@ Pure functions over metric means (of a whole evaluation, or of one query).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["diagnose"]
+__all__ = ["answer_evidence", "diagnose", "run_means"]
 
 Means = Mapping[str, float | None]
 
@@ -17,13 +18,48 @@ def _get(means: Means, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
-def diagnose(means: Means) -> list[tuple[str, str]]:
-    """(area, hint) pairs, most upstream first: retrieval, then generation, citations, support, declines."""
+def answer_evidence(outputs: Iterable[Mapping[str, Any]]) -> bool | None:
+    """Did any retrieved passage hold an answer (an UMBRELA grade of 2 or 3)? None when nothing was graded."""
+    grades = [g.get("grade") for o in outputs
+              for g in ((o.get("details") or {}).get("umbrela") or {}).get("grades") or []]
+    graded = [g for g in grades if isinstance(g, (int, float))]
+    return None if not graded else any(g >= 2 for g in graded)
+
+
+def run_means(outputs: Iterable[Mapping[str, Any]], means: Mapping[str, float | None]) -> tuple[dict[str, Any], int]:
+    """The run's means for the diagnosis with correct refusals set apart: (means where ``no_answer.answered`` is the
+    share answered among outputs that had an answer to give, number of correct refusals)."""
+    answered, refusals = [], 0
+    for output in outputs:
+        value = (output.get("scores") or {}).get("no_answer.answered")
+        if value is None:
+            continue
+        if value < 0.5 and answer_evidence([output]) is False:
+            refusals += 1
+        else:
+            answered.append(float(value))
+    adjusted = dict(means)
+    if refusals:
+        adjusted["no_answer.answered"] = sum(answered) / len(answered) if answered else None
+    return adjusted, refusals
+
+
+def diagnose(means: Means, *, evidence: bool | None = None) -> list[tuple[str, str]]:
+    """(area, hint) pairs, most upstream first: retrieval, then generation, citations, support, declines.
+
+    Declining when nothing retrieved holds an answer (``evidence`` False: no passage graded 2 or more; unknown:
+    a mean grade under 1) is a correct refusal: it is said as such, never as a retrieval problem.
+    """
     hints: list[tuple[str, str]] = []
     umbrela, vital = _get(means, "umbrela.mean"), _get(means, "nuggets.vital")
     precision, hhem = _get(means, "citation.precision"), _get(means, "hhem.score")
     answered, fabricated = _get(means, "no_answer.answered"), _get(means, "citation.fabricated")
-    if umbrela is not None and umbrela < 1.0:
+    no_evidence = evidence is False or (evidence is None and umbrela is not None and umbrela < 1.0)
+    declined_on_no_evidence = answered is not None and answered < 0.5 and no_evidence
+    if declined_on_no_evidence:
+        hints.append(("no answer", "declined to answer, and no retrieved passage holds an answer (no UMBRELA grade "
+                      "of 2 or more): a correct refusal given this evidence"))
+    elif umbrela is not None and umbrela < 1.0:
         hints.append(("retrieval", (f"passages are mostly judged not relevant (mean UMBRELA grade {umbrela:.2f} < 1): "
                       "look at retrieval (index, chunking, query rewriting, top-k) before the generator")))
     if umbrela is not None and umbrela >= 1.5 and vital is not None and vital < 0.5:
@@ -39,9 +75,10 @@ def diagnose(means: Means) -> list[tuple[str, str]]:
     if hhem is not None and hhem < 0.5:
         hints.append(("support", (f"low HHEM factual consistency ({hhem:.2f}): the answer says things the passages "
                       "do not support (hallucination or outside knowledge)")))
-    if answered is not None and answered < 0.8:
+    if answered is not None and answered < 0.8 and not declined_on_no_evidence:
         declined = 1.0 - answered
         where = ("and relevant passages were found, so the generator is too cautious"
-                 if umbrela is not None and umbrela >= 1.5 else "check retrieval for these queries first")
+                 if evidence is True or (umbrela is not None and umbrela >= 1.5)
+                 else "open these queries to see whether their passages hold an answer")
         hints.append(("no answer", f"{declined:.0%} of answers decline to answer; {where}"))
     return hints

@@ -3,6 +3,10 @@
 ``write_report(output_dir)`` reads results.json, summary.csv, manifest.json (results.csv when results.json is
 absent) and writes ``report.html`` atomically. Missing sections are tolerated: a golden-only run has no judge,
 a failed metric has empty values and reasons.
+
+Layout: header (what was evaluated, judge, cost, coverage with failed / undefined / unavailable apart), the
+headline panel, the diagnosis, every metric grouped by family (folded), the queries table, the drill-down.
+Paths are shown relative (as the config named them); an absolute one shows its file name only.
 """
 
 from __future__ import annotations
@@ -10,17 +14,21 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 from open_rag_eval.errors import InputError
 from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
-from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, render_query
-from open_rag_eval.report.hints import diagnose
-from open_rag_eval.report.names import axis_range, display_name, is_dispersion, lower_is_better
+from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
+from open_rag_eval.report.headline import headline_metrics, report_options
+from open_rag_eval.report.hints import diagnose, run_means
+from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
+from open_rag_eval.report.names import display_name, is_dispersion, lower_is_better, short_name
+from open_rag_eval.report.summary import headline_panel, metric_groups
 
-__all__ = ["render_report", "write_report"]
+__all__ = ["RunData", "load_run", "render_report", "write_report"]
 
 _HERE = Path(__file__).parent
 
@@ -55,86 +63,129 @@ def _outputs_from_csv(directory: Path) -> tuple[list[dict[str, Any]], list[dict[
     return outputs, queries
 
 
-def _histogram(values: Sequence[float], metric: str) -> str:
-    if not values:
-        return ""
-    low, high = axis_range(metric) or (min(values), max(values) if max(values) > min(values) else min(values) + 1)
-    bins = [0] * 10
-    for v in values:
-        bins[min(9, max(0, int((v - low) / (high - low) * 10)))] += 1
-    top = max(bins)
-    bars = "".join(f'<rect x="{i * 12}" y="{28 - 26 * c / top:.1f}" width="10" height="{26 * c / top:.1f}"/>'
-                   for i, c in enumerate(bins) if c)
-    return (f'<svg class="hist" width="120" height="30" viewBox="0 0 120 30" role="img" '
-            f'aria-label="distribution from {fmt(low)} to {fmt(high)}">{bars}'
-            f'<line x1="0" y1="29.5" x2="120" y2="29.5" stroke="#999"/></svg>')
+def _values(items: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
+    values: dict[str, list[float]] = {}
+    for item in items:
+        for metric, value in (item.get("scores") or {}).items():
+            if value is not None:
+                values.setdefault(metric, []).append(float(value))
+    return values
 
 
-def _values(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]], metric: str) -> list[float]:
-    return [float(v) for item in (*outputs, *queries) if (v := (item.get("scores") or {}).get(metric)) is not None]
+@dataclass
+class RunData:
+    """One results directory as the report reads it."""
+
+    directory: Path
+    manifest: dict[str, Any]
+    results: dict[str, Any]
+    outputs: list[dict[str, Any]]
+    queries: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    missing: Missing = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.missing = Missing([*self.outputs, *self.queries])
+
+    @property
+    def label(self) -> str:
+        return self.directory.name or "results"
+
+    @property
+    def stats(self) -> dict[str, dict[str, Any]]:
+        return {str(s.get("metric")): s for s in self.summary}
+
+    @property
+    def simulated(self) -> bool:
+        judge = self.manifest.get("judge") or {}
+        return bool(self.results.get("simulated", self.manifest.get("simulated", judge.get("simulated"))))
+
+    def headline(self) -> tuple[list[str], dict[str, float]]:
+        chosen, targets = report_options(self.manifest)
+        present = [m for m in self.stats if not is_dispersion(m)]
+        return headline_metrics(present, chosen), targets
 
 
-def _summary_rows(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
-                  queries: Sequence[dict[str, Any]]) -> str:
-    rows = []
-    for s in summary:
-        metric = s.get("metric", "")
-        ci = (f"{fmt(s.get('ci95_low'), 2)} – {fmt(s.get('ci95_high'), 2)}" if s.get("ci95_low") is not None else "–")
-        failed = int(s.get("n_failed") or 0)
-        rows.append(f'<tr data-metric="{esc(metric)}"><td title="{esc(display_name(metric))}">{esc(metric)}</td>'
-                    f'<td class="num">{fmt(s.get("mean"))}</td><td class="num">{ci}</td>'
-                    f'<td class="num">{fmt(s.get("n"))}</td>'
-                    f'<td class="num{" err" if failed else ""}">{failed}</td>'
-                    f'<td class="hide-narrow">{_histogram(_values(outputs, queries, metric), metric)}</td></tr>')
-    return "".join(rows)
+def load_run(output_dir: Path) -> RunData:
+    """Read one output directory (results.json, else results.csv; summary; manifest)."""
+    directory = Path(output_dir)
+    if not directory.is_dir():
+        raise InputError("no such results directory", file=str(directory))
+    manifest, results = read_json(directory / "manifest.json"), read_json(directory / "results.json")
+    if results:
+        outputs, queries = list(results.get("outputs") or []), list(results.get("queries") or [])
+    else:
+        outputs, queries = _outputs_from_csv(directory)
+    return RunData(directory, manifest, results, outputs, queries, _summary(directory, results))
 
 
-def _summary_table(summary: Sequence[dict[str, Any]], outputs: Sequence[dict[str, Any]],
-                   queries: Sequence[dict[str, Any]]) -> str:
-    """Every metric; the spreads of metrics across runs (many rows) folded away below the rest."""
-    head = ('<thead><tr><th>metric</th><th class="num">mean</th><th class="num">95% CI</th><th class="num">n</th>'
-            '<th class="num">failed</th><th class="hide-narrow">distribution</th></tr></thead>')
-    main = [s for s in summary if not is_dispersion(s.get("metric", ""))]
-    spread = [s for s in summary if is_dispersion(s.get("metric", ""))]
-    html = (f'<div class="scroll"><table id="summary">{head}<tbody>{_summary_rows(main, outputs, queries)}'
-            '</tbody></table></div>')
-    if spread:
-        html += (f'<details><summary>Spread of each metric across runs ({len(spread)} statistics)</summary>'
-                 f'<div class="scroll"><table id="dispersion">{head}<tbody>'
-                 f'{_summary_rows(spread, outputs, queries)}</tbody></table></div></details>')
-    return html
+def _relative(path: Any) -> str:
+    """The input as the config named it; an absolute path shows its file name only (no machine's folders)."""
+    text = str(path or "")
+    if not text:
+        return "–"
+    return PurePath(text).name if PurePath(text).is_absolute() or PureWindowsPath(text).is_absolute() else text
 
 
-def _unavailable(summary: Sequence[dict[str, Any]]) -> set[str]:
-    """Metrics with no value at all (e.g. HHEM without its weights): reported once, not as per-output failures."""
-    return {s["metric"] for s in summary if not s.get("n") and s.get("n_failed") and not is_dispersion(s["metric"])}
-
-
-def _header(manifest: dict[str, Any], results: dict[str, Any], outputs: Sequence[dict[str, Any]],
-            unavailable: set[str]) -> str:
-    judge = manifest.get("judge") or {}
-    simulated = bool(results.get("simulated", manifest.get("simulated", judge.get("simulated"))))
-    total = ((manifest.get("accounting") or {}).get("total")) or {}
-    scored = sum(1 for o in outputs if not o.get("error") and not _failures(o, unavailable))
+def _cost(run: RunData) -> str:
+    total = ((run.manifest.get("accounting") or {}).get("total")) or {}
     calls = (f"{fmt(total.get('calls'))} calls, {fmt(total.get('cache_hits'))} cached · "
              f"{fmt(total.get('prompt_tokens'))}+{fmt(total.get('completion_tokens'))} tokens")
-    if simulated:
-        cost = f"none (simulated judge) · {calls}"
-    elif total.get("cost_usd") is not None:
-        cost = f"${float(total['cost_usd']):.4f} · {calls}"
-    else:
-        cost = f"unknown (no price for this model) · {calls}" if total else "–"
-    badge = ' <span class="badge sim">SIMULATED</span>' if simulated else ""
-    items = [("evaluated", (manifest.get("input") or {}).get("path") or "–"),
-             ("created", manifest.get("created") or "–"),
-             ("tool version", manifest.get("tool_version") or "–")]
+    if run.simulated:
+        return f"none (simulated judge) · {calls}"
+    if total.get("cost_usd") is not None:
+        return f"${float(total['cost_usd']):.4f} · {calls}"
+    return f"unknown (no price for this model) · {calls}" if total else "–"
+
+
+def _coverage(run: RunData) -> tuple[int, dict[str, int]]:
+    """(outputs with no failed value, missing values by kind over every row) -- the numbers the table and the
+    drill-down add up to."""
+    scored = sum(1 for o in run.outputs if missing_counts([o])[FAILED] == 0)
+    counts = missing_counts([*run.outputs, *run.queries])
+    counts[UNAVAILABLE] = run.missing.total(UNAVAILABLE)
+    return scored, counts
+
+
+def _unavailable_note(run: RunData) -> str:
+    """Metrics unavailable in this run, said once: one line per reason (a family's metrics share it)."""
+    reasons: dict[str, list[str]] = {}
+    for metric, reason in sorted(run.missing.unavailable.items()):
+        reasons.setdefault(scrub_paths(reason), []).append(metric)
+    items = "".join(f'<li><b>{esc(", ".join(names))}</b>: {esc(reason)}</li>' for reason, names in reasons.items())
+    return (f'<div class="unavail-note" id="unavailable"><b>Not available in this run</b> (no value for any output; '
+            f'not counted as failures)<ul>{items}</ul></div>') if items else ""
+
+
+def _header(run: RunData) -> str:
+    judge = run.manifest.get("judge") or {}
+    scored, counts = _coverage(run)
+    badge = ' <span class="badge sim">SIMULATED</span>' if run.simulated else ""
+    items = [("evaluated", _relative((run.manifest.get("input") or {}).get("path"))),
+             ("created", run.manifest.get("created") or "–"),
+             ("tool version", run.manifest.get("tool_version") or "–")]
     cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
     cells += f'<div><dt>judge</dt><dd id="judge">{esc(judge.get("model") or "none")}{badge}</dd></div>'
-    cells += f'<div><dt>cost</dt><dd id="cost">{esc(cost)}</dd></div>'
-    cells += (f'<div><dt>coverage</dt><dd id="coverage">{scored} / {len(outputs)} outputs fully scored</dd></div>')
-    banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
-              'judgments.</p>') if simulated else ""
-    return f'<h1>open-rag-eval report</h1>{banner}<dl class="meta">{cells}</dl>'
+    cells += f'<div><dt>cost</dt><dd id="cost">{esc(_cost(run))}</dd></div>'
+    cells += (f'<div><dt>coverage</dt><dd id="coverage" data-failed="{counts[FAILED]}" '
+              f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}">{scored} / '
+              f'{len(run.outputs)} outputs fully scored<br><span class="miss failed">{counts[FAILED]} failed</span> · '
+              f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span> · <span class="miss unavailable">'
+              f'{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
+    return (f'<dl class="meta">{cells}</dl>'
+            f'<p class="legend">failed: a judgment or model call went wrong for that value; undefined: the statistic '
+            'does not exist for those values (a spread over one run, α with no variation); unavailable: the metric '
+            'cannot be computed here at all. None of them is ever counted as a score.</p>'
+            f'{_unavailable_note(run)}{_health(run)}')
+
+
+def _health(run: RunData) -> str:
+    """The judge-health panel, when this version has one."""
+    try:
+        from open_rag_eval.report.health import health_panel  # type: ignore[import-not-found]
+    except ImportError:
+        return ""
+    return str(health_panel(run.manifest, run.results))
 
 
 def _query_means(outputs: Sequence[dict[str, Any]]) -> dict[str, float | None]:
@@ -157,80 +208,81 @@ def _grouped(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]
             for qid, (query, runs) in order.items()]
 
 
-def _failures(item: dict[str, Any] | None, unavailable: set[str]) -> int:
-    """Missing values of one row that are its own failures (not a metric unavailable everywhere, not a spread)."""
-    return len([m for m in ((item or {}).get("errors") or {}) if m not in unavailable and not is_dispersion(m)])
-
-
-def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[str], unavailable: set[str]) -> str:
-    head = "".join(f'<th class="num" data-sort="{esc(m)}">{esc(m)}</th>' for m in metrics)
+def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[str]) -> str:
+    head = "".join(f'<th class="num" data-sort="{esc(m)}" title="{esc(display_name(m))} ({esc(m)})">'
+                   f'{esc(short_name(m))}</th>' for m in metrics)
     rows = []
     for index, (qid, query, runs, cross) in enumerate(groups, start=1):
         means = _query_means(runs)
-        failed = sum(_failures(o, unavailable) for o in runs) + _failures(cross, unavailable)
+        counts = missing_counts([*runs, cross])
         cells = "".join(f'<td class="num" data-key="{esc(m)}" data-v="{"" if means.get(m) is None else means[m]}">'
-                        f'{fmt(means.get(m))}</td>' for m in metrics)
-        rows.append(f'<tr data-failed="{failed}"><td data-key="id" data-v="{esc(qid)}"><a class="open" '
+                        f'{fmt(means.get(m), 2)}</td>' for m in metrics)
+        rows.append(f'<tr data-failed="{counts[FAILED]}"><td data-key="id" data-v="{esc(qid)}"><a class="open" '
                     f'href="#q-{index}">{esc(qid)}</a></td><td class="q">{esc(query)}</td>'
                     f'<td class="num" data-key="runs" data-v="{len(runs)}">{len(runs)}</td>{cells}'
-                    f'<td class="num" data-key="failed" data-v="{failed}">{failed}</td></tr>')
-    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">worst by {esc(m)}'
-                      f'</option>' for m in metrics)
+                    f'<td class="num{" err" if counts[FAILED] else ""}" data-key="failed" data-v="{counts[FAILED]}">'
+                    f'{counts[FAILED]}</td><td class="num muted" data-key="undefined" data-v="{counts[UNDEFINED]}">'
+                    f'{counts[UNDEFINED]}</td></tr>')
+    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">worst by '
+                      f'{esc(short_name(m))}</option>' for m in metrics)
     controls = ('<div class="controls"><input id="filter" type="search" placeholder="filter queries" '
                 f'aria-label="filter queries"><select id="worst" aria-label="sort"><option value="">sort…</option>'
                 f'{options}</select><label><input id="only-failed" type="checkbox"> with failures only</label>'
                 f'<span class="muted"><span id="shown">{len(groups)}</span> shown</span></div>')
     return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
             f'<th>query</th><th class="num" data-sort="runs">runs</th>{head}<th class="num" data-sort="failed">'
-            f'failed</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+            'failed</th><th class="num" data-sort="undefined">undef.</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
             '<p class="legend">Values are means over a query\'s runs. Click a column to sort; "worst by" puts '
-            'the weakest queries first.</p>')
+            'the weakest queries first; click a query id to open its evidence below.</p>')
 
 
-def render_report(output_dir: Path) -> str:
-    """The report's HTML for one output directory."""
-    directory = Path(output_dir)
-    if not directory.is_dir():
-        raise InputError("no such results directory", file=str(directory))
-    manifest, results = read_json(directory / "manifest.json"), read_json(directory / "results.json")
-    if results:
-        outputs, queries = list(results.get("outputs") or []), list(results.get("queries") or [])
-    else:
-        outputs, queries = _outputs_from_csv(directory)
-    summary = _summary(directory, results)
-    unavailable = _unavailable(summary)
-    groups = _grouped(outputs, queries)
-    present = {m for o in outputs for m, v in (o.get("scores") or {}).items() if v is not None}
-    metrics = [m for m in KEY_METRICS if m in present]
-    means = {s.get("metric"): s.get("mean") for s in summary}
+def _diagnosis(run: RunData) -> str:
+    means, refusals = run_means(run.outputs, {m: s.get("mean") for m, s in run.stats.items()})
     hints = "".join(f'<li><span class="hint-area">{esc(a)}</span>: {esc(t)}</li>' for a, t in diagnose(means))
-    failures = sum(int(s.get("n_failed") or 0) for s in summary
-                   if s.get("metric") not in unavailable and not is_dispersion(s.get("metric", "")))
-    if failures:
-        hints += (f'<li><span class="hint-area">failures</span>: {failures} scores are missing (failed judgments '
-                  'or models); each query below gives the reasons. They are left out of the means, never guessed.</li>')
-    reasons: dict[str, list[str]] = {}  # one line per reason: the metrics of one family usually share it
-    for metric in sorted(unavailable):
-        reason = next((o["errors"][metric] for o in (*outputs, *queries) if metric in (o.get("errors") or {})), "")
-        reasons.setdefault(reason, []).append(metric)
-    for reason, names in reasons.items():
-        hints += (f'<li><span class="hint-area">unavailable</span>: {esc(", ".join(names))} '
-                  f'{"has" if len(names) == 1 else "have"} no value for any output: {esc(reason)}</li>')
-    drill = "".join(render_query(i, qid, q, runs, cross, _query_means(runs))
-                    for i, (qid, q, runs, cross) in enumerate(groups, start=1))
-    body = (f'{_header(manifest, results, outputs, unavailable)}'
-            f'<h2>Diagnosis</h2><ul class="hints" id="hints">{hints or "<li>no clear pattern</li>"}</ul>'
-            f'<h2>Summary</h2>{_summary_table(summary, outputs, queries)}'
-            f'<h2>Queries</h2>{_queries_table(groups, metrics, unavailable)}'
-            f'<h2>Drill-down</h2>{drill}')
+    if refusals:
+        hints += (f'<li><span class="hint-area">correct refusals</span>: {refusals} output(s) declined to answer '
+                  'with no retrieved passage holding an answer (no UMBRELA grade of 2 or more); they are left out of '
+                  'the share of declines above.</li>')
+    failed = _coverage(run)[1][FAILED]
+    if failed:
+        hints += (f'<li><span class="hint-area">failures</span>: {failed} values failed (judgments or model calls '
+                  'that went wrong); each query below gives the reasons. They are left out of the means, never '
+                  'guessed.</li>')
+    return f'<ul class="hints" id="hints">{hints or "<li>no clear pattern</li>"}</ul>'
+
+
+def _page(title: str, body: str) -> str:
     css = (_HERE / "report.css").read_text(encoding="utf-8")
     js = (_HERE / "report.js").read_text(encoding="utf-8").replace("</", "<\\/")
     return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
             "script-src 'unsafe-inline'; img-src data:\">"
-            f'<title>open-rag-eval report</title><style>{css}</style></head>'
+            f'<title>{esc(title)}</title><style>{css}</style></head>'
             f'<body><main>{body}</main><script>{js}</script></body></html>\n')
+
+
+def render_report(output_dir: Path) -> str:
+    """The report's HTML for one output directory."""
+    run = load_run(Path(output_dir))
+    headline, targets = run.headline()
+    groups = _grouped(run.outputs, run.queries)
+    per_output = {m for o in run.outputs for m, v in (o.get("scores") or {}).items() if v is not None}
+    columns = [m for m in headline if m in per_output] or [m for m in KEY_METRICS if m in per_output]
+    drill = "".join(render_query(i, qid, q, runs, cross, _query_means(runs), columns)
+                    for i, (qid, q, runs, cross) in enumerate(groups, start=1))
+    banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
+              'judgments.</p>') if run.simulated else ""
+    body = (f'<h1>open-rag-eval report</h1>{banner}{headline_panel(run.stats, headline, targets, run.missing)}'
+            f'{_header(run)}'
+            f'<h2>Diagnosis</h2>{_diagnosis(run)}'
+            f'<h2>All metrics</h2><p class="legend">Grouped by family; click a family to open it. Counts of '
+            f'what went wrong are noted on the family.</p>'
+            f'{metric_groups(run.summary, _values([*run.outputs, *run.queries]), run.missing)}'
+            f'<h2>Queries</h2>{_queries_table(groups, columns)}'
+            f'<h2>Drill-down</h2>{drill}')
+    return _page("open-rag-eval report", body)
 
 
 def write_report(output_dir: Path) -> Path:

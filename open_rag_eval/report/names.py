@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_TREC", "axis_range", "display_name", "is_count", "is_dispersion",
-           "lower_is_better"]
+__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_TREC", "axis_range", "display_name", "family", "family_title",
+           "is_count", "is_dispersion", "is_tally", "lower_is_better", "short_name"]
 
 DEFAULT_TREC = ("umbrela.mean", "nuggets.vital", "hhem.score", "citation.f1")
 DEFAULT_CONSISTENCY = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score",
@@ -23,6 +23,25 @@ _LABELS = {
     "no_answer.answered": "Answered",
     "consistency.bertscore_f1": "BERTScore F1 across runs",
     "consistency.rougeL": "ROUGE-L across runs",
+    "nuggets.vital_strict": "Vital nugget recall (strict)",
+    "nuggets.weighted_strict": "Weighted nugget score (strict)",
+    "citation.f1_strict": "Citation support F1 (strict)",
+}
+_SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "nuggets.vital_strict": "vital strict",
+          "nuggets.weighted": "weighted", "citation.f1": "cite F1", "hhem.score": "HHEM",
+          "no_answer.answered": "answered"}
+_FAMILIES = {
+    "umbrela": "Passage relevance (UMBRELA)",
+    "nuggets": "Answer completeness (nuggets)",
+    "citation": "Citation support",
+    "no_answer": "Answered or declined",
+    "hhem": "Factual consistency (HHEM)",
+    "golden": "Golden labels (qrels, reference answers)",
+    "lexical": "Lexical overlap with reference answers",
+    "latency": "Latency",
+    "consistency": "Consistency across runs",
+    "consistency.judge": "Judge test-retest",
+    "spread": "Spread of each metric across runs",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".fabricated", ".hallucinated", ".ungrounded", ".flip_rate", ".crossing")
@@ -37,6 +56,30 @@ def is_dispersion(metric: str) -> bool:
 
 def display_name(metric: str) -> str:
     return _LABELS.get(metric, metric)
+
+
+def short_name(metric: str) -> str:
+    """A column header: short for the common metrics, the metric name otherwise."""
+    return _SHORT.get(metric, metric)
+
+
+def family(metric: str) -> str:
+    """The group a metric is reported in: its prefix; judge test-retest and spreads across runs apart."""
+    if is_dispersion(metric):
+        return "spread"
+    if metric.startswith("consistency.judge."):
+        return "consistency.judge"
+    return metric.split(".", 1)[0]
+
+
+def family_title(name: str) -> str:
+    return _FAMILIES.get(name, name)
+
+
+def is_tally(metric: str) -> bool:
+    """Counts of what went wrong (invalid grades, failed or defaulted judgments, fabricated citations): the report
+    shows them as a note on their family, not as rows of zeros."""
+    return metric.endswith((".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed")) or metric == "citation.fabricated"
 
 
 def lower_is_better(metric: str) -> bool:

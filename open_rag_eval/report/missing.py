@@ -1,0 +1,73 @@
+"""Why a value is missing, in three kinds the report counts separately (and never adds up as "failed"):
+
+- failed: something went wrong for this item (a judge reply that could not be used, an inference error);
+- undefined: the statistic does not exist for these values (alpha with no variation, a spread over one run,
+  recall with no relevant document) -- nothing went wrong;
+- unavailable: the metric cannot be computed in this environment at all (model weights or a key missing);
+  said once for the run, not once per output.
+
+The kind is read from the reason text the evaluators write; a reason we do not recognise is a failure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+__all__ = ["FAILED", "KINDS", "UNAVAILABLE", "UNDEFINED", "Missing", "item_counts", "kind", "scrub_paths"]
+
+FAILED, UNDEFINED, UNAVAILABLE = "failed", "undefined", "unavailable"
+KINDS = (FAILED, UNDEFINED, UNAVAILABLE)
+
+_UNDEFINED = ("is undefined", "skipped:", "judgments for this query", "no item has two or more labels",
+              "fewer than k documents", "no relevant documents", " runs have a value of ")
+_UNAVAILABLE = ("unavailable", "is not installed", "none is configured", "is not set")
+_ABSOLUTE = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\(?:[\w.@+ -]+\\)*[\w.@+-]*")
+
+
+def kind(reason: str) -> str:
+    """failed, undefined or unavailable, from an error reason."""
+    text = reason.lower()
+    if any(marker in text for marker in _UNAVAILABLE):
+        return UNAVAILABLE
+    if any(marker in text for marker in _UNDEFINED):
+        return UNDEFINED
+    return FAILED
+
+
+def scrub_paths(text: str) -> str:
+    """Absolute file paths in a message cut to their last part: a shared report names no machine's folders."""
+    return _ABSOLUTE.sub(lambda m: ".../" + re.split(r"[\\/]", m.group(0).rstrip("/\\"))[-1], text)
+
+
+class Missing:
+    """Missing values of a set of items (outputs and per-query rows), by kind and by metric."""
+
+    def __init__(self, items: Iterable[Mapping[str, Any]]) -> None:
+        self.by_metric: dict[str, dict[str, int]] = {}
+        self.reasons: dict[str, str] = {}  # metric -> the first reason seen (for unavailable metrics)
+        for item in items:
+            for metric, reason in (item.get("errors") or {}).items():
+                counts = self.by_metric.setdefault(metric, dict.fromkeys(KINDS, 0))
+                counts[kind(str(reason))] += 1
+                self.reasons.setdefault(metric, str(reason))
+
+    def count(self, metric: str, which: str) -> int:
+        return self.by_metric.get(metric, {}).get(which, 0)
+
+    def total(self, which: str) -> int:
+        return sum(counts[which] for counts in self.by_metric.values())
+
+    @property
+    def unavailable(self) -> dict[str, str]:
+        """metric -> reason, for metrics unavailable in this run."""
+        return {m: self.reasons[m] for m, c in self.by_metric.items() if c[UNAVAILABLE]}
+
+
+def item_counts(item: Mapping[str, Any] | None) -> dict[str, int]:
+    """One output's (or per-query row's) missing values by kind."""
+    counts = dict.fromkeys(KINDS, 0)
+    for reason in ((item or {}).get("errors") or {}).values():
+        counts[kind(str(reason))] += 1
+    return counts
