@@ -114,3 +114,88 @@ def test_sort_worst_first_and_filter(browser, report: Path, tmp_path: Path) -> N
     browser.save_screenshot(str(tmp_path / "phone.png"))
     width = browser.execute_script("return document.documentElement.scrollWidth")
     assert width <= 390  # nothing forces sideways scrolling of the page (wide tables scroll in their box)
+
+
+def _shot(browser, tmp_path: Path, name: str) -> Path:
+    """A screenshot in REPORT_SCREENSHOTS (to look at) or the test's folder."""
+    import os
+
+    folder = Path(os.environ.get("REPORT_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    browser.save_screenshot(str(folder / name))
+    return folder / name
+
+
+def _absolute_input(directory: Path, tmp_path: Path) -> None:
+    import json
+
+    manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+    manifest["input"]["path"] = str(tmp_path / "private-folder" / "answers.csv")
+    (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_layout_headline_first_folded_families_evidence_first(browser, report: Path, tmp_path: Path,
+                                                               width: int) -> None:
+    from selenium.webdriver.common.by import By
+
+    _absolute_input(report.parent, tmp_path)
+    write_report(report.parent)
+    browser.set_window_size(width, 900)
+    browser.get(report.as_uri())
+    assert str(tmp_path) not in browser.page_source and "private-folder" not in browser.page_source
+    # the headline panel is the first thing on screen
+    headline = browser.find_element(By.ID, "headline")
+    assert headline.is_displayed() and headline.rect["y"] < 300
+    cards = headline.find_elements(By.CSS_SELECTOR, ".card")
+    assert len(cards) == 5 and all(c.is_displayed() for c in cards)
+    assert cards[0].get_attribute("data-status") == "good" and "↑" in cards[0].text
+    _shot(browser, tmp_path, f"report-{width}-top.png")
+    # every family folded; one click opens it
+    families = browser.find_elements(By.CSS_SELECTOR, "details.family")
+    assert families and all(f.get_attribute("open") is None for f in families)
+    assert not families[0].find_element(By.CSS_SELECTOR, "table").is_displayed()
+    families[0].find_element(By.TAG_NAME, "summary").click()
+    assert families[0].find_element(By.CSS_SELECTOR, "table").is_displayed()
+    # the queries table is not clipped on a laptop; on a phone it scrolls inside its box, never the page
+    clipped = browser.execute_script(
+        "var t = document.getElementById('queries'); return t.scrollWidth - t.parentElement.clientWidth;")
+    if width >= 1400:
+        assert clipped <= 0
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    # a query opens on its evidence; scores and diagnostics folded below
+    browser.find_element(By.CSS_SELECTOR, '#queries a.open[href="#q-1"]').click()
+    run1 = browser.find_element(By.CSS_SELECTOR, '#q-1 section.run[data-run="1"]')
+    passages = run1.find_element(By.CSS_SELECTOR, "ol.passages")
+    more = run1.find_element(By.CSS_SELECTOR, "details.more")
+    assert passages.is_displayed() and more.get_attribute("open") is None
+    assert not more.find_element(By.CSS_SELECTOR, ".chips").is_displayed()
+    assert passages.rect["y"] < run1.find_element(By.CSS_SELECTOR, ".cite").rect["y"] < more.rect["y"]
+    browser.execute_script("arguments[0].scrollIntoView()", browser.find_element(By.ID, "q-1"))
+    _shot(browser, tmp_path, f"report-{width}-query.png")
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_comparison_view(browser, report: Path, tmp_path: Path, width: int) -> None:
+    from selenium.webdriver.common.by import By
+
+    from open_rag_eval.report.comparison import write_comparison
+
+    candidate = tmp_path / "candidate"
+    shutil.copytree(report.parent, candidate)
+    _absolute_input(candidate, tmp_path)
+    page = write_comparison([report.parent, candidate], tmp_path / "compare.html")
+    browser.set_window_size(width, 900)
+    browser.get(page.as_uri())
+    assert browser.title == "open-rag-eval comparison"
+    assert str(tmp_path) not in browser.page_source
+    table = browser.find_element(By.ID, "headline-compare")
+    assert table.is_displayed() and table.rect["y"] < 300
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [r.get_attribute("data-metric") for r in rows][:3] == ["umbrela.mean", "nuggets.weighted", "citation.f1"]
+    assert "no significant difference" in rows[0].text  # identical runs
+    assert "A results" in table.text and "B candidate" in table.text
+    assert all(f.get_attribute("open") is None for f in browser.find_elements(By.CSS_SELECTOR, "details.family"))
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    _shot(browser, tmp_path, f"compare-{width}.png")

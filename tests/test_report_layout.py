@@ -184,3 +184,54 @@ def test_config_report_section_is_validated(tmp_path: Path) -> None:
                 "report: {colours: {}}\n"):
         with pytest.raises(ConfigError, match="report"):
             load_config_text(base + bad, base_dir=tmp_path)
+
+
+def _candidate(tmp_path: Path, name: str = "candidate") -> Path:
+    """A copy of the fixture whose citation F1 is 0.3 higher on every output."""
+    directory = tmp_path / name
+    shutil.copytree(FIXTURE, directory)
+
+    def better(data: dict) -> None:
+        for item in data["outputs"]:
+            if item["scores"].get("citation.f1") is not None:
+                item["scores"]["citation.f1"] = min(1.0, item["scores"]["citation.f1"] + 0.3)
+
+    _edit(directory / "results.json", better)
+    lines = (directory / "results.csv").read_text(encoding="utf-8").splitlines()
+    header = lines[0].split(",")
+    column = header.index("citation.f1")
+    rows = []
+    for line in lines[1:]:
+        cells = line.split(",")
+        if cells[column]:
+            cells[column] = str(min(1.0, float(cells[column]) + 0.3))
+        rows.append(",".join(cells))
+    (directory / "results.csv").write_text("\n".join([lines[0], *rows]) + "\n", encoding="utf-8")
+    return directory
+
+
+def test_report_of_two_runs_compares_headline_metrics(results: Path, tmp_path: Path) -> None:
+    from open_rag_eval.cli import main
+
+    candidate = _candidate(tmp_path)
+    out = tmp_path / "cmp.html"
+    assert main(["report", str(results), str(candidate), "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    assert str(tmp_path) not in page  # folder names only
+    assert "<b>A</b> results" in page and "<b>B</b> candidate" in page
+    rows = re.findall(r'<tr data-metric="([\w.@]+)"><td><span class="mname">', page)
+    assert rows == ["umbrela.mean", "nuggets.weighted", "citation.f1", "hhem.score", "no_answer.answered"]
+    f1 = page[page.index('<tr data-metric="citation.f1"><td><span class="mname">'):]
+    f1 = f1[:f1.index("</tr>")]
+    assert re.search(r'class="diff (\w+)" data-verdict="\1">Δ \+0\.\d\d', f1)
+    umbrela = page[page.index('<tr data-metric="umbrela.mean"><td><span class="mname">'):]
+    assert 'data-verdict="same">Δ +0.00' in umbrela[:umbrela.index("</tr>")]
+    assert page.count('<details class="family"') >= 5 and 'id="queries"' in page
+    q1 = page[page.index('<td data-key="id" data-v="q1">'):]
+    delta = re.search(r'data-key="citation.f1" data-v="([\d.]+)">0.62 → 0.9<', q1[:q1.index("</tr>")])
+    assert delta is not None and float(delta.group(1)) == pytest.approx(0.9 - 0.625)  # (1.0 + 0.8) / 2 - 0.625
+    # one folder, -o elsewhere: the single report
+    single = tmp_path / "single.html"
+    assert main(["report", str(results), "-o", str(single)]) == 0
+    assert 'id="headline"' in single.read_text(encoding="utf-8")
+    assert main(["report", str(results), str(tmp_path / "missing"), "-o", str(out)]) == 3

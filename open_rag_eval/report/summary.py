@@ -14,7 +14,7 @@ from open_rag_eval.report.headline import status, target_for
 from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing
 from open_rag_eval.report.names import axis_range, display_name, family, family_title, is_tally, lower_is_better
 
-__all__ = ["headline_panel", "histogram", "metric_groups", "missing_note", "value_text"]
+__all__ = ["headline_panel", "histogram", "metric_groups", "missing_note", "no_value", "value_text"]
 
 _TALLY = {"n_invalid": "invalid grades", "n_failed": "failed judgments", "n_defaulted": "defaulted importances",
           "n_unparsed": "unparsed replies", "fabricated": "fabricated citations"}
@@ -46,7 +46,7 @@ def missing_note(metric: str, missing: Missing) -> str:
     return " · ".join(parts)
 
 
-def _no_value(metric: str, missing: Missing) -> str:
+def no_value(metric: str, missing: Missing) -> str:
     for which in (UNAVAILABLE, FAILED, UNDEFINED):
         if missing.count(metric, which):
             return f'<span class="miss {which}">{which}</span>'
@@ -58,7 +58,7 @@ def _card(stat: Mapping[str, Any], targets: Mapping[str, float], missing: Missin
     mean = stat.get("mean")
     target = target_for(metric, targets)
     state = status(metric, mean, target)
-    value = value_text(metric, mean) if mean is not None else _no_value(metric, missing)
+    value = value_text(metric, mean) if mean is not None else no_value(metric, missing)
     ci = (f'95% CI {value_text(metric, stat["ci95_low"])} – {value_text(metric, stat["ci95_high"])}'
           if stat.get("ci95_low") is not None else "no CI")
     sign = "≤" if lower_is_better(metric) else "≥"
@@ -127,7 +127,7 @@ def _row(stat: Mapping[str, Any], values: Sequence[float], missing: Missing) -> 
     metric = str(stat.get("metric"))
     mean = stat.get("mean")
     ci = f"{fmt(stat.get('ci95_low'), 2)} – {fmt(stat.get('ci95_high'), 2)}" if stat.get("ci95_low") is not None else ""
-    shown = fmt(mean) if mean is not None else _no_value(metric, missing)
+    shown = fmt(mean) if mean is not None else no_value(metric, missing)
     return (f'<tr data-metric="{esc(metric)}"><td><span class="mname">{esc(display_name(metric))}</span>'
             f'{"" if display_name(metric) == metric else f" <code>{esc(metric)}</code>"}</td>'
             f'<td class="num">{_arrow(metric)}</td><td class="num mean">{shown}</td><td class="num">{ci}</td>'

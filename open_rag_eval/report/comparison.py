@@ -1,0 +1,174 @@
+"""The report comparing two or more results folders (``open-rag-eval report A B [C ...]``).
+
+The first folder is the baseline. For each later one: its headline metrics beside the baseline's, and the
+paired difference over the queries both have (``report.compare``: bootstrap CI, permutation p, Holm within the
+headline metrics). Then every metric by family (folded) and a per-query table of the headline metrics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.report.compare import Comparison, compare
+from open_rag_eval.report.drilldown import esc, fmt, missing_counts
+from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
+from open_rag_eval.report.html_report import (RunData, _cost, _grouped, _page, _query_means, _relative,
+                                              load_run)
+from open_rag_eval.report.loader import load_results
+from open_rag_eval.report.missing import FAILED
+from open_rag_eval.report.names import display_name, family, family_title, is_tally, lower_is_better, short_name
+from open_rag_eval.report.summary import no_value, value_text
+
+__all__ = ["render_comparison", "write_comparison"]
+
+
+def _labels(runs: Sequence[RunData]) -> list[str]:
+    """Folder names, made unique with their parent's name (never a whole path)."""
+    labels = [r.label for r in runs]
+    for i, run in enumerate(runs):
+        if labels.count(run.label) > 1:
+            labels[i] = f"{run.directory.resolve().parent.name}/{run.label}"
+    return [label if labels.count(label) == 1 else f"{label} #{i + 1}" for i, label in enumerate(labels)]
+
+
+def _runs_table(runs: Sequence[RunData], labels: Sequence[str]) -> str:
+    rows = []
+    for letter, (run, label) in enumerate(zip(runs, labels)):
+        judge = (run.manifest.get("judge") or {}).get("model") or "none"
+        badge = ' <span class="badge sim">SIMULATED</span>' if run.simulated else ""
+        role = "baseline" if letter == 0 else "candidate"
+        rows.append(f'<tr data-run="{esc(label)}"><td><b>{chr(65 + letter)}</b> {esc(label)} '
+                    f'<span class="muted">({role})</span></td>'
+                    f'<td>{esc(_relative((run.manifest.get("input") or {}).get("path")))}</td>'
+                    f'<td>{esc(run.manifest.get("created") or "–")}</td><td>{esc(judge)}{badge}</td>'
+                    f'<td class="num">{len(run.outputs)}</td><td>{esc(_cost(run))}</td></tr>')
+    return ('<div class="scroll"><table id="runs"><thead><tr><th>run</th><th>evaluated</th><th>created</th>'
+            '<th>judge</th><th class="num">outputs</th><th>cost</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>')
+
+
+def _diff(row: dict[str, Any] | None, metric: str, reason: str | None) -> str:
+    if row is None:
+        return f'<div class="diff muted">not compared{": " + esc(reason) if reason else ""}</div>'
+    verdict = "better" if row["better"] else "worse" if row["worse"] else "same"
+    text = {"better": "better", "worse": "worse", "same": "no significant difference"}[verdict]
+    scale = 100.0 if metric == "no_answer.answered" else 1.0
+    unit = " pts" if scale == 100.0 else ""
+    return (f'<div class="diff {verdict}" data-verdict="{verdict}">Δ {scale * row["diff"]:+.2f}{unit} '
+            f'<span class="muted">[{scale * row["ci95_low"]:+.2f}, {scale * row["ci95_high"]:+.2f}] · '
+            f'p {row["p_value"]:.3g} · n {row["n"]}</span> <b>{text}</b></div>')
+
+
+def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Sequence[str],
+                    targets: dict[str, float], comparisons: Sequence[Comparison]) -> str:
+    head = "".join(f'<th>{chr(65 + i)} {esc(label)}</th>' for i, label in enumerate(labels))
+    rows = []
+    for metric in metrics:
+        target = target_for(metric, targets)
+        cells = []
+        for i, run in enumerate(runs):
+            stat = run.stats.get(metric) or {}
+            mean = stat.get("mean")
+            ci = (f'<div class="muted">[{value_text(metric, stat["ci95_low"])}, '
+                  f'{value_text(metric, stat["ci95_high"])}]</div>' if stat.get("ci95_low") is not None else "")
+            diff = ""
+            if i > 0:
+                found = next((r for r in comparisons[i - 1].rows if r["metric"] == metric), None)
+                diff = _diff(found, metric, comparisons[i - 1].skipped.get(metric))
+            shown = value_text(metric, mean) if mean is not None else no_value(metric, run.missing)
+            cells.append(f'<td class="cmp {status(metric, mean, target)}"><b>{shown}</b>'
+                         f'{ci}{diff}</td>')
+        sign = "≤" if lower_is_better(metric) else "≥"
+        goal = f"target {sign} {value_text(metric, target)}" if target is not None else "no target"
+        rows.append(f'<tr data-metric="{esc(metric)}"><td><span class="mname">{esc(display_name(metric))}</span> '
+                    f'<span class="dir">{"↓" if lower_is_better(metric) else "↑"}</span><div class="muted">'
+                    f'{esc(metric)} · {goal}</div></td>{"".join(cells)}</tr>')
+    return (f'<div class="scroll"><table id="headline-compare"><thead><tr><th>metric</th>{head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div>'
+            '<p class="legend">Each later run against A (the baseline) over the queries both have, a query\'s value '
+            'being the mean over its runs: Δ with its 95% bootstrap CI and permutation p-value; "better"/"worse" '
+            'only when significant at 0.05 after Holm correction across the metrics of this table. Cell colour: '
+            'the run\'s value against the metric\'s target.</p>')
+
+
+def _families(runs: Sequence[RunData], labels: Sequence[str]) -> str:
+    metrics: dict[str, None] = {}
+    for run in runs:
+        metrics.update(dict.fromkeys(m for m in run.stats if not is_tally(m)))
+    groups: dict[str, list[str]] = {}
+    for metric in metrics:
+        groups.setdefault(family(metric), []).append(metric)
+    head = "".join(f'<th class="num">{chr(65 + i)}</th>' for i in range(len(labels)))
+    sections = []
+    for name, names in sorted(groups.items(), key=lambda item: item[0] == "spread"):
+        body = "".join(f'<tr data-metric="{esc(m)}"><td>{esc(m)}</td><td class="num"><span class="dir">'
+                       f'{"↓" if lower_is_better(m) else "↑"}</span></td>'
+                       + "".join(f'<td class="num">{fmt((run.stats.get(m) or {}).get("mean"))}</td>' for run in runs)
+                       + "</tr>" for m in names)
+        sections.append(f'<details class="family" data-family="{esc(name)}"><summary><b>{esc(family_title(name))}'
+                        f'</b> <span class="muted">· {len(names)} metrics</span></summary><div class="scroll">'
+                        f'<table class="metrics"><thead><tr><th>metric</th><th class="num">±</th>{head}</tr>'
+                        f'</thead><tbody>{body}</tbody></table></div></details>')
+    return f'<div id="families">{"".join(sections)}</div>'
+
+
+def _queries(runs: Sequence[RunData], metrics: Sequence[str]) -> str:
+    per_run = [{qid: (query, outs, cross) for qid, query, outs, cross in _grouped(r.outputs, r.queries)} for r in runs]
+    order = list(dict.fromkeys(q for groups in per_run for q in groups))
+    rows = []
+    for qid in order:
+        query = next(g[qid][0] for g in per_run if qid in g)
+        means = [_query_means(g[qid][1]) if qid in g else {} for g in per_run]
+        failed = sum(missing_counts([*g[qid][1], g[qid][2]])[FAILED] for g in per_run if qid in g)
+        cells = []
+        for metric in metrics:
+            values = [m.get(metric) for m in means]
+            first, last = values[0], values[-1]
+            delta = "" if first is None or last is None else last - first
+            cells.append(f'<td class="num" data-key="{esc(metric)}" data-v="{delta}">'
+                         f'{" → ".join(fmt(v, 2) for v in values)}</td>')
+        rows.append(f'<tr data-failed="{failed}"><td data-key="id" data-v="{esc(qid)}">{esc(qid)}</td>'
+                    f'<td class="q">{esc(query)}</td>{"".join(cells)}'
+                    f'<td class="num" data-key="failed" data-v="{failed}">{failed}</td></tr>')
+    head = "".join(f'<th class="num" data-sort="{esc(m)}" title="{esc(display_name(m))}">{esc(short_name(m))}</th>'
+                   for m in metrics)
+    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">largest drop in '
+                      f'{esc(short_name(m))}</option>' for m in metrics)
+    controls = ('<div class="controls"><input id="filter" type="search" placeholder="filter queries" '
+                f'aria-label="filter queries"><select id="worst" aria-label="sort"><option value="">sort…</option>'
+                f'{options}</select><label><input id="only-failed" type="checkbox"> with failures only</label>'
+                f'<span class="muted"><span id="shown">{len(order)}</span> shown</span></div>')
+    return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
+            f'<th>query</th>{head}<th class="num" data-sort="failed">failed</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table></div><p class="legend">Each cell: the query\'s mean in A → B '
+            '(→ ...); sorting uses the change from the first run to the last.</p>')
+
+
+def render_comparison(directories: Sequence[Path], *, seed: int = 0, resamples: int = 10_000) -> str:
+    """The HTML page comparing two or more results folders (the first is the baseline)."""
+    runs = [load_run(Path(d)) for d in directories]
+    labels = _labels(runs)
+    chosen, targets = report_options(runs[0].manifest)
+    present = [m for run in runs for m in run.stats]
+    metrics = headline_metrics(present, chosen or None)
+    sets = [load_results(Path(d)) for d in directories]
+    comparisons = [compare(sets[0], other, metrics, seed=seed, resamples=resamples) for other in sets[1:]]
+    per_output = {m for run in runs for o in run.outputs for m, v in (o.get("scores") or {}).items() if v is not None}
+    banner = ('<p class="banner">At least one of these runs used the simulated judge: its numbers test the '
+              'pipeline, they are not real judgments.</p>') if any(r.simulated for r in runs) else ""
+    body = (f'<h1>open-rag-eval comparison</h1>{banner}'
+            f'{_headline_table(runs, labels, metrics, targets, comparisons)}'
+            f'<h2>Runs</h2>{_runs_table(runs, labels)}'
+            f'<h2>All metrics</h2>{_families(runs, labels)}'
+            f'<h2>Queries</h2>{_queries(runs, [m for m in metrics if m in per_output])}')
+    return _page("open-rag-eval comparison", body)
+
+
+def write_comparison(directories: Sequence[Path], path: Path, **kwargs: Any) -> Path:
+    """Write the comparison page to ``path`` (atomically) and return it."""
+    from open_rag_eval.fileio import atomic_write_text
+
+    atomic_write_text(Path(path), render_comparison(directories, **kwargs))
+    return Path(path)
