@@ -61,8 +61,8 @@ class JudgeError(OpenRagEvalError):
 class JudgeCallError(JudgeError):
     """One judge call failed for good (after retries, or on a non-retryable reply).
 
-    ``refused``: the endpoint answered but declined this request -- an empty reply, or a 4xx such as a content
-    filter. The methods treat that like an empty completion (UMBRELA: grade 0, invalid), unlike a transport failure.
+    ``refused``: the judge model declined in words (a refusal). Like every other failure it is a missing value
+    with its reason, never a grade; the flag only tells a refusal from a failed call.
     """
 
     def __init__(self, message: str, *, refused: bool = False) -> None:

@@ -22,7 +22,7 @@ from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.judge.config import SIMULATED_FINGERPRINT_PREFIX
+from open_rag_eval.judge.config import is_simulated_fingerprint
 from open_rag_eval.manifest import build_manifest
 from open_rag_eval.results import write_results
 from open_rag_eval.scoring.stats import Aggregate
@@ -173,12 +173,13 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
 
 def _simulated(judge: Judge | None) -> bool:
-    """Started as the simulated judge, or answered by one (e.g. a `simulate-judge` server named as base_url)."""
+    """Started as the simulated judge, or answered by one (a `simulate-judge` server named as base_url): its
+    fingerprints carry a check a real endpoint's cannot pass by chance, whatever they start with."""
     if judge is None:
         return False
     accounting = getattr(judge, "accounting", None)
     seen = accounting.snapshot()["fingerprints"] if accounting is not None else []
-    return judge.simulated or any(str(fp).startswith(SIMULATED_FINGERPRINT_PREFIX) for fp in seen)
+    return judge.simulated or any(is_simulated_fingerprint(fp) for fp in seen)
 
 
 def _write_report(out: Path) -> None:

@@ -63,6 +63,24 @@ class Reply:
         return cls(status, body, headers, delay_s)
 
     @classmethod
+    def shaped(cls, message: dict[str, Any] | None = None, *, finish_reason: Any = "stop", usage: Any = "default",
+               fingerprint: Any = "fp_test", drop: tuple[str, ...] = ()) -> Reply:
+        """A 200 whose body departs from the usual shape: any ``message`` (content null, missing, a list of parts,
+        a refusal), any ``finish_reason``, any ``usage`` (``"default"``: 10 + 2; ``None``: the key left out), any
+        fingerprint; ``drop`` removes top-level keys."""
+        body = completion_body("x", fingerprint=None)
+        body["system_fingerprint"] = fingerprint
+        body["choices"][0] = {"index": 0, "finish_reason": finish_reason,
+                              "message": {"role": "assistant", "content": "2"} if message is None else message}
+        if usage is None:
+            del body["usage"]
+        elif usage != "default":
+            body["usage"] = usage
+        for key in drop:
+            body.pop(key, None)
+        return cls(200, body)
+
+    @classmethod
     def malformed(cls) -> Reply:
         return cls(200, '{"id": "chatcmpl-broken", "choices": [')
 

@@ -119,14 +119,29 @@ def test_outage_breaker_by_count_and_by_time() -> None:
     assert breaker.tripped and breaker.reason is not None and breaker.reason.endswith("last error: e")
 
     time = FakeTime()
-    timed = OutageBreaker(after_failures=100, after_s=60.0, clock=time.clock)
+    timed = OutageBreaker(after_failures=3, after_s=60.0, clock=time.clock)
     timed.failure("x")
     time.now = 61.0
-    assert not timed.tripped
     timed.failure("y")
-    assert timed.tripped
+    time.now = 100.0
+    timed.failure("z")  # three failures, but "x" left the window: no outage
+    assert not timed.tripped and timed.consecutive == 2
+    time.now = 120.0
+    timed.failure("w")  # y, z, w within 60 s with no success
+    assert timed.tripped and "3 judge calls failed within 59s" in (timed.reason or "")
     timed.success()
     assert timed.tripped  # stays down once decided
+
+
+def test_outage_breaker_forgets_failures_spread_over_a_long_run() -> None:
+    """One failure every 6 minutes for hours is not an outage (the old breaker, timed from the first failure of
+    an unbroken streak, stopped such a run)."""
+    time = FakeTime()
+    breaker = OutageBreaker(after_failures=10, after_s=300.0, clock=time.clock)
+    for minute in range(0, 600, 6):
+        time.now = minute * 60.0 + 1
+        breaker.failure("timed out")
+    assert not breaker.tripped and breaker.consecutive == 1
 
 
 def test_a_cancelled_waiter_does_not_swallow_the_freed_slot() -> None:

@@ -23,11 +23,13 @@ def test_yes_no_and_the_rendered_prompt() -> None:
     assert _answered("yes")[:2] == (1.0, "yes")
 
 
-def test_unparseable_is_asked_once_more_then_missing() -> None:
-    value, label, judge = _answered("Yes, it attempts", "maybe")
-    assert (value, label) == (None, None) and len(judge.calls) == 2
-    assert [c.sample for c in judge.calls] == [0, 1000]
-    assert _answered("Yes, it attempts", "yes")[:2] == (1.0, "yes")
+def test_unparseable_is_missing_without_a_byte_identical_re_ask() -> None:
+    """The re-ask would be the same greedy request with the same seed: it is not sent (it could only repeat)."""
+    value, label, judge = _answered("Yes, it attempts", "yes")
+    assert (value, label) == (None, None) and len(judge.calls) == 1
+    (score,), _ = no_answer_result(make_output(), asyncio.run(
+        NoAnswerClassifier(NoAnswerOptions()).classify(ScriptedJudge().add(task_is("no_answer"), "hmm"), make_output())))
+    assert score.value is None and "a re-ask would have been identical" in (score.error or "")
 
 
 def test_failed_call_is_missing_with_reason() -> None:

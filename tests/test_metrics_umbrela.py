@@ -76,12 +76,12 @@ def test_unpadded_precision_beyond_the_list_is_missing_with_reason() -> None:
     assert p5.value is None and "k exceeds" in (p5.error or "")
 
 
-def test_a_declined_request_is_grade_0_invalid_and_a_transport_failure_is_no_grade() -> None:
-    """docs/methods.md: an empty reply or an API refusal (content filter) is grade 0, valid=False; an outage is not."""
-    judge = ScriptedJudge().add(task_is("umbrela", "declined"), JudgeCallError("HTTP 400: content filter", refused=True))
+def test_a_declined_request_and_a_transport_failure_are_both_no_grade() -> None:
+    """docs/methods.md: a refusal, a content filter or an outage is a missing grade with its reason -- never grade 0."""
+    judge = ScriptedJudge().add(task_is("umbrela", "declined"), JudgeCallError("the judge refused: no", refused=True))
     judge.add(task_is("umbrela", "broken"), JudgeCallError("judge call failed after 7 attempts: HTTP 500"))
     declined = asyncio.run(UmbrelaGrader().grade(judge, "q", Passage(id="1", text="declined passage")))
     broken = asyncio.run(UmbrelaGrader().grade(judge, "q", Passage(id="2", text="broken passage")))
-    assert (declined.grade, declined.valid, declined.status) == (0, False, "defaulted")
-    assert "declined" in (declined.reason or "") and "content filter" in (declined.reason or "")
+    assert (declined.grade, declined.valid, declined.status) == (None, False, "failed")
+    assert "the judge refused" in (declined.reason or "")
     assert (broken.grade, broken.status) == (None, "failed")

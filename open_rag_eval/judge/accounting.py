@@ -60,6 +60,7 @@ class TaskStats:
     failures: int = 0  # requests that ended in an error
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    usage_unknown: int = 0  # replies without valid token counts: the cost of a priced model is then unknown
 
     def add(self, other: TaskStats) -> None:
         for name, value in asdict(other).items():
@@ -78,15 +79,20 @@ class Accounting:
     def task(self, name: str) -> TaskStats:
         return self.tasks.setdefault(name, TaskStats())
 
-    def usage(self, task: str, prompt_tokens: int, completion_tokens: int, fingerprint: str | None) -> None:
+    def usage(self, task: str, prompt_tokens: int | None, completion_tokens: int | None,
+              fingerprint: str | None) -> None:
+        """One reply's usage; ``None`` counts (missing or invalid in the reply) make the cost unknown, never $0."""
         stats = self.task(task)
-        stats.prompt_tokens += prompt_tokens
-        stats.completion_tokens += completion_tokens
-        if fingerprint:
+        if prompt_tokens is None or completion_tokens is None:
+            stats.usage_unknown += 1
+        else:
+            stats.prompt_tokens += prompt_tokens
+            stats.completion_tokens += completion_tokens
+        if isinstance(fingerprint, str) and fingerprint:
             self.fingerprints.add(fingerprint)
 
     def cost(self, stats: TaskStats) -> float | None:
-        if self.price is None:
+        if self.price is None or stats.usage_unknown:
             return None
         dollars = stats.prompt_tokens * self.price.input + stats.completion_tokens * self.price.output
         return round(dollars / 1_000_000, 8)

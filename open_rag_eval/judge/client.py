@@ -14,10 +14,9 @@ import asyncio
 import ipaddress
 import logging
 import os
-import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,6 +31,7 @@ from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
+from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
@@ -50,50 +50,12 @@ DEFAULT_CACHE = ".open-rag-eval/cache.sqlite"
 
 log = logging.getLogger("open_rag_eval.judge")
 
-_RETRY_STATUS = {408, 409, 429}
-_DOWN_STATUS = {401, 403, 404}  # wrong key, no access, wrong base_url/model: every later call would fail too
-_THINK_PAIR = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
-_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
-_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
 
 
 SIMULATED_ENDPOINT = "simulated://judge"
 # sampling params the methods set themselves (docs/methods.md)
 METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens",
                            "max_completion_tokens", "seed"})
-
-
-def strip_reasoning(text: str) -> str:
-    """Remove reasoning blocks: paired tags, a cut-off opening tag (drops the rest), a lone closing tag."""
-    text = _THINK_PAIR.sub("", text)
-    opening = _THINK_OPEN.search(text)
-    if opening:
-        text = text[: opening.start()]
-    closings = list(_THINK_CLOSE.finditer(text))
-    if closings:
-        text = text[closings[-1].end():]
-    return text.strip()
-
-
-@dataclass(frozen=True)
-class _Failure:
-    kind: str  # "retry" | "fail" | "down"
-    reason: str
-    retry_after: float | None = None
-    rate_limited: bool = False
-
-
-@dataclass(frozen=True)
-class _Reply:
-    raw: str
-    prompt_tokens: int
-    completion_tokens: int
-    fingerprint: str | None
-    finish_reason: str | None
-
-
-class _Malformed(Exception):
-    pass
 
 
 class OpenAIJudge:
@@ -105,6 +67,7 @@ class OpenAIJudge:
                  params: Mapping[str, Any] | None = None, drop_params: Sequence[str] = (),
                  timeout_s: float = 60.0, http_client: httpx2.AsyncClient | None = None,
                  simulated: bool = False, key_name: str = "the API key variable", owns_cache: bool = False,
+                 context_tokens: int | None = None, max_tokens_param: str = "max_tokens",
                  sleep: Sleep = asyncio.sleep) -> None:
         self.model, self.simulated = model, simulated
         self.base_url = base_url.rstrip("/")
@@ -114,6 +77,7 @@ class OpenAIJudge:
         self.accounting = accounting or Accounting(model)
         self.params, self.drop_params = dict(params or {}), frozenset(drop_params)
         self.timeout_s, self._key_name, self._sleep = timeout_s, key_name, sleep
+        self.context_tokens, self.max_tokens_param = context_tokens, max_tokens_param
         self._secret = api_key
         self._owns_cache, self._owns_http = owns_cache, http_client is None
         self._http_client = http_client
@@ -149,8 +113,13 @@ class OpenAIJudge:
         return replace(completion, cached=True) if follower else completion
 
     def final_params(self, method_params: Mapping[str, Any]) -> dict[str, Any]:
-        """The method's params, updated by ``judge.params``, minus ``judge.drop_params``."""
+        """The method's params, updated by ``judge.params``, the reply cap under ``judge.max_tokens_param``'s name,
+        minus ``judge.drop_params``."""
         merged = {**method_params, **self.params}
+        other = "max_tokens" if self.max_tokens_param == "max_completion_tokens" else "max_completion_tokens"
+        if other in merged:
+            cap = merged.pop(other)
+            merged.setdefault(self.max_tokens_param, cap)
         return {name: value for name, value in merged.items() if name not in self.drop_params}
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -200,31 +169,38 @@ class OpenAIJudge:
         hit = await self._cached(key)
         if hit is not None:
             return hit, "cache"
+        self._check_fits(request.messages, params)
         reply = await self._call_api(request.task, request.messages, params, request.priority, key)
         if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
             return reply, "cache"
-        text = strip_reasoning(reply.raw)
-        if not text:
-            hint = " (cut off by the token limit: raise max_tokens)" if reply.finish_reason == "length" else ""
-            raise JudgeCallError(f"empty reply from the judge (finish_reason={reply.finish_reason}){hint}",
-                                 refused=True)
+        prompt_tokens, completion_tokens = reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0
         if self.cache is not None:
-            entry = CachedCompletion(reply.raw, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint,
-                                     self.model, _unix_now())
+            entry = CachedCompletion(reply.raw, prompt_tokens, completion_tokens, reply.fingerprint, self.model,
+                                     _unix_now())
             await self.cache.put(key, entry)
-        return Completion(text, False, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint), "api"
+        return Completion(reply.text, False, prompt_tokens, completion_tokens, reply.fingerprint), "api"
+
+    def _check_fits(self, messages: Sequence[Message], params: Mapping[str, Any]) -> None:
+        """With ``judge.context_tokens`` declared, a prompt that cannot fit with its reply fails without a call."""
+        if self.context_tokens is None:
+            return
+        prompt, reply = _prompt_tokens(messages), _reply_tokens(params)
+        if prompt + reply > self.context_tokens:
+            raise JudgeCallError(f"the prompt (about {prompt} tokens) and its reply (up to {reply} tokens) do not fit "
+                                 f"judge.context_tokens ({self.context_tokens}); no call was made")
 
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
-                        priority: int = 0, key: str | None = None) -> _Reply | Completion:
+                        priority: int = 0, key: str | None = None) -> Judgment | Completion:
         stats = self.accounting.task(task)
         sdk = self._sdk()  # built (and imported) before queueing, so the wait for a slot is the only wait
-        estimate = _estimate_tokens(messages, params)
+        estimate = _prompt_tokens(messages) + _reply_tokens(params)
         body = [{"role": role, "content": content} for role, content in messages]
         last = "no attempt made"
         for attempt in range(self.retry.max_retries + 1):
             self._check_available()
             if attempt:
                 stats.retries += 1
+            started = time.monotonic()
             try:
                 # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
                 # dead endpoint trips the outage breaker after a few calls, not after every queued call's first try
@@ -233,91 +209,67 @@ class OpenAIJudge:
                         return hit
                     if attempt == 0:
                         stats.calls += 1
+                    started = time.monotonic()
                     # the SDK's own POST: its errors, auth and retries-off, without re-validating our request
                     # and response through its typed models (half the client's CPU per call)
                     response = await sdk.post("/chat/completions", cast_to=object,
                                               body={**params, "model": self.model, "messages": body},
                                               options={"timeout": self.timeout_s})
-                reply = _extract(response)
-            except (_openai().OpenAIError, httpx2.HTTPError, ValueError, _Malformed) as error:
-                failure = self._classify(error)
-                failure = replace(failure, reason=self._redact(failure.reason))
-                if failure.kind != "retry":
-                    return self._give_up(failure)
-                if failure.rate_limited:
-                    self.limiter.concurrency.rate_limited()
-                last = failure.reason
-                if attempt < self.retry.max_retries:
-                    wait = self.retry.delay(attempt, failure.retry_after)
-                    log.info("judge: %s; retry %d/%d in %.2fs", last, attempt + 1, self.retry.max_retries, wait)
-                    await self._sleep(wait)
-                continue
-            self.breaker.success()
-            await self.limiter.concurrency.succeeded()
-            self.limiter.used_tokens(estimate, reply.prompt_tokens + reply.completion_tokens)
-            self.accounting.usage(task, reply.prompt_tokens, reply.completion_tokens, reply.fingerprint)
-            return reply
+                reply = classify_body(response)
+            except (_openai().OpenAIError, httpx2.HTTPError, ValueError) as error:
+                reply = self._classify(error)
+            if isinstance(reply, Judgment):
+                self.breaker.success()
+                await self.limiter.concurrency.succeeded()
+                self._count_usage(task, estimate, reply.usage, reply.fingerprint)
+                return reply
+            failure = replace(reply, reason=self._redact(reply.reason))
+            if failure.usage is not None:  # a 200 that is no judgment still used (and cost) tokens
+                self._count_usage(task, estimate, failure.usage, None)
+            if failure.overload:
+                # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent
+                self.limiter.concurrency.overloaded(failure.reason, None if failure.rate_limited else started)
+            if failure.kind != "retry":
+                return self._give_up(failure)
+            last = failure.reason
+            if attempt < self.retry.max_retries:
+                wait = self.retry.delay(attempt, failure.retry_after)
+                log.info("judge: %s; retry %d/%d in %.2fs", last, attempt + 1, self.retry.max_retries, wait)
+                await self._sleep(wait)
         self.breaker.failure(last)
         self._check_available()
         raise JudgeCallError(self._redact(f"judge call failed after {self.retry.max_retries + 1} attempts: {last}"))
 
-    def _give_up(self, failure: _Failure) -> _Reply:
+    def _count_usage(self, task: str, estimate: int, usage: Usage, fingerprint: str | None) -> None:
+        if usage.known:
+            self.limiter.used_tokens(estimate, (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
+        elif usage.problem is not None and usage.problem.startswith("invalid"):
+            log.warning("judge: %s; its cost is unknown", usage.problem)
+        self.accounting.usage(task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
+
+    def _give_up(self, failure: Failure) -> Judgment:
         if failure.kind == "down":
             self.breaker.trip(failure.reason)
             raise JudgeUnavailable(self._redact(failure.reason))
         raise JudgeCallError(self._redact(failure.reason), refused=failure.kind == "refuse")
 
-    def _classify(self, error: BaseException) -> _Failure:
+    def _classify(self, error: BaseException) -> Failure:
         openai = _openai()
         if isinstance(error, openai.APITimeoutError):
-            return _Failure("retry", f"timed out after {self.timeout_s:g}s")
+            return Failure("retry", f"timed out after {self.timeout_s:g}s", overload=True)
         if isinstance(error, openai.APIConnectionError):
-            return _Failure("retry", f"cannot connect to {_safe_url(self.base_url)}")
+            return Failure("retry", f"cannot connect to {_safe_url(self.base_url)}")
         if isinstance(error, openai.APIStatusError):
-            return self._classify_status(error)
+            code = error.code if isinstance(error.code, str) else None
+            return classify_status(error.status_code, code, error.param, self._redact(_server_message(error)),
+                                   model=self.model, key_name=self._key_name,
+                                   retry_after=parse_retry_after(error.response.headers))
         if isinstance(error, httpx2.HTTPError):
-            return _Failure("retry", f"transport error ({type(error).__name__})")
-        return _Failure("retry", f"malformed reply from the judge ({_short(str(error))})")
-
-    def _classify_status(self, error: openai.APIStatusError) -> _Failure:
-        status, message = error.status_code, _short(_server_message(error))
-        if status == 429 and error.code == "insufficient_quota":
-            return _Failure("down", f"the judge account has no quota left (HTTP 429: {message})")
-        if status in _RETRY_STATUS or status >= 500:
-            retry_after = parse_retry_after(error.response.headers)
-            return _Failure("retry", f"HTTP {status}: {message}", retry_after, rate_limited=status == 429)
-        if status in (401, 403):
-            return _Failure("down", f"the judge endpoint refused the credentials (HTTP {status}: {message}); "
-                                    f"check the key in the environment variable {self._key_name}")
-        if status == 404:
-            return _Failure("down", f"the judge endpoint has no such model or path (HTTP 404: {message}); "
-                                    f"check judge.model ('{self.model}') and judge.base_url")
-        unsupported = _unsupported_param(error)
-        if unsupported is not None:
-            return _Failure("fail", f"the endpoint rejected the parameter '{unsupported}' for model "
-                                    f"'{self.model}' (HTTP {status}: {message}); remove it from judge.params "
-                                    f"or add it to judge.drop_params")
-        return _Failure("refuse", f"HTTP {status}: {message}")
+            return Failure("retry", f"transport error ({type(error).__name__})")
+        return Failure("retry", f"malformed reply from the judge ({_short(str(error))})")
 
     def _redact(self, text: str) -> str:
         return text.replace(self._secret, "***") if len(self._secret) >= 4 else text
-
-
-def _extract(response: Any) -> _Reply:
-    """The reply's text, usage and fingerprint from the chat-completion JSON."""
-    try:
-        choice = response["choices"][0]
-        content = choice["message"].get("content")
-        usage = response.get("usage") or {}
-        return _Reply(
-            raw=content if isinstance(content, str) else "",
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            fingerprint=response.get("system_fingerprint"),
-            finish_reason=choice.get("finish_reason"),
-        )
-    except (KeyError, IndexError, TypeError, AttributeError, ValueError):
-        raise _Malformed("the reply is not a chat completion") from None
 
 
 def _server_message(error: openai.APIStatusError) -> str:
@@ -331,25 +283,14 @@ def _server_message(error: openai.APIStatusError) -> str:
     return error.message
 
 
-def _unsupported_param(error: openai.APIStatusError) -> str | None:
-    message = _server_message(error)
-    lowered = message.lower()
-    named = error.code in ("unsupported_parameter", "unsupported_value") or any(
-        marker in lowered for marker in ("unsupported parameter", "unsupported value", "not supported",
-                                         "unrecognized request argument", "extra inputs are not permitted",
-                                         "unknown parameter"))
-    if not named:
-        return None
-    if error.param:
-        return str(error.param)
-    quoted = re.search(r"['\"`]([A-Za-z_][A-Za-z0-9_.]*)['\"`]", message)
-    return quoted.group(1) if quoted else "?"
+def _prompt_tokens(messages: Sequence[Message]) -> int:
+    """A rough count (4 characters a token, 4 per message): enough for pacing and the context budget."""
+    return sum(len(content) // 4 + 4 for _, content in messages)
 
 
-def _estimate_tokens(messages: Sequence[Message], params: Mapping[str, Any]) -> int:
-    prompt = sum(len(content) // 4 + 4 for _, content in messages)
+def _reply_tokens(params: Mapping[str, Any]) -> int:
     limit = params.get("max_completion_tokens", params.get("max_tokens", 0))
-    return prompt + (limit if isinstance(limit, int) else 0)
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else 0
 
 
 def _safe_url(url: str) -> str:
@@ -392,6 +333,7 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
         accounting=Accounting(config.model, price_for(config.model, config.prices)),
         params=config.params, drop_params=config.drop_params, timeout_s=config.timeout_s,
         http_client=http_client, simulated=simulated, key_name=config.api_key_env, owns_cache=True,
+        context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param,
     )
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJudgeConfig"]
+__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJudgeConfig", "is_simulated_fingerprint",
+           "simulated_fingerprint"]
 
 
 class _Strict(BaseModel):
@@ -21,6 +23,26 @@ class Price(_Strict):
 
 
 SIMULATED_FINGERPRINT_PREFIX = "fp_sim_"  # the simulated judge's system_fingerprint starts with this
+_SIGNATURE = "open-rag-eval simulated judge"
+
+
+def _check(body: str) -> str:
+    return hashlib.sha256(f"{_SIGNATURE}|{body}".encode()).hexdigest()[:12]
+
+
+def simulated_fingerprint(material: str) -> str:
+    """The simulated judge's fingerprint: the prefix, a digest of ``material`` and a check of both. A real endpoint
+    whose fingerprint merely starts with the prefix does not pass ``is_simulated_fingerprint``."""
+    body = hashlib.sha256(material.encode()).hexdigest()[:10]
+    return f"{SIMULATED_FINGERPRINT_PREFIX}{body}_{_check(body)}"
+
+
+def is_simulated_fingerprint(fingerprint: object) -> bool:
+    """Whether a reply's fingerprint was made by our simulated judge (a string with the prefix and a valid check)."""
+    if not isinstance(fingerprint, str) or not fingerprint.startswith(SIMULATED_FINGERPRINT_PREFIX):
+        return False
+    body, _, check = fingerprint[len(SIMULATED_FINGERPRINT_PREFIX):].partition("_")
+    return bool(body) and check == _check(body)
 
 
 class SimulatedJudgeConfig(_Strict):
@@ -49,6 +71,10 @@ class JudgeConfig(_Strict):
     cache: str | bool = ".open-rag-eval/cache.sqlite"  # a path, or false
     params: dict[str, Any] = {}  # passed through to every request (seed, max_tokens, ...), over the method's
     drop_params: list[str] = []  # params the model rejects (e.g. temperature for reasoning models)
+    # the name the reply's token cap is sent under: reasoning models (o1, o3, gpt-5...) want max_completion_tokens
+    max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    # the model's context size in tokens, when known: a prompt that cannot fit with its reply fails without a call
+    context_tokens: int | None = Field(None, ge=1)
     prices: Price | dict[str, Price] | None = None  # for this model, or per model name; over the built-in table
     simulated: SimulatedJudgeConfig | None = None  # start the loopback simulated judge and use it
     # retry pacing: full-jitter exponential backoff, and the longest server Retry-After we honour

@@ -12,6 +12,7 @@ import itertools
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -108,13 +109,20 @@ class AdaptiveConcurrency:
                 future.set_result(None)
 
     def rate_limited(self) -> None:
+        self.overloaded("rate limited by the endpoint")
+
+    def overloaded(self, reason: str, started: float | None = None) -> None:
+        """Too much at once (a 429, a timeout, a context overflow): halve the limit. A signal about a request sent
+        before the last cut (``started``, on this object's clock) is old news and cuts nothing; without
+        ``started``, at most one cut per ``cooldown_s``."""
         self._successes = 0
         now = self._clock()
-        if not self.adaptive or self.limit == 1 or now - self._last_cut < self.cooldown_s:
+        stale = now - self._last_cut < self.cooldown_s if started is None else started < self._last_cut
+        if not self.adaptive or self.limit == 1 or stale:
             return
         self._last_cut = now
         self.limit = max(1, self.limit // 2)
-        log.warning("judge: rate limited by the endpoint; concurrency lowered to %d", self.limit)
+        log.warning("judge: %s; concurrency lowered to %d", reason, self.limit)
 
     async def succeeded(self) -> None:
         if self.limit >= self.maximum:
@@ -197,31 +205,40 @@ class RetryPolicy:
 
 
 class OutageBreaker:
-    """Decides that the endpoint is down: ``after_failures`` consecutive failed calls, or failures still coming
-    ``after_s`` seconds after the last success (or the first failure). Once tripped it stays tripped."""
+    """Decides that the endpoint is down: ``after_failures`` calls failed (after their retries) within the last
+    ``after_s`` seconds with no success since. Older failures drop out of the window, so failures spread thinly
+    over a long run never add up to an outage. Once tripped it stays tripped."""
 
     def __init__(self, after_failures: int = 10, after_s: float = 300.0, *, clock: Clock = time.monotonic) -> None:
         self.after_failures, self.after_s, self._clock = after_failures, after_s, clock
-        self.consecutive = 0
-        self._since: float | None = None
+        self._recent: deque[float] = deque()  # times of the failures in the window, oldest first
         self.reason: str | None = None
 
     @property
     def tripped(self) -> bool:
         return self.reason is not None
 
+    @property
+    def consecutive(self) -> int:
+        """Failures in the current window with no success since."""
+        self._expire(self._clock())
+        return len(self._recent)
+
     def success(self) -> None:
         if not self.tripped:
-            self.consecutive, self._since = 0, None
+            self._recent.clear()
 
     def failure(self, reason: str) -> None:
         now = self._clock()
-        self.consecutive += 1
-        if self._since is None:
-            self._since = now
-        if self.consecutive >= self.after_failures or (self.consecutive > 1 and now - self._since >= self.after_s):
-            self.trip(f"{self.consecutive} consecutive judge calls failed with no success in "
-                      f"{now - self._since:.0f}s; last error: {reason}")
+        self._expire(now)
+        self._recent.append(now)
+        if len(self._recent) >= self.after_failures:
+            self.trip(f"{len(self._recent)} judge calls failed within {now - self._recent[0]:.0f}s with no success; "
+                      f"last error: {reason}")
+
+    def _expire(self, now: float) -> None:
+        while self._recent and now - self._recent[0] > self.after_s:
+            self._recent.popleft()
 
     def trip(self, reason: str) -> None:
         if self.reason is None:

@@ -30,7 +30,7 @@ from typing import Any, Self
 from pydantic import Field
 
 from open_rag_eval import __version__
-from open_rag_eval.judge.config import SIMULATED_FINGERPRINT_PREFIX, SimulatedJudgeConfig
+from open_rag_eval.judge.config import SimulatedJudgeConfig, simulated_fingerprint
 from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, perturb, reply
 from open_rag_eval.judge.sim_http import (
     Request,
@@ -109,7 +109,7 @@ class SimulatedJudgeServer:
         self.config = base if isinstance(base, SimulatedServerConfig) else SimulatedServerConfig(**base.model_dump())
         self.host, self.port = host, port
         self.stats = ServerStats()
-        self.fingerprint = SIMULATED_FINGERPRINT_PREFIX + hashlib.sha256(f"{__version__}|{self.config.seed}".encode()).hexdigest()[:10]
+        self.fingerprint = simulated_fingerprint(f"{__version__}|{self.config.seed}")
         self._seen: dict[bytes, int] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None

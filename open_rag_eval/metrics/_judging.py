@@ -1,23 +1,27 @@
 """Ask the judge and parse the reply, re-asking a bounded number of times when the reply does not parse.
 
-Shared by the TREC metrics. A call that fails for good (``JudgeCallError``) becomes a failed answer with its reason -- unless the endpoint
-declined the request (an empty reply, a content filter: ``refused``), which the methods read as an empty completion;
-``JudgeUnavailable`` propagates (the run stops). Re-asks use a distinct ``sample`` index so a cached bad reply is
-never served again: attempt j of sample s uses index ``s + SAMPLE_STRIDE * j`` (attempt 0 keeps index s, which is
-what makes the normal judgments and test-retest sample 0 share the cache).
+Shared by the TREC metrics. A call that fails for good (``JudgeCallError``: an error status, an empty, filtered or
+cut-off reply, a refusal -- the judge client decides which, in one place) becomes a failed answer with its reason,
+never a value; ``JudgeUnavailable`` propagates (the run stops). Re-asks use a distinct ``sample`` index so a cached
+bad reply is never served again: attempt j of sample s uses index ``s + SAMPLE_STRIDE * j`` (attempt 0 keeps index
+s, which is what makes the normal judgments and test-retest sample 0 share the cache).
+
+A re-ask is sent only when it can differ from what was already sent: other messages or parameters, or sampling
+(temperature above 0 and no fixed seed). Re-sending a byte-identical greedy request would only get the same reply.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from open_rag_eval.errors import JudgeCallError
 from open_rag_eval.judge.base import Judge, JudgeRequest
 from open_rag_eval.parsing import strip_reasoning
 
-__all__ = ["SAMPLE_STRIDE", "Asked", "ask"]
+__all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
 
 T = TypeVar("T")
 SAMPLE_STRIDE = 1000
@@ -32,6 +36,23 @@ class Asked(Generic[T]):
     text: str | None = None  # the last raw reply
 
 
+def _sent(judge: Judge, request: JudgeRequest) -> tuple[str, dict[str, Any]]:
+    """What goes over the wire for ``request``: its messages and final params (after ``judge.params``)."""
+    final = getattr(judge, "final_params", None)
+    params = dict(final(request.params)) if callable(final) else dict(request.params)
+    return json.dumps(request.messages, ensure_ascii=False), params
+
+
+def can_differ(judge: Judge, request: JudgeRequest, sent: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Whether sending ``request`` after the ``sent`` ones can bring a different reply."""
+    wire = _sent(judge, request)
+    if wire not in sent:
+        return True
+    temperature = wire[1].get("temperature")
+    samples = temperature is None or (isinstance(temperature, (int, float)) and temperature > 0)
+    return samples and wire[1].get("seed") is None
+
+
 async def ask(
     judge: Judge,
     build: Callable[[float, int], JudgeRequest],
@@ -43,16 +64,21 @@ async def ask(
 ) -> Asked[T]:
     """Up to ``trials`` attempts: the first at ``temperatures[0]``, re-asks at ``temperatures[1]``."""
     text: str | None = None
-    declined: str | None = None
+    sent: list[tuple[str, dict[str, Any]]] = []
+    attempts = 0
     for attempt in range(max(1, trials)):
         temperature = temperatures[0] if attempt == 0 else temperatures[1]
+        request = build(temperature, sample + SAMPLE_STRIDE * attempt)
+        if attempt and not can_differ(judge, request, sent):
+            break
+        sent.append(_sent(judge, request))
+        attempts += 1
         try:
-            text = (await judge.complete(build(temperature, sample + SAMPLE_STRIDE * attempt))).text
+            text = (await judge.complete(request)).text
         except JudgeCallError as error:
-            if not error.refused:
-                return Asked(None, "failed", f"judge call failed: {error}", attempt + 1, text)
-            text, declined = "", f"the judge declined: {error}"
+            return Asked(None, "failed", f"judge call failed: {error}", attempts, text)
         value = parse(strip_reasoning(text))
         if value is not None:
-            return Asked(value, "ok", declined, attempt + 1, text)
-    return Asked(None, "unparsed", f"reply did not parse after {max(1, trials)} attempt(s)", max(1, trials), text)
+            return Asked(value, "ok", None, attempts, text)
+    same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
+    return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s){same}", attempts, text)

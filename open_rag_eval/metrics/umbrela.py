@@ -83,9 +83,8 @@ class UmbrelaGrader:
             return Grade(passage.id, None, False, "failed", (), replies[0].reason)
         grade = statistics.mode(value for value, _ in graded)
         valid = any(ok for value, ok in graded if value == grade)
-        declined = next((reply.reason for reply in replies if reply.reason), None)
         return Grade(passage.id, grade, valid, "ok" if valid else "defaulted", tuple(value for value, _ in graded),
-                     None if valid else f"{declined or 'unparseable reply'}: grade 0")
+                     None if valid else "unparseable reply: grade 0")
 
     async def _one(self, judge: Judge, query: str, passage: Passage, sample: int) -> Asked[tuple[int, bool]]:
         profile = self.options.parse

@@ -1,0 +1,205 @@
+"""What a judge reply *is*: the one place that decides it, for every HTTP status and every body shape.
+
+A reply is exactly one of:
+
+- a **judgment**: text for the method's parser (reasoning blocks removed, text parts of a list joined);
+- a **refusal**: the model declined in words (``message.refusal``); no method grades a refusal, so it is a failed
+  judgment whose reason says the judge refused;
+- a **failure** with a reason: an error status, a body that is not a chat completion, an empty or null content,
+  a reply cut by ``finish_reason: length`` or stopped by ``content_filter``, or a prompt that cannot fit the
+  declared context. A failure is never a grade: metrics record a missing value with this reason.
+
+Failures carry what the client does next: ``retry`` (429, 408, 409, 5xx, a body that is not a chat completion),
+``fail`` (this judgment is lost, the next may work) or ``down`` (every later call would fail too: auth, no such
+model, no quota). ``overload`` marks failures that mean "too much at once" (429, context overflow), which lower the
+adaptive concurrency. Usage is checked here too: token counts that are missing, not integers, negative or absurd
+are ``None`` (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "is_context_overflow",
+           "read_usage", "strip_reasoning"]
+
+MAX_TOKENS = 10**9  # token counts above this are not real usage
+_RETRY_STATUS = {408, 409, 429}
+_THINK_PAIR = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<(think|thinking|reasoning)>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(think|thinking|reasoning)>", re.IGNORECASE)
+_OVERFLOW_CODES = {"context_length_exceeded", "string_above_max_length", "request_too_large"}
+_OVERFLOW_WORDS = ("context length", "context window", "context size", "maximum context", "too many tokens",
+                   "prompt is too long", "input is too long", "reduce the length")
+_UNSUPPORTED_WORDS = ("unsupported parameter", "unsupported value", "not supported", "unrecognized request argument",
+                      "extra inputs are not permitted", "unknown parameter")
+
+
+def strip_reasoning(text: str) -> str:
+    """Remove reasoning blocks: paired tags, a cut-off opening tag (drops the rest), a lone closing tag."""
+    text = _THINK_PAIR.sub("", text)
+    opening = _THINK_OPEN.search(text)
+    if opening:
+        text = text[: opening.start()]
+    closings = list(_THINK_CLOSE.finditer(text))
+    if closings:
+        text = text[closings[-1].end():]
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Token counts of one reply; ``None`` when the reply did not report them (or reported nonsense)."""
+
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    problem: str | None = None  # why the counts are unknown
+
+    @property
+    def known(self) -> bool:
+        return self.prompt_tokens is not None and self.completion_tokens is not None
+
+
+@dataclass(frozen=True)
+class Judgment:
+    text: str  # reasoning removed: what the method parses
+    raw: str  # as the model wrote it (what the cache keeps)
+    usage: Usage
+    fingerprint: str | None
+    finish_reason: str | None
+
+
+@dataclass(frozen=True)
+class Failure:
+    kind: str  # "retry" | "fail" | "down" | "refuse"
+    reason: str
+    retry_after: float | None = None
+    overload: bool = False  # too much at once: lowers the adaptive concurrency
+    rate_limited: bool = False  # a 429: the endpoint says so now (not of the load when the request was sent)
+    usage: Usage | None = None  # a 200 that failed still used (and cost) tokens
+
+
+def _token_count(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and (not math.isfinite(value) or not value.is_integer()):
+        return None
+    return int(value) if 0 <= value <= MAX_TOKENS else None
+
+
+def read_usage(body: Any) -> Usage:
+    """The reply's token counts: unknown (``None``) when missing, not whole numbers, negative or above 10^9."""
+    usage = body.get("usage") if isinstance(body, dict) else None
+    if usage is None:
+        return Usage(None, None, "the reply reported no token usage")
+    if not isinstance(usage, dict):
+        return Usage(None, None, "invalid usage in the reply (not an object)")
+    prompt, completion = _token_count(usage.get("prompt_tokens")), _token_count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        shown = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
+        return Usage(None, None, f"invalid usage in the reply {_short(repr(shown), 120)}")
+    return Usage(prompt, completion)
+
+
+def _text_of(content: Any) -> str | None:
+    """A string content, or the text parts of a list of content parts joined; ``None`` when there is no text."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [part if isinstance(part, str) else part.get("text") if isinstance(part, dict) else None
+                 for part in content]
+        texts = [part for part in parts if isinstance(part, str)]
+        return "".join(texts) if texts else None
+    return None
+
+
+def classify_body(body: Any) -> Judgment | Failure:
+    """A 200 reply's body: a judgment, a refusal, or a failure with its reason. Never raises."""
+    choices = body.get("choices") if isinstance(body, dict) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return Failure("retry", "malformed reply from the judge (the reply is not a chat completion)")
+    choice = choices[0]
+    message = choice.get("message")
+    if not isinstance(message, dict):
+        return Failure("retry", "malformed reply from the judge (the reply has no message)")
+    usage = read_usage(body)
+    finish = choice.get("finish_reason")
+    finish = finish if isinstance(finish, str) else None
+    fingerprint = body.get("system_fingerprint")
+    fingerprint = fingerprint if isinstance(fingerprint, str) else None
+    raw = _text_of(message.get("content"))
+    refusal = message.get("refusal")
+    if isinstance(refusal, str) and refusal.strip():
+        return Failure("refuse", f"the judge refused: {_short(refusal)}", usage=usage)
+    if finish == "content_filter":
+        return Failure("fail", "the endpoint's content filter stopped the reply (finish_reason: content_filter)",
+                       usage=usage)
+    if finish == "length":
+        spent = "" if usage.completion_tokens is None else f" after {usage.completion_tokens} tokens"
+        return Failure("fail", f"the reply was cut off by the token limit{spent} (finish_reason: length); a "
+                               "reasoning model may have spent it thinking: see judge.max_tokens_param", usage=usage)
+    if raw is None:
+        shape = "null" if "content" in message and message["content"] is None else (
+            "missing" if "content" not in message else f"{type(message['content']).__name__} without text")
+        return Failure("fail", f"empty reply from the judge (content {shape}, finish_reason={finish})", usage=usage)
+    text = strip_reasoning(raw)
+    if not text:
+        what = "only reasoning" if raw.strip() else "empty content"
+        return Failure("fail", f"empty reply from the judge ({what}, finish_reason={finish})", usage=usage)
+    return Judgment(text, raw, usage, fingerprint, finish)
+
+
+def is_context_overflow(status: int, code: Any, message: str) -> bool:
+    """The prompt does not fit the model's context (413, or a 400 saying so in its code or words)."""
+    if status == 413 or (isinstance(code, str) and code in _OVERFLOW_CODES):
+        return True
+    lowered = message.lower()
+    return status in (400, 422) and any(word in lowered for word in _OVERFLOW_WORDS)
+
+
+def unsupported_param(code: Any, param: Any, message: str) -> str | None:
+    """The parameter an endpoint rejected as unsupported, or None when the rejection is about something else."""
+    named = code in ("unsupported_parameter", "unsupported_value") or any(
+        word in message.lower() for word in _UNSUPPORTED_WORDS)
+    if not named:
+        return None
+    if isinstance(param, str) and param:
+        return param
+    quoted = re.search(r"['\"`]([A-Za-z_][A-Za-z0-9_.]*)['\"`]", message)
+    return quoted.group(1) if quoted else "?"
+
+
+def classify_status(status: int, code: Any, param: Any, message: str, *, model: str, key_name: str,
+                    retry_after: float | None = None) -> Failure:
+    """An error status: retried, failed (this judgment only, with the server's reason) or down (every call)."""
+    message = _short(message)
+    if status == 429 and code == "insufficient_quota":
+        return Failure("down", f"the judge account has no quota left (HTTP 429: {message})")
+    if status in _RETRY_STATUS or status >= 500:
+        return Failure("retry", f"HTTP {status}: {message}", retry_after, overload=status == 429,
+                       rate_limited=status == 429)
+    if status in (401, 403):
+        return Failure("down", f"the judge endpoint refused the credentials (HTTP {status}: {message}); "
+                               f"check the key in the environment variable {key_name}")
+    if status == 404:
+        return Failure("down", f"the judge endpoint has no such model or path (HTTP 404: {message}); "
+                               f"check judge.model ('{model}') and judge.base_url")
+    if is_context_overflow(status, code, message):
+        return Failure("fail", f"the prompt does not fit the judge's context (HTTP {status}: {message}); set "
+                               "judge.context_tokens to skip such prompts without a call", overload=True)
+    unsupported = unsupported_param(code, param, message)
+    if unsupported is not None:
+        hint = {"max_tokens": "set judge.max_tokens_param: max_completion_tokens (reasoning models need it)",
+                "max_completion_tokens": "set judge.max_tokens_param: max_tokens"}.get(
+            unsupported, "remove it from judge.params or add it to judge.drop_params")
+        return Failure("fail", f"the endpoint rejected the parameter '{unsupported}' for model '{model}' "
+                               f"(HTTP {status}: {message}); {hint}")
+    return Failure("fail", f"HTTP {status}: {message}")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
