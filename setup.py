@@ -19,7 +19,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["open_rag_eval", "open_rag_eval.*", "connectors", "connectors.*"]),
     package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
-    install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24"],
+    install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
     extras_require={
         "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
         "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",

@@ -1,26 +1,38 @@
-"""What the CLI shows a person: a progress line, the dry-run plan, the final summary."""
+"""What the CLI shows a person: live progress, the dry-run plan, the final summary.
+
+Progress: on a terminal, a live display (rich) with a line per stage -- read, fetch, each evaluator, write --
+its counts, rate and ETA, the judge's calls by task with retries and cost so far, and the local models at
+work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
+judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
+off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from open_rag_eval.config import LoadedConfig
-from open_rag_eval.evaluators.base import Plan
-from open_rag_eval.pipeline import Progress, RunReport
-from open_rag_eval.report.names import is_dispersion
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.progress import Progress
 
-__all__ = ["ProgressLine", "print_plan", "print_summary"]
+if TYPE_CHECKING:
+    from open_rag_eval.config import LoadedConfig
+    from open_rag_eval.evaluators.base import Plan
+    from open_rag_eval.pipeline import RunReport
+    from open_rag_eval.types import RAGOutput
+
+__all__ = ["ProgressDisplay", "print_plan", "print_summary", "quiet_third_party"]
 
 log = logging.getLogger("open_rag_eval")
 
 SIMULATED = "SIMULATED JUDGE: these scores come from the loopback simulated judge and mean nothing about a real system"
+QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
+             "TOKENIZERS_PARALLELISM": "false"}
 
 
 def _out(text: str = "") -> None:
@@ -31,47 +43,267 @@ def _money(value: float | None) -> str:
     return "unknown (no price for this model; set judge.prices)" if value is None else f"${value:.4f}"
 
 
-class ProgressLine:
-    """Redraws one status line on a terminal (every 0.5 s), or logs one every 15 s elsewhere."""
+def quiet_third_party() -> dict[str, str | None]:
+    """Switch off the progress bars and advisory warnings of tqdm, huggingface_hub and transformers (before they
+    are imported); Python warnings go to the log at ERROR unless -v. Returns the environment to restore."""
+    saved = {name: os.environ.get(name) for name in QUIET_ENV}
+    for name, value in QUIET_ENV.items():
+        os.environ.setdefault(name, value)
+    logging.captureWarnings(True)
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        logging.getLogger("py.warnings").setLevel(logging.ERROR)
+    return saved
 
-    def __init__(self, progress: Progress, stream: TextIO) -> None:
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return f"{seconds:.0f}s" if seconds >= 10 else f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds + 0.5), 60)
+    return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
+
+
+class RetryTally(logging.Filter):
+    """Takes the judge's per-retry log lines out of the log and counts them (and holds back the breaker's line,
+    which the CLI's final error line restates)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.since_status = 0
+        self.last = ""
+        self.tripped: logging.LogRecord | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith("open_rag_eval.judge"):
+            return True
+        message = record.getMessage()
+        if record.levelno <= logging.INFO and "; retry " in message:
+            self.total += 1
+            self.since_status += 1
+            self.last = message.split("; retry ", 1)[0].removeprefix("judge: ")
+            return False
+        if message.startswith("judge endpoint unavailable"):
+            self.tripped = record
+            return False
+        return True
+
+
+class _ConsoleStream:
+    """A log handler's stream while the live display runs: lines print above the display."""
+
+    def __init__(self, console: Any) -> None:
+        self.console = console
+
+    def write(self, text: str) -> int:
+        for line in text.rstrip("\n").split("\n"):
+            if line:
+                self.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        return len(text)
+
+    def flush(self) -> None:
+        return None
+
+
+class ProgressDisplay:
+    """The progress of a run: live on a terminal, plain lines elsewhere (see the module docstring)."""
+
+    def __init__(self, progress: Progress, stream: TextIO, *, tty: bool | None = None, width: int | None = None,
+                 interval: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.progress, self.stream = progress, stream
-        self.tty = stream.isatty()
+        self.tty = stream.isatty() if tty is None else tty
+        self.width, self.interval, self.clock = width, interval, clock
+        self.tally = RetryTally()
+        self.started = clock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread: threading.Thread | None = None
+        self._live: Any = None
+        self._handlers: list[tuple[logging.Handler, Any]] = []
+        self._saved_env: dict[str, str | None] = {}
+        self._judge_snapshot: dict[str, Any] | None = None
 
-    def __enter__(self) -> ProgressLine:
-        self._thread.start()
+    # ------------------------------------------------------------------ lifecycle
+
+    def __enter__(self) -> ProgressDisplay:
+        self._saved_env = quiet_third_party()
+        console = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=self.stream, width=self.width, force_terminal=True, highlight=False)
+            self._live = Live(self, console=console, refresh_per_second=4, transient=False,
+                              redirect_stdout=False, redirect_stderr=False)
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(self.tally)
+            stream = getattr(handler, "stream", None)
+            self._handlers.append((handler, stream))
+            if console is not None and stream in (sys.stderr, self.stream) and hasattr(handler, "setStream"):
+                handler.setStream(_ConsoleStream(console))  # type: ignore[attr-defined]
+        if self._live is not None:
+            self._live.start()
+        else:
+            self._thread = threading.Thread(target=self._plain_loop, daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        from open_rag_eval.errors import JudgeUnavailable
+
         self._stop.set()
-        self._thread.join()
-        if self.tty:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
-
-    def _loop(self) -> None:
-        started = time.monotonic()
-        while not self._stop.wait(0.5 if self.tty else 15.0):
-            text = self.text(time.monotonic() - started)
-            if self.tty:
-                self.stream.write("\r\033[K" + text)
-                self.stream.flush()
+        if self._thread is not None:
+            self._thread.join()
+        if self._live is not None:
+            self._live.refresh()
+            self._live.stop()
+        for handler, stream in self._handlers:
+            handler.removeFilter(self.tally)
+            if stream is not None and hasattr(handler, "setStream"):
+                handler.setStream(stream)  # type: ignore[attr-defined]
+        for name, value in self._saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
             else:
-                log.info("%s", text)
+                os.environ[name] = value
+        if self._live is None and kind is None:
+            log.info("%s", self.status_line(final=True))
+        if self.tally.tripped is not None and not isinstance(error, JudgeUnavailable):
+            logging.getLogger(self.tally.tripped.name).handle(self.tally.tripped)
 
-    def text(self, elapsed: float) -> str:
+    def _plain_loop(self) -> None:
+        shown_stage, last = None, self.clock()
+        while not self._stop.wait(0.5):
+            now = self.clock()
+            stage = self.progress.stage
+            if stage != shown_stage and stage is not None:
+                shown_stage, last = stage, now
+                log.info("%s", self.status_line())
+            elif now - last >= self.interval or (self.tally.since_status and now - last >= self.interval / 3):
+                last = now
+                log.info("%s", self.status_line())
+
+    # ------------------------------------------------------------------ what is shown
+
+    def _judge(self) -> dict[str, Any] | None:
+        accounting = getattr(self.progress.judge, "accounting", None)
+        if accounting is None:
+            return self._judge_snapshot
+        try:
+            self._judge_snapshot = accounting.snapshot()
+        except RuntimeError:  # a counter dict changed size under us: keep the last snapshot
+            pass
+        return self._judge_snapshot
+
+    def _cost(self, total: dict[str, Any]) -> str:
+        if getattr(self.progress.judge, "simulated", False):
+            return "no cost (simulated judge)"
+        cost = total.get("cost_usd")
+        return "cost unknown (no price)" if cost is None else f"${cost:.4f} so far"
+
+    def judge_line(self, *, since_last: bool = False) -> str | None:
+        snapshot = self._judge()
+        if not snapshot:
+            return None
+        total = snapshot["total"]
+        asked = total["calls"] + total["cache_hits"]
+        parts = [f"{asked} requests ({total['calls']} calls, {total['cache_hits']} cached)"]
+        tasks = sorted(snapshot["tasks"].items(), key=lambda item: -(item[1]["calls"] + item[1]["cache_hits"]))
+        if tasks:
+            parts.append(", ".join(f"{name} {row['calls'] + row['cache_hits']}" for name, row in tasks))
+        if total.get("failures"):
+            parts.append(f"{total['failures']} failed")
+        if self.tally.total:
+            recent = f", {self.tally.since_status} since the last line" if since_last and self.tally.since_status else ""
+            parts.append(f"{self.tally.total} retries{recent} (last: {self.tally.last})")
+        parts.append(self._cost(total))
+        return " · ".join(parts)
+
+    def models_line(self, now: float) -> str | None:
+        models = self.progress.models
+        if not models:
+            return None
+        return " · ".join(f"{name} running {_duration(now - start)}" if end is None
+                          else f"{name} done in {_duration(end - start)}" for name, (start, end) in models.items())
+
+    def stage_detail(self, stage: str, now: float) -> str:
         p = self.progress
-        parts = [f"{elapsed:5.0f}s"]
-        parts += [f"{name} {done}/{p.outputs_total}" for name, done in p.done.items()]
-        accounting = getattr(p.judge, "accounting", None)
-        if accounting is not None:
-            total = accounting.snapshot()["total"]
-            parts.append(f"judge calls {total['calls']}, cache hits {total['cache_hits']}")
-            if total.get("cost_usd") is not None:
-                parts.append(f"${total['cost_usd']:.4f}")
+        start, end = p.started.get(stage), p.finished.get(stage)
+        step = p.steps.get(stage, "")
+        if stage in p.done or (stage not in ("read", "fetch", "write") and start is not None):
+            done, total = p.done.get(stage, 0), p.outputs_total
+            text = f"{done}/{total} outputs"
+            if end is not None:
+                return f"{text} in {_duration(end - (start or end))}"
+            elapsed = now - (start or now)
+            if done and elapsed > 0:
+                rate = done / elapsed
+                text += f" · {rate:.1f}/s"
+                if total > done:
+                    text += f" · ETA {_duration((total - done) / rate)}"
+            return f"{text}{' · ' + step if step else ''}"
+        if end is not None:
+            return f"done in {_duration(end - (start or end))}"
+        if start is not None:
+            return f"{step or 'working'} ({_duration(now - start)})"
+        return "waiting"
+
+    def stage_rows(self, now: float) -> list[tuple[str, str, str]]:
+        """(mark, stage, detail) per stage: ✓ finished, ▸ running, · waiting."""
+        p = self.progress
+        stages = p.stages or ([p.stage] if p.stage else [])
+        rows = []
+        for stage in stages:
+            mark = "✓" if stage in p.finished else "▸" if stage == p.stage else "·"
+            rows.append((mark, stage, self.stage_detail(stage, now)))
+        return rows
+
+    def status_line(self, *, final: bool = False) -> str:
+        """One plain line (CI, pipes): elapsed, the running stage, the judge; retries since the last line."""
+        now = self.clock()
+        p = self.progress
+        head = f"[{_duration(now - self.started):>5}]"
+        if final:
+            parts = [f"{head} done"]
+        elif p.stage is not None:
+            parts = [f"{head} {p.stage}: {self.stage_detail(p.stage, now)}"]
+        else:
+            parts = [f"{head} starting"]
+        judge = self.judge_line(since_last=True)
+        if judge:
+            parts.append(f"judge: {judge}")
+        self.tally.since_status = 0
         return " | ".join(parts)
+
+    def renderable(self, now: float | None = None) -> Any:
+        """The live display (rich): a row per stage with a bar for evaluators, then the judge and the models."""
+        from rich.console import Group
+        from rich.progress_bar import ProgressBar
+        from rich.table import Table
+        from rich.text import Text
+
+        now = self.clock() if now is None else now
+        p = self.progress
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(width=1)
+        grid.add_column(min_width=11, no_wrap=True)
+        grid.add_column(width=20)
+        grid.add_column(ratio=1)
+        for mark, stage, detail in self.stage_rows(now):
+            bar: Any = ""
+            if stage in p.done or (stage == p.stage and stage not in ("read", "fetch", "write")):
+                total = max(p.outputs_total, 1)
+                bar = ProgressBar(total=total, completed=min(p.done.get(stage, 0), total), width=20)
+            style = "green" if mark == "✓" else "bold" if mark == "▸" else "dim"
+            grid.add_row(Text(mark, style=style), Text(stage, style=style), bar, Text(detail))
+        lines: list[Any] = [grid]
+        for label, line in (("judge", self.judge_line()), ("models", self.models_line(now))):
+            if line:
+                lines.append(Text.assemble((f"  {label:<8}", "cyan"), line))
+        lines.append(Text(f"  {'elapsed':<8}{_duration(now - self.started)}", style="dim"))
+        return Group(*lines)
+
+    def __rich__(self) -> Any:
+        return self.renderable()
 
 
 def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -> None:
@@ -92,6 +324,8 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
 def print_summary(report: RunReport) -> None:
     if report.simulated:
         _out(SIMULATED)
+    from open_rag_eval.report.names import is_dispersion
+
     shown = [a for a in report.summary if not is_dispersion(a.metric)]
     width = max((len(a.metric) for a in shown), default=10)
     _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'failed':>6}")

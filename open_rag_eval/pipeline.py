@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import is_simulated_fingerprint
 from open_rag_eval.manifest import build_manifest
+from open_rag_eval.progress import Progress
 from open_rag_eval.results import write_results
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.types import EvalResult, RAGOutput
@@ -31,18 +32,6 @@ from open_rag_eval.types import EvalResult, RAGOutput
 __all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Progress:
-    """Live counters for a progress display."""
-
-    outputs_total: int = 0
-    done: dict[str, int] = field(default_factory=dict)  # evaluator -> outputs done
-    judge: Any = None
-
-    def advance(self, evaluator: str, n: int = 1) -> None:
-        self.done[evaluator] = self.done.get(evaluator, 0) + n
 
 
 @dataclass
@@ -93,12 +82,18 @@ async def arun(
     started = time.monotonic()
     out = output_dir or loaded.resolve_path(loaded.config.output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
+    progress = progress or Progress()
+    fetch = outputs is None and loaded.config.connector is not None
+    progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
+                                          *(e.name for e in evaluators), "write"]))
+    progress.begin("read", "input")
     if outputs is None and loaded.config.connector is None:
         outputs = load_outputs(loaded, limit)  # bad input fails before anything is opened or written
-    progress = progress or Progress()
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
+    progress.steps["read"] = "opening the judge"
     async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
         if outputs is None:
+            progress.begin("fetch")
             outputs = await _fetch_outputs(loaded, limit)
         _clear_stale_temps(out)
         _save_outputs(out, outputs)
@@ -106,19 +101,23 @@ async def arun(
         progress.judge = judge
         result = EvalResult()
         for evaluator in evaluators:
+            progress.begin(evaluator.name)
             ctx = Context(
                 judge=judge,
                 previous=EvalResult(scores=list(result.scores), details=list(result.details)),
                 output_dir=out,
                 extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
-                progress=lambda what, n, name=evaluator.name: progress.advance(name, n),
+                progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
             )
             result.extend(await evaluator.evaluate(outputs, ctx))
+        progress.begin("write", "results")
         simulated = _simulated(judge)
         summary = write_results(out, outputs, result, simulated)
         manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
     atomic_write_json(out / "manifest.json", manifest)
+    progress.steps["write"] = "report.html"
     _write_report(out)
+    progress.end("write")
     return RunReport(result, summary, out, manifest, simulated, outputs)
 
 

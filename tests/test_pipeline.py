@@ -99,23 +99,3 @@ def test_python_dash_m_and_fast_help() -> None:
         capture_output=True, text=True, check=True,
     )
     assert heavy.stdout.strip() == "[]"
-
-
-def test_progress_line_shows_outputs_calls_cache_hits_and_cost() -> None:
-    import io
-
-    from open_rag_eval.console import ProgressLine
-    from open_rag_eval.judge.accounting import Accounting
-    from open_rag_eval.judge.config import Price
-    from open_rag_eval.pipeline import Progress
-
-    class Judge:
-        accounting = Accounting("gpt-4o", Price(input=2.5, output=10.0))
-
-    Judge.accounting.task("umbrela").calls = 3
-    Judge.accounting.task("umbrela").cache_hits = 2
-    Judge.accounting.usage("umbrela", 2000, 10, None)
-    progress = Progress(outputs_total=20, judge=Judge())
-    progress.advance("trec", 7)
-    text = ProgressLine(progress, stream=io.StringIO()).text(12.0)
-    assert text == "   12s | trec 7/20 | judge calls 3, cache hits 2 | $0.0051"

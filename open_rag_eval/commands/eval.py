@@ -18,17 +18,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval import pipeline
-    from open_rag_eval.config import load_config
-    from open_rag_eval.console import ProgressLine, print_plan, print_summary
+    from open_rag_eval.console import ProgressDisplay, print_plan, print_summary
+    from open_rag_eval.progress import Progress
 
-    loaded = load_config(args.config)
     if args.dry_run:
+        from open_rag_eval import pipeline
+        from open_rag_eval.config import load_config
+
+        loaded = load_config(args.config)
         outputs = pipeline.load_outputs(loaded, args.limit)
         print_plan(loaded, outputs, pipeline.plan(loaded, outputs))
         return 0
-    progress = pipeline.Progress()
-    with ProgressLine(progress, stream=sys.stderr):
+    progress = Progress()
+    progress.begin("read", "config")
+    with ProgressDisplay(progress, stream=sys.stderr):  # on screen before the imports below take their time
+        from open_rag_eval import pipeline
+        from open_rag_eval.config import load_config
+
+        loaded = load_config(args.config)
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress)
     print_summary(report)
     return 0

@@ -101,12 +101,17 @@ class ConsistencyEvaluator:
                 reason = detail["skipped"]
                 result.scores.extend(Score(query_id=qid, run=None, metric=m, error=reason) for m in names)
         if "rouge" in self.options.metrics:
+            ctx.progress("ROUGE", 0)
             result.scores.extend(self._rouge(kept, details))
         if "bertscore" in self.options.metrics:
+            ctx.progress("model BERTScore", 0)
             result.scores.extend(await self._bertscore(kept, details))
+            ctx.progress("model BERTScore done", 0)
         if "dispersion" in self.options.metrics:
+            ctx.progress("spread across runs", 0)
             result.scores.extend(self._dispersion(kept, previous, details))
         if self.needs_judge:  # judge noise needs no second system run: every answered output is re-judged
+            ctx.progress("re-judging (test-retest)", 0)
             answered = {qid: runs for qid, runs in usable.items() if runs}
             result.scores.extend(await self._judge_retest(answered, ctx, details))
         result.details.extend(Detail(query_id=q, run=None, section=PREFIX, data=d) for q, d in details.items())

@@ -185,7 +185,7 @@ class TrecEvaluator:
         self._start_critical_path(session, outputs)
         jobs = [one(output) for output in outputs]
         if "hhem" in self.options.metrics:
-            jobs.append(self._hhem(outputs))
+            jobs.append(self._hhem_with_progress(outputs, ctx))
         try:
             for part in await _gather(jobs):
                 result.extend(part)
@@ -234,6 +234,13 @@ class TrecEvaluator:
 
     async def _no_answer(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
         return no_answer_result(output, await self.no_answer.classify(session.judge, output))
+
+    async def _hhem_with_progress(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        ctx.progress("model HHEM", 0)
+        try:
+            return await self._hhem(outputs)
+        finally:
+            ctx.progress("model HHEM done", 0)
 
     async def _hhem(self, outputs: Sequence[RAGOutput]) -> EvalResult:
         from open_rag_eval.metrics.hallucination import HallucinationMetric  # noqa: PLC0415 (heavy at use)

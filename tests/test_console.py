@@ -1,0 +1,220 @@
+"""The console: the live progress display (rich, snapshot-tested at a fixed width), the plain lines of CI and
+pipes, retries tallied instead of printed, an unreachable judge ending on one error line, quiet third parties."""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from open_rag_eval.console import ProgressDisplay, quiet_third_party
+from open_rag_eval.errors import JudgeUnavailable
+from open_rag_eval.judge.accounting import Accounting
+from open_rag_eval.judge.config import Price
+from open_rag_eval.progress import Progress
+
+from tests.openai_server import Reply, ScriptedServer
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Judge:
+    simulated = False
+
+    def __init__(self) -> None:
+        self.accounting = Accounting("gpt-4o", Price(input=2.5, output=10.0))
+
+
+def _run_state(clock: Clock) -> tuple[Progress, Judge]:
+    """A run 12 s in: read done, trec at 7 of 20 outputs, consistency waiting, HHEM loading."""
+    progress = Progress(clock=clock)
+    progress.stages = ["read", "trec", "consistency", "write"]
+    progress.begin("read", "input")
+    clock.now += 2.0
+    progress.begin("trec")
+    judge = Judge()
+    judge.accounting.task("umbrela").calls = 30
+    judge.accounting.task("umbrela").cache_hits = 10
+    judge.accounting.task("support").calls = 12
+    judge.accounting.usage("umbrela", 20_000, 100, None)
+    progress.judge, progress.outputs_total = judge, 20
+    progress.report("trec", "model HHEM", 0)
+    clock.now += 10.0
+    progress.report("trec", "outputs", 7)
+    return progress, judge
+
+
+def _render(display: ProgressDisplay, width: int = 100) -> str:
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=width, record=True, color_system=None, force_terminal=False)
+    console.print(display.renderable())
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines())
+
+
+def test_live_display_snapshot_stages_counts_rate_eta_cost() -> None:
+    clock = Clock()
+    progress, _ = _run_state(clock)
+    display = ProgressDisplay(progress, io.StringIO(), tty=True, clock=clock)
+    display.started = 100.0
+    assert _render(display) == "\n".join([
+        "✓ read                             done in 2.0s",
+        "▸ trec        ━━━━━━━              7/20 outputs · 0.7/s · ETA 19s · HHEM model",
+        "· consistency                      waiting",
+        "· write                            waiting",
+        "  judge   52 requests (42 calls, 10 cached) · umbrela 40, support 12 · $0.0510 so far",
+        "  models  HHEM running 10s",
+        "  elapsed 12s",
+    ])
+
+
+def test_live_display_snapshot_judge_outage_tallies_retries() -> None:
+    clock = Clock()
+    progress, judge = _run_state(clock)
+    judge.accounting.task("umbrela").failures = 10
+    display = ProgressDisplay(progress, io.StringIO(), tty=True, clock=clock)
+    display.started = 100.0
+    client = logging.getLogger("open_rag_eval.judge.client")
+    record = client.makeRecord(client.name, logging.INFO, __file__, 1, "judge: %s; retry %d/%d in %.2fs",
+                               ("cannot connect to http://127.0.0.1:9/v1", 1, 6, 0.5), None)
+    for _ in range(389):
+        assert display.tally.filter(record) is False  # taken out of the log, counted
+    judge_row = [line for line in _render(display, 160).splitlines() if line.startswith("  judge")]
+    assert judge_row == ["  judge   52 requests (42 calls, 10 cached) · umbrela 40, support 12 · 10 failed · 389 "
+                         "retries (last: cannot connect to http://127.0.0.1:9/v1) · $0.0510 so far"]
+
+
+def test_plain_status_line_and_retries_since_the_last_line() -> None:
+    clock = Clock()
+    progress, _ = _run_state(clock)
+    display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock)
+    display.started = 100.0
+    display.tally.total = display.tally.since_status = 5
+    display.tally.last = "HTTP 503"
+    assert display.status_line() == ("[  12s] trec: 7/20 outputs · 0.7/s · ETA 19s · HHEM model | judge: 52 requests "
+                                     "(42 calls, 10 cached) · umbrela 40, support 12 · 5 retries, 5 since the last "
+                                     "line (last: HTTP 503) · $0.0510 so far")
+    assert "since the last line" not in display.status_line()  # counted once
+    progress.end("trec")
+    progress.begin("write", "report.html")
+    clock.now += 1.0
+    assert display.status_line().startswith("[  13s] write: report.html (1.0s) | judge:")
+
+
+def _logger_with_handler(stream: io.StringIO | None = None) -> tuple[logging.Logger, io.StringIO, logging.Handler]:
+    stream = stream or io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    root = logging.getLogger()
+    root.addHandler(handler)
+    return root, stream, handler
+
+
+def test_retries_and_the_breaker_line_stay_out_of_the_log_and_one_error_remains() -> None:
+    root, stream, handler = _logger_with_handler()
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        with pytest.raises(JudgeUnavailable):
+            with ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):
+                for attempt in range(50):
+                    logging.getLogger("open_rag_eval.judge.client").info(
+                        "judge: %s; retry %d/%d in %.2fs", "HTTP 503", attempt % 6 + 1, 6, 0.1)
+                logging.getLogger("open_rag_eval.judge.limits").error("judge endpoint unavailable: %s", "down")
+                logging.getLogger("open_rag_eval.inputs").warning("a warning that stays")
+                raise JudgeUnavailable("down")
+        assert stream.getvalue() == "a warning that stays\n"
+        # not an outage after all (another error ended the run): the breaker's line is given back
+        stream.truncate(0), stream.seek(0)
+        with pytest.raises(RuntimeError):
+            with ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):
+                logging.getLogger("open_rag_eval.judge.limits").error("judge endpoint unavailable: %s", "down")
+                raise RuntimeError("other")
+        assert stream.getvalue() == "judge endpoint unavailable: down\n"
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def test_on_a_terminal_log_lines_print_above_the_live_display() -> None:
+    screen = io.StringIO()
+    root, _, handler = _logger_with_handler(screen)
+    try:
+        with ProgressDisplay(Progress(), screen, tty=True, width=80):
+            assert handler.stream is not screen  # routed through the live console
+            logging.getLogger("open_rag_eval.inputs").warning("kept: 1 citation names no passage")
+        assert handler.stream is screen
+    finally:
+        root.removeHandler(handler)
+    text = screen.getvalue()
+    assert "kept: 1 citation names no passage" in text and "elapsed" in text
+
+
+def test_third_party_progress_bars_are_switched_off_and_restored(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TRANSFORMERS_VERBOSITY", "info")  # a user's own choice wins
+    with ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):
+        assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
+        assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+        from tqdm import tqdm
+
+        bar = io.StringIO()
+        for _ in tqdm(range(3), file=bar):
+            pass
+        assert bar.getvalue() == ""
+    assert "TQDM_DISABLE" not in os.environ
+    saved = quiet_third_party()
+    assert saved["TRANSFORMERS_VERBOSITY"] == "info"
+
+
+def _outage_config(tmp_path: Path, base_url: str) -> Path:
+    from tests.test_pipeline import CSV
+
+    (tmp_path / "answers.csv").write_text(CSV, encoding="utf-8")
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "input: answers.csv\noutput_dir: out\n"
+        f"judge: {{model: gpt-4o, base_url: '{base_url}', api_key_env: CONSOLE_TEST_KEY, max_retries: 4,\n"
+        "        backoff_base_s: 0.01, backoff_cap_s: 0.02, outage_after_failures: 3, cache: cache.sqlite}\n"
+        "evaluators: [{type: trec, metrics: [umbrela, no_answer]}]\n", encoding="utf-8")
+    return config
+
+
+def test_an_unreachable_judge_ends_with_one_error_line_and_no_retry_lines(tmp_path: Path) -> None:
+    with ScriptedServer(default=Reply.error(503, "overloaded")) as server:
+        config = _outage_config(tmp_path, server.base_url)
+        done = subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env={**os.environ, "CONSOLE_TEST_KEY": "sk-test"})
+    assert done.returncode == 4, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(server.completions) > 6  # it did retry ...
+    assert not [line for line in lines if "; retry " in line or "endpoint unavailable" in line]  # ... silently
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and "503" in errors[0] and "re-run the same command to resume" in errors[0]
+    assert lines[-1] == errors[0] and len(lines) <= 6, done.stderr
+
+
+def test_plain_progress_of_a_run_in_a_pipe(tmp_path: Path) -> None:
+    from tests.test_pipeline import write_config
+
+    config = write_config(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", str(config)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    status = [line for line in done.stderr.splitlines() if line.startswith("[")]
+    assert status and status[-1].split("] ", 1)[1] == "done"
+    assert "\x1b[" not in done.stderr and "\r" not in done.stderr  # plain lines, no terminal control
+    assert "%|" not in done.stderr  # no third-party progress bar
