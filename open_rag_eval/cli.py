@@ -33,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         module = importlib.import_module(f"open_rag_eval.commands.{name.replace('-', '_')}")
-        command = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        # help= is %-formatted by argparse ("95%%" prints 95%), a description is printed as written
+        command = sub.add_parser(name, help=module.HELP, description=module.HELP.replace("%%", "%"))
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser

@@ -79,3 +79,68 @@ def test_worse_than_unknown_metric_does_not_trigger(pair: tuple[Path, Path]) -> 
     a, b = (load_results(p) for p in pair)
     triggered, reason = worse_than(compare(a, b, ["nuggets.vital"], resamples=200), "citation.f1")
     assert not triggered and "not compared" in reason
+
+
+def _wide(directory: Path, shift: float, *, extra: int = 40, headline: list[str] | None = None) -> Path:
+    """results.csv with two headline metrics (citation.f1 shifted by ``shift``) and ``extra`` other metrics
+    equal on both sides; optionally a manifest whose config names the headline."""
+    import json
+
+    directory.mkdir(parents=True)
+    others = [f"lexical.m{i}" for i in range(extra)]
+    with (directory / "results.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["query_id", "query", "run", "citation.f1", "umbrela.mean", *others])
+        for i in range(10):
+            writer.writerow([f"q{i}", f"question {i}", 1, 0.2 + 0.05 * i + shift, 1.5, *[0.5] * extra])
+    if headline is not None:
+        (directory / "manifest.json").write_text(json.dumps({"config": {"report": {"headline": headline}}}))
+    return directory
+
+
+def test_compare_defaults_to_the_headline_metrics_with_holm_within_them(tmp_path: Path, capsys) -> None:
+    a, b = _wide(tmp_path / "a", 0.0), _wide(tmp_path / "b", 0.3)
+    out = tmp_path / "out"
+    args = ["compare", str(a), str(b), "--output-dir", str(out), "--seed", "1", "--resamples", "2000"]
+    assert main(args) == 0
+    rows = [r for r in csv.DictReader((out / "compare.csv").open())]
+    assert [r["metric"] for r in rows] == ["umbrela.mean", "citation.f1"]  # the headline, in its order
+    f1 = rows[1]
+    # p = 4/2001 (see test_known_difference_is_significant); Holm over 2 metrics: 0.004 < 0.05
+    assert float(f1["p_value"]) == pytest.approx(4 / 2001) and f1["p_holm_significant"] == "yes"
+    from PIL import Image
+
+    width, height = Image.open(out / "compare.png").size
+    assert width <= 1200 and height < 500  # two rows: a small picture
+    capsys.readouterr()
+    # every metric: Holm over 42 makes the same p-value not significant, and the picture grows with its rows
+    assert main([*args, "--metrics", "all"]) == 0
+    rows = [r for r in csv.DictReader((out / "compare.csv").open())]
+    assert len(rows) == 42
+    f1 = next(r for r in rows if r["metric"] == "citation.f1")
+    assert float(f1["p_value"]) == pytest.approx(4 / 2001) and f1["p_holm_significant"] == "no"
+    assert Image.open(out / "compare.png").size[1] > 2000
+
+
+def test_compare_headline_set_from_the_config_and_from_metrics(tmp_path: Path) -> None:
+    a = _wide(tmp_path / "a", 0.0, extra=3, headline=["lexical.m2", "citation.f1"])
+    b = _wide(tmp_path / "b", 0.3, extra=3)
+    out = tmp_path / "out"
+    assert main(["compare", str(a), str(b), "--output-dir", str(out), "--resamples", "200"]) == 0
+    assert [r["metric"] for r in csv.DictReader((out / "compare.csv").open())] == ["lexical.m2", "citation.f1"]
+    assert main(["compare", str(a), str(b), "--output-dir", str(out), "--resamples", "200",
+                 "--metrics", "lexical.m0,umbrela.mean"]) == 0
+    assert [r["metric"] for r in csv.DictReader((out / "compare.csv").open())] == ["lexical.m0", "umbrela.mean"]
+
+
+def test_compare_help_prints_percent_once() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "compare", "--help"], capture_output=True,
+                          text=True, check=True)
+    text = " ".join(done.stdout.split())
+    assert "95% bootstrap CI" in text and "%%" not in text
+    listing = subprocess.run([sys.executable, "-m", "open_rag_eval", "--help"], capture_output=True, text=True,
+                             check=True).stdout
+    assert "95%" in listing and "%%" not in listing

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
-        "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction; writes compare.csv and compare.png")
+        "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction across the metrics compared "
+        "(by default the headline metrics); writes compare.csv and compare.png")
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help="baseline: result directory or CSV (ours or the peer's)")
     parser.add_argument("b", metavar="B", help="candidate: result directory or CSV")
     parser.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
-                        help="metrics to compare, comma- or space-separated (default: every metric both have)")
+                        help="metrics to compare, comma- or space-separated; 'all' for every metric both have "
+                        "(default: the headline metrics both have: A's config report.headline, else umbrela.mean, "
+                        "nuggets.vital_strict, nuggets.weighted, citation.f1, hhem.score, no_answer.answered, "
+                        "golden nDCG and recall)")
     parser.add_argument("--output-dir", default=".", help="where compare.csv and compare.png go (default: .)")
     parser.add_argument("--fail-if-worse", action="append", default=[], metavar="METRIC[:THRESHOLD]",
                         help="exit 1 when B is significantly worse than A on METRIC (after Holm) by more than "
@@ -50,9 +54,11 @@ def run(args: argparse.Namespace) -> int:
     a, b = load_results(Path(args.a)), load_results(Path(args.b))
     if a.label == b.label:
         a.label, b.label = str(args.a), str(args.b)
-    metrics = None
-    if args.metrics:
-        metrics = [metric_name(p.strip()) for item in args.metrics for p in item.split(",") if p.strip()]
+    names = [p.strip() for item in args.metrics or [] for p in item.split(",") if p.strip()]
+    if names == ["all"]:
+        metrics = None
+    else:
+        metrics = [metric_name(n) for n in names] if names else cmp.default_metrics(a, b)
         metrics += [m for m, _ in gates if m not in metrics]
     comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples)
     sys.stdout.write(cmp.format_table(comparison) + "\n")

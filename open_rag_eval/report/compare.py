@@ -7,7 +7,8 @@ for a metric is left out of that metric's test and counted (``n_missing``); quer
 evaluation are listed, never silently dropped.
 
 Per metric: mean difference B - A, 95% bootstrap CI and paired sign-flip permutation p-value (seeded;
-``scoring.paired.paired_test``), Holm correction across the metrics compared (``scoring.paired.holm``).
+``scoring.paired.paired_test``), Holm correction across the metrics compared (``scoring.paired.holm``). By
+default the metrics compared are the headline ones (``default_metrics``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import holm, paired_test
 
-__all__ = ["Comparison", "compare", "format_table", "worse_than", "write_compare_csv"]
+__all__ = ["Comparison", "compare", "default_metrics", "format_table", "worse_than", "write_compare_csv"]
 
 COLUMNS = ("metric", "n", "n_missing", "mean_a", "mean_b", "diff", "ci95_low", "ci95_high", "p_value",
            "p_holm_significant", "direction", "verdict")
@@ -58,6 +59,16 @@ def _queries(result: ResultSet) -> set[str]:
 def _default_metrics(a: ResultSet, b: ResultSet) -> list[str]:
     shared = [m for m in a.metrics if m in set(b.metrics)]
     return [m for m in shared if not m.endswith((".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed"))]
+
+
+def default_metrics(a: ResultSet, b: ResultSet) -> list[str]:
+    """What ``compare`` tests unless told: the headline metrics both evaluations have (A's config
+    ``report.headline``, else the report's defaults), so Holm corrects over a handful of metrics, not hundreds.
+    Every shared metric when neither has a headline metric (e.g. CSVs with other names)."""
+    from open_rag_eval.report.headline import headline_metrics, report_options
+
+    shared = _default_metrics(a, b)
+    return headline_metrics(shared, report_options(a.manifest)[0]) or shared
 
 
 def _verdict(diff: float, significant: bool, metric: str) -> tuple[bool, bool, str]:
