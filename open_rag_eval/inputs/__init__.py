@@ -25,22 +25,27 @@ JSONL (one output per line, blank lines skipped; what ``output_to_json`` writes)
      "relevant_ids"?: {id: grade} | [id] | str, "expected_keywords"?: [str] | str, "expected_refusal"?: bool | str,
      "required_citations"?: int, "reference_answer"?: str, "grounding_ids"?: [id] | str}
 
+The list-of-contexts layout (one row or line per answer, its passages as a list; ragas' ``question, answer,
+contexts`` / ``user_input, response, retrieved_contexts``) is read by ``contexts``: a CSV with a ``contexts`` column,
+a JSONL line with ``contexts`` / ``retrieved_contexts`` instead of ``passages``.
+
 Citations in a structured answer are passage ids; a plain answer is segmented by ``segment.segment_answer``.
 Unknown fields are errors. Any text value is limited to ``MAX_CELL_CHARS`` characters.
 
 Every problem raises ``InputError`` naming file, line and field, in one line.
 
 Modules: ``text`` (reading and decoding files, locations, checks of single values), ``csv_layout`` (CSV files and
-the layout above), ``jsonl`` (JSONL outputs), ``labels`` (per-query text and labels).
+the layout above), ``jsonl`` (JSONL outputs), ``contexts`` (the list-of-contexts layout), ``labels`` (per-query text
+and labels).
 """
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.contexts import derived_query_id
 from open_rag_eval.inputs.csv_layout import read_csv, read_csv_outputs
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
 from open_rag_eval.inputs.labels import LABEL_FIELDS
@@ -77,7 +82,7 @@ def read_queries(path: Path) -> list[tuple[str, str]]:
         if "query_id" in header:
             query_id = required_text(row["query_id"], where, "query_id", "missing query_id")
         else:
-            query_id = "q_" + hashlib.sha256(query.encode()).hexdigest()[:12]
+            query_id = derived_query_id(query)
         if query_id in first_line and "query_id" in header:
             raise where.error(f"duplicate query_id '{query_id}' (first at line {first_line[query_id]})", "query_id")
         if query_id in first_line:

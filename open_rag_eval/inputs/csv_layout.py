@@ -6,10 +6,12 @@ import csv
 import io
 import logging
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, CONTEXT_REQUIRED, read_context_rows
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
 from open_rag_eval.inputs.text import (
     Where,
@@ -34,14 +36,20 @@ Rows = list[tuple[int, dict[str, str]]]
 # ---------------------------------------------------------------- generic CSV
 
 
-def read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], Rows]:
-    """Header and rows (line of the row's start, column -> cell); every cell checked."""
+Required = Sequence[str | tuple[str, ...]]  # a column, or a tuple of alternative names (any one of them)
+
+
+def read_csv(path: Path, required: Required | Callable[[list[str]], Required], hint: str = "") -> tuple[list[str], Rows]:
+    """Header and rows (line of the row's start, column -> cell); every cell checked.
+
+    ``required`` may depend on the header (a function of it); ``hint`` is added to a missing-column error.
+    """
     text, offset = read_text(path)
     records = _csv_records(text, str(path))
     line, header = records[0]
     header = [name.strip() for name in header]
     where = Where(str(path), line)
-    _check_header(header, required, where)
+    _check_header(header, required(header) if callable(required) else required, where, hint)
     rows: Rows = []
     for line, cells in records[1:]:
         if len(cells) != len(header):
@@ -56,15 +64,17 @@ def read_csv(path: Path, required: tuple[str, ...]) -> tuple[list[str], Rows]:
     return header, rows
 
 
-def _check_header(header: list[str], required: tuple[str, ...], where: Where) -> None:
+def _check_header(header: list[str], required: Required, where: Where, hint: str = "") -> None:
     for index, name in enumerate(header):
         if not name:
             raise where.error(f"empty column name (column {index + 1})")
         if header.index(name) != index:
             raise where.error("duplicate column", name)
-    for name in required:
-        if name not in header:
-            raise where.error(f"missing column; the header has: {', '.join(header)}", name)
+    for entry in required:
+        names = (entry,) if isinstance(entry, str) else entry
+        if not any(name in header for name in names):
+            either = f" (one of {', '.join(names)})" if len(names) > 1 else ""
+            raise where.error(f"missing column{either}{hint}; the header has: {', '.join(header)}", names[0])
 
 
 def _csv_records(text: str, file: str) -> list[tuple[int, list[str]]]:
@@ -123,10 +133,23 @@ def _header_name(text: str, column: int) -> str:
 
 # ---------------------------------------------------------------- RAG outputs
 
+_LAYOUT_HINT = " (one row per passage; or one row per answer with a contexts column listing its passages)"
+
+
+def _required_columns(header: list[str]) -> Required:
+    """The columns of the layout the header announces: a ``contexts`` column means one row per answer."""
+    if any(name in header for name in CONTEXT_FIELDS):
+        return CONTEXT_REQUIRED
+    return CSV_REQUIRED
+
+
 
 def read_csv_outputs(path: Path) -> list[RAGOutput]:
-    """The outputs of a CSV in open-rag-eval's layout, one per contiguous (query_id, query_run) group."""
-    header, rows = read_csv(path, required=CSV_REQUIRED)
+    """The outputs of a CSV: one row per passage (open-rag-eval's layout, one output per contiguous
+    (query_id, query_run) group), or one row per answer with its passages as a list (a ``contexts`` column)."""
+    header, rows = read_csv(path, required=_required_columns, hint=_LAYOUT_HINT)
+    if any(name in header for name in CONTEXT_FIELDS):
+        return read_context_rows(path, header, rows)
     ignored = [name for name in header if name not in CSV_REQUIRED + CSV_OPTIONAL]
     if ignored:
         log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))

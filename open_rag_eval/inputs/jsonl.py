@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
 from open_rag_eval.inputs.text import (
     Where,
@@ -33,12 +34,12 @@ def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
     text, offset = read_text(path)
     outputs: list[RAGOutput] = []
     first_line: dict[tuple[str, int], int] = {}
-    queries = QueryBook()
+    queries, runs = QueryBook(), RunNumbers()
     for number, raw in enumerate(text.split("\n"), 1):
         if not raw.strip():
             continue
         where = Where(str(path), number)
-        obj = _json_object(raw, where, offset)
+        obj = from_context_layout(_json_object(raw, where, offset), where, offset, runs)
         output = _JsonOutput(obj, where, offset).build()
         queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
         if output.key in first_line:
