@@ -307,15 +307,33 @@ class ProgressDisplay:
 
 
 def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -> None:
+    """The dry-run plan: calls and tokens per judge task, the re-ask bound, the cost."""
     from open_rag_eval.judge.accounting import price_for
 
     judge = loaded.judge
+    total, tasks = plan.total(), plan.by_task()
     _out(f"dry run: {len(outputs)} outputs of {len({o.query_id for o in outputs})} queries; nothing was called")
-    _out(f"planned judge calls: {plan.calls} (before cache hits)")
-    _out(f"estimated tokens: {plan.prompt_tokens} prompt, {plan.completion_tokens} completion")
+    _out(f"planned judge calls: {total.calls} (identical requests once; before cache hits)")
+    width = max((len(name) for name in tasks), default=4)
+    for name, task in tasks.items():
+        _out(f"  {name:<{width}}  {task.calls:>7,} calls  {task.prompt_tokens:>11,} prompt  "
+             f"{task.completion_tokens:>9,} completion tokens")
+    _out(f"estimated tokens: {total.prompt_tokens} prompt, {total.completion_tokens} completion "
+         "(replies of the size each method asks for)")
+    if total.reask_calls:
+        _out(f"re-asks: none planned; replies that do not parse add at most {total.reask_calls} calls and "
+             f"{total.reask_prompt_tokens} prompt tokens")
     price = price_for(judge.model, judge.prices)
-    cost = None if price is None else (plan.prompt_tokens * price.input + plan.completion_tokens * price.output) / 1e6
-    shown = "none (simulated judge)" if judge.simulated is not None else _money(cost)
+
+    def cost(prompt: int, completion: int) -> float | None:
+        return None if price is None else (prompt * price.input + completion * price.output) / 1e6
+
+    estimate = cost(total.prompt_tokens, total.completion_tokens)
+    shown = "none (simulated judge)" if judge.simulated is not None else _money(estimate)
+    if judge.simulated is None and estimate is not None and total.reask_calls:
+        share = total.reask_prompt_tokens / max(total.prompt_tokens, 1)
+        worst = cost(total.prompt_tokens + total.reask_prompt_tokens, round(total.completion_tokens * (1 + share)))
+        shown += f" (at most {_money(worst)} with every re-ask)"
     _out(f"estimated cost with {judge.model}: {shown}")
     for note in plan.notes:
         _out(f"note: {note}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
 import time
@@ -61,9 +62,15 @@ def _limit(outputs: list[RAGOutput], limit: int | None) -> list[RAGOutput]:
 
 
 def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
+    """The judge work of a run, evaluator by evaluator (an evaluator whose ``plan`` takes ``evaluators`` sees all
+    of them, built, e.g. to reuse the trec evaluator's planned nugget lists)."""
+    evaluators = [spec.build() for spec in loaded.evaluators]
     total = Plan()
-    for spec in loaded.evaluators:
-        total = total + spec.build().plan(outputs)
+    for evaluator in evaluators:
+        if "evaluators" in inspect.signature(evaluator.plan).parameters:
+            total = total + evaluator.plan(outputs, evaluators=evaluators)
+        else:
+            total = total + evaluator.plan(outputs)
     return total
 
 

@@ -170,8 +170,11 @@ def test_judge_labels_sample_zero_is_the_normal_judgments() -> None:
 
 def test_plan_estimates_calls() -> None:
     plan = TrecEvaluator().plan([make_output(n_statements=7)])
-    assert plan.calls == 5 + 1 + 1 + 1 + 7 + 1  # 2 nuggets per segment assumed: one window each
-    assert 2000 < plan.prompt_tokens < 12000
+    # 5 grades, 1 creation window, 5 estimated nuggets (1 per passage): 1 importance and 1 assignment window,
+    # 7 first citations, 1 no-answer
+    assert {task: p.calls for task, p in plan.by_task().items()} == {
+        "umbrela": 5, "nugget_create": 1, "nugget_importance": 1, "nugget_assign": 1, "support": 7, "no_answer": 1}
+    assert 2000 < plan.total().prompt_tokens < 12000
 
 
 def test_query_chunks_keep_the_runs_of_a_query_together() -> None:

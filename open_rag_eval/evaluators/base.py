@@ -5,7 +5,8 @@ An evaluator module defines an ``Options`` pydantic model (``extra="forbid"``) a
     name: str                          # the ``type:`` in config
     needs_judge: bool                  # False: runs without any judge configured
     def __init__(self, options: Options) -> None
-    def plan(self, outputs) -> Plan    # an estimate for --dry-run; calls nothing
+    def plan(self, outputs) -> Plan    # an estimate for --dry-run; calls nothing (may also accept
+                                       # ``evaluators=``: every evaluator of the run, built, in order)
     async def evaluate(self, outputs, ctx: Context) -> EvalResult
 
 and is listed in ``open_rag_eval.registry.EVALUATORS``.
@@ -13,7 +14,7 @@ and is listed in ``open_rag_eval.registry.EVALUATORS``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -21,27 +22,74 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel
 
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.judge.rehearsal import PlannedCall
 from open_rag_eval.types import EvalResult, RAGOutput
 
-__all__ = ["Context", "Evaluator", "Plan"]
+__all__ = ["Context", "Evaluator", "Plan", "TaskPlan"]
+
+
+@dataclass
+class TaskPlan:
+    """Planned work of one judge task."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reask_calls: int = 0  # at most this many more calls when replies do not parse
+    reask_prompt_tokens: int = 0
 
 
 @dataclass
 class Plan:
-    """Estimated judge work for --dry-run."""
+    """Estimated judge work for --dry-run.
+
+    ``requests`` are the distinct requests an evaluator rehearsed (``open_rag_eval.judge.rehearsal``): identical
+    requests of several evaluators are counted once, as the judge's cache counts them. ``reasks`` gives per task how
+    many more attempts a request may take when its reply does not parse. ``calls`` / ``prompt_tokens`` /
+    ``completion_tokens`` are estimates an evaluator gives without rehearsing; the totals add both.
+    """
 
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     notes: list[str] = field(default_factory=list)
+    requests: dict[Hashable, PlannedCall] = field(default_factory=dict)
+    reasks: dict[str, int] = field(default_factory=dict)
 
     def __add__(self, other: Plan) -> Plan:
+        reasks = dict(self.reasks)
+        for task, extra in other.reasks.items():
+            reasks[task] = max(extra, reasks.get(task, 0))
         return Plan(
             self.calls + other.calls,
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
-            self.notes + other.notes,
+            self.notes + [note for note in other.notes if note not in self.notes],
+            {**self.requests, **other.requests},
+            reasks,
         )
+
+    def by_task(self) -> dict[str, TaskPlan]:
+        """Planned calls and tokens per judge task (``other`` for estimates given without rehearsal)."""
+        tasks: dict[str, TaskPlan] = {}
+        for call in self.requests.values():
+            task = tasks.setdefault(call.task, TaskPlan())
+            extra = self.reasks.get(call.task, 0)
+            task.calls += 1
+            task.prompt_tokens += call.prompt_tokens
+            task.completion_tokens += call.completion_tokens
+            task.reask_calls += extra
+            task.reask_prompt_tokens += extra * call.prompt_tokens
+        if self.calls or self.prompt_tokens or self.completion_tokens:
+            tasks["other"] = TaskPlan(self.calls, self.prompt_tokens, self.completion_tokens)
+        return dict(sorted(tasks.items()))
+
+    def total(self) -> TaskPlan:
+        total = TaskPlan()
+        for task in self.by_task().values():
+            for name in ("calls", "prompt_tokens", "completion_tokens", "reask_calls", "reask_prompt_tokens"):
+                setattr(total, name, getattr(total, name) + getattr(task, name))
+        return total
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
-from open_rag_eval.evaluators.retest import RETEST, Labeller, judge_retest
+from open_rag_eval.evaluators.retest import RETEST, Labeller, find_labeller, judge_retest
 from open_rag_eval.metrics.similarity import (
     ROUGE_TYPES,
     BertScoreOptions,
@@ -78,13 +78,27 @@ class ConsistencyEvaluator:
         self.options = options
         self.needs_judge = options.judge_repeats > 1
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Any] = ()) -> Plan:
+        """Judge test-retest, rehearsed: every answered output re-judged ``judge_repeats`` times through the trec
+        evaluator of ``evaluators`` (its planned nugget lists reused), else one built from the ``trec`` options."""
         if not self.needs_judge:
             return Plan()
-        answered = sum(o.error is None for o in outputs)
-        note = (f"consistency: re-judges {answered} outputs {self.options.judge_repeats} times "
-                "(the trec evaluator's judgments, samples 0..r-1; sample 0 is shared with trec)")
-        return Plan(notes=[note])
+        from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
+
+        if self.options.results_dir is not None:
+            outputs, _ = load_results_dir(Path(self.options.results_dir).expanduser())
+        answered = {qid: [o for o in runs if o.error is None] for qid, runs in _group(outputs).items()}
+        answered = {qid: runs for qid, runs in answered.items() if runs}
+        judge = RehearsalJudge()
+        ctx = Context(judge=judge, extra={"evaluators": list(evaluators)})
+        labeller = find_labeller(ctx, self.options.trec)
+        run_sync(judge_retest(answered, ctx, {qid: {} for qid in answered}, self.options.judge_repeats,
+                              self.options.trec, labeller))
+        trec = getattr(labeller, "__self__", None)
+        reasks = trec.reask_bounds() if hasattr(trec, "reask_bounds") else {}
+        note = (f"consistency: re-judges {sum(map(len, answered.values()))} outputs {self.options.judge_repeats} "
+                "times (samples 0..r-1; sample 0 is the trec evaluator's own judgment, counted once)")
+        return Plan(notes=[note], requests=judge.requests, reasks=reasks)
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         previous = ctx.previous.scores

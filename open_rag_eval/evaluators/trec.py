@@ -15,7 +15,6 @@ A failed judge call affects only the judgments that needed it; ``JudgeUnavailabl
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -26,6 +25,7 @@ from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
 from open_rag_eval.metrics.hallucination import HallucinationOptions
+from open_rag_eval.metrics.no_answer import TRIALS as NO_ANSWER_TRIALS
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
@@ -147,21 +147,27 @@ class TrecEvaluator:
         self.nugget_lists: dict[str, NuggetList] = {}  # query_id -> list, from the last evaluation
 
     def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
-        """Calls and tokens, assuming about two nuggets per segment (capped) and no re-asks."""
-        options, plan = self.options, Plan(notes=["trec: nugget counts are estimated (2 per relevant segment)"])
-        live = [o for o in outputs if o.error is None]
-        families = set(options.metrics)
-        for query_id, pool in pools(live).items():
-            runs = [o for o in live if o.query_id == query_id]
-            query = runs[0].query
-            if families & {"umbrela", "nuggets"}:
-                chars = sum(len(p.text) + 1400 for p in pool) + len(query) * len(pool)
-                plan += Plan(len(pool) * options.umbrela.samples, chars // 4 * options.umbrela.samples, 8 * len(pool))
-            if "nuggets" in families:
-                plan += _nugget_plan(options.nuggets, query, pool, runs)
-            for output in runs:
-                plan += _output_plan(options, output, families)
-        return plan
+        """The requests of a run, rehearsed: this evaluator's own code runs against the rehearsal judge, which
+        answers with replies of the size each method asks for (``open_rag_eval.judge.rehearsal``). Nugget lists are
+        estimated (1 nugget per passage, every passage relevant); HHEM makes no judge call."""
+        from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
+
+        families = [m for m in self.options.metrics if m != "hhem"]
+        if not families:
+            return Plan()
+        judge = RehearsalJudge()
+        rehearsal = TrecEvaluator(self.options.model_copy(update={"metrics": families}))
+        run_sync(rehearsal.evaluate(outputs, Context(judge=judge)))
+        self.nugget_lists = rehearsal.nugget_lists  # a later test-retest plan reuses them, as a run does
+        notes = ["trec: nugget lists are estimated (1 nugget per passage, every passage relevant)"] \
+            if "nuggets" in families else []
+        return Plan(notes=notes, requests=judge.requests, reasks=self.reask_bounds())
+
+    def reask_bounds(self) -> dict[str, int]:
+        """Per task, the most extra attempts one request takes when its replies do not parse."""
+        extra = self.options.nuggets.max_trials - 1
+        return {"nugget_create": extra, "nugget_importance": extra, "nugget_assign": extra,
+                "no_answer": NO_ANSWER_TRIALS - 1}
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         """All outputs, in chunks of whole queries: every judge call of a chunk is issued at once, so chunks bound
@@ -324,28 +330,3 @@ def pools(outputs: Sequence[RAGOutput]) -> dict[str, list[Passage]]:
                 ids.add(passage.id)
                 pool.append(passage)
     return result
-
-
-def _nugget_plan(options: NuggetOptions, query: str, pool: Sequence[Passage], runs: Sequence[RAGOutput]) -> Plan:
-    n_nuggets = min(options.max_nuggets, 2 * len(pool))
-    n_final = min(n_nuggets, options.max_final_nuggets)
-    windows = math.ceil(len(pool) / options.window)
-    create = Plan(windows, (sum(len(p.text) for p in pool) + 1200 + 60 * n_nuggets * windows) // 4, 12 * n_nuggets)
-    score = Plan(math.ceil(n_nuggets / 10), (700 + 60 * n_nuggets) // 4, 4 * n_nuggets)
-    plan = create + score
-    for output in runs:
-        plan += Plan(math.ceil(n_final / 10), (900 + len(output.plain_answer) + 60 * n_final) // 4, 6 * n_final)
-    return plan
-
-
-def _output_plan(options: TrecOptions, output: RAGOutput, families: set[str]) -> Plan:
-    plan = Plan()
-    if "citation" in families:
-        judged = [(part, pid) for part in output.answer
-                  for pid in (part.citations[:1] if options.citation.variant == "first_citation" else part.citations)
-                  if output.passage(pid) is not None]
-        chars = sum(1250 + len(part.text) + len(output.passage(pid).text) for part, pid in judged)  # type: ignore[union-attr]
-        plan += Plan(len(judged), chars // 4, 4 * len(judged))
-    if "no_answer" in families:
-        plan += Plan(1, (1650 + len(output.query) + len(output.plain_answer)) // 4, 1)
-    return plan

@@ -27,6 +27,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from open_rag_eval.judge.tokens import count_tokens
+
 __all__ = [
     "GENERIC_REPLY",
     "KINDS",
@@ -49,7 +51,6 @@ _STOP_WORDS = (
 )
 _STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[a-z0-9]+")
-_TOKEN = re.compile(r"\w+|[^\w\s]")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
 _DOTALL = re.DOTALL
@@ -90,11 +91,6 @@ def _stem(word: str) -> str:
 def content_words(text: str) -> set[str]:
     """Lower-cased words minus stop words, crudely stemmed (a plural s dropped, then the first 5 letters)."""
     return {_stem(word) for word in _WORD.findall(text.lower()) if word not in _STOP}
-
-
-def count_tokens(text: str) -> int:
-    """Approximate tokens: words and punctuation marks (close to BPE counts for English prose)."""
-    return len(_TOKEN.findall(text))
 
 
 def _fraction(part: set[str], whole: set[str]) -> float:

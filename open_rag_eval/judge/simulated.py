@@ -32,6 +32,7 @@ from pydantic import Field
 from open_rag_eval import __version__
 from open_rag_eval.judge.config import SimulatedJudgeConfig, simulated_fingerprint
 from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, perturb, reply
+from open_rag_eval.judge.tokens import chat_tokens
 from open_rag_eval.judge.sim_http import (
     Request,
     Response,
@@ -246,7 +247,7 @@ class SimulatedJudgeServer:
             level = logging.WARNING if self.stats.unknown_prompts == 1 else logging.DEBUG
             log.log(level, "simulated judge: unrecognised prompt (generic reply): %.80r", messages[-1][1] if messages else "")
         record.kind, record.query, record.model = result.kind, result.query, str(body.get("model", ""))
-        record.prompt_tokens = sum(count_tokens(content) + 4 for _, content in messages) + 3
+        record.prompt_tokens = chat_tokens(content for _, content in messages)
         key = json.dumps(body, sort_keys=True, ensure_ascii=False).encode()
         digest = hashlib.sha256(key).digest()  # remembered by digest: 90,000 bodies would hold hundreds of MB
         seen = self._seen.get(digest, 0)

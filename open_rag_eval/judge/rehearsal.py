@@ -1,0 +1,103 @@
+"""The rehearsal judge of ``--dry-run``: the evaluators run their own code against it, so the plan counts exactly
+the requests a run would send, and it answers at once with the reply each method asks for.
+
+Replies (their sizes give the completion-token estimate):
+
+    umbrela            ``##final score: 2`` (the basic prompt: a one-sentence explanation, then the grade)
+    nugget_create      the previous list plus 1 nugget per passage of the window, at most the prompt's cap; each
+                       nugget is about eight words (the method asks for 1-12)
+    nugget_importance  one label per nugget (``vital``)
+    nugget_assign      one label per nugget (``partial_support``, the longest label)
+    support            ``Full Support``
+    no_answer          ``yes``
+
+Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
+once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
+de-duplication count them. Every reply parses, so re-asks are not rehearsed; the plan states their bound.
+Tokens are estimated with ``open_rag_eval.judge.tokens``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Coroutine, Hashable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from open_rag_eval.judge.base import Completion, JudgeRequest
+from open_rag_eval.judge.tokens import chat_tokens, count_tokens
+
+__all__ = ["NUGGETS_PER_PASSAGE", "PlannedCall", "RehearsalJudge", "expected_reply", "run_sync"]
+
+T = TypeVar("T")
+NUGGETS_PER_PASSAGE = 1
+_NUGGET = "nugget {} states one atomic fact about eight words"
+_EXPLANATION = "The passage is related to the query and partly answers it, with some extra information.\n2"
+_LABELS = {"nugget_importance": "vital", "nugget_assign": "partial_support"}
+_INITIAL = re.compile(r"Initial Nugget List Length: (\d+)")
+_CAP = re.compile(r"at most (\d+) nuggets")
+_SEGMENT = re.compile(r"^\[\d+\] ", re.MULTILINE)
+_COUNT = re.compile(r"label each of the (\d+) nuggets")
+
+
+@dataclass(frozen=True)
+class PlannedCall:
+    """One distinct request a run would send, with its estimated tokens."""
+
+    task: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def expected_reply(request: JudgeRequest) -> str:
+    """The reply the method asks for, of its expected size (see the module docstring)."""
+    user = request.messages[-1][1]
+    if request.task == "umbrela":
+        return _EXPLANATION if user.rstrip().endswith("Explanation:") else "##final score: 2"
+    if request.task == "nugget_create":
+        initial = _INITIAL.search(user)
+        cap = _CAP.search(user)
+        count = (int(initial.group(1)) if initial else 0) + NUGGETS_PER_PASSAGE * len(_SEGMENT.findall(user))
+        count = min(count, int(cap.group(1))) if cap else count
+        return repr([_NUGGET.format(i + 1) for i in range(count)])
+    if request.task in _LABELS:
+        count = _COUNT.search(user)
+        return repr([_LABELS[request.task]] * (int(count.group(1)) if count else 0))
+    if request.task == "support":
+        return "Full Support"
+    if request.task == "no_answer":
+        return "yes"
+    return ""
+
+
+class RehearsalJudge:
+    """A ``Judge`` that answers instantly with ``expected_reply`` and records every distinct request."""
+
+    model = "rehearsal"
+    simulated = False
+
+    def __init__(self) -> None:
+        self.requests: dict[Hashable, PlannedCall] = {}
+
+    async def complete(self, request: JudgeRequest) -> Completion:
+        text = expected_reply(request)
+        key = (request.task, request.messages, repr(sorted(request.params.items())), request.prompt_version,
+               request.sample)
+        call = self.requests.get(key)
+        if call is None:
+            call = PlannedCall(request.task, chat_tokens(content for _, content in request.messages),
+                               count_tokens(text))
+            self.requests[key] = call
+        return Completion(text=text, prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens)
+
+
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to completion from sync code, also when an event loop is already running here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()

@@ -1,0 +1,136 @@
+"""--dry-run accuracy: the planned calls and prompt tokens of three configs against what the run really sent
+(the simulated judge's accounting in the manifest), and the plan's per-task table and re-ask bound."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from open_rag_eval import pipeline
+from open_rag_eval.cli import main
+from open_rag_eval.config import load_config
+
+ROOT = Path(__file__).resolve().parent.parent
+CONFIGS = ROOT / "configs"
+DATA = CONFIGS / "data"
+EXACT = ("umbrela", "support", "no_answer")  # no estimate involved: the plan must count these exactly
+
+
+def _simulated(config: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    config["judge"] = {"model": "simulated-judge", "cache": str(tmp_path / "cache.sqlite"),
+                       "simulated": {"latency_ms": 0, "jitter_ms": 0,
+                                     **(config.get("judge", {}).get("simulated") or {})}}
+    config["output_dir"] = str(tmp_path / "out")
+    config["input"] = str((CONFIGS / config["input"]).resolve())
+    return config
+
+
+def _demo(tmp_path: Path) -> dict[str, Any]:
+    return _simulated(yaml.safe_load((CONFIGS / "demo.yaml").read_text()), tmp_path)
+
+
+def _consistency(tmp_path: Path) -> dict[str, Any]:
+    config = _simulated(yaml.safe_load((CONFIGS / "consistency.yaml").read_text()), tmp_path)
+    config["evaluators"][1]["metrics"] = ["rouge", "dispersion"]  # BERTScore makes no judge call
+    return config
+
+
+def _samples_contexts(tmp_path: Path) -> dict[str, Any]:
+    """UMBRELA samples, every citation judged, test-retest, the list-of-contexts input layout."""
+    config = {"input": "data/demo.csv", "evaluators": [
+        {"type": "trec", "k_values": [1, 3], "metrics": ["umbrela", "nuggets", "citation"],
+         "umbrela": {"samples": 3}, "citation": {"variant": "all_citations"}},
+        {"type": "consistency", "metrics": ["rouge"], "judge_repeats": 2}]}
+    config = _simulated(config, tmp_path)
+    outputs = pipeline.load_outputs(load_config(_write(tmp_path, "probe.yaml", config)))
+    rows = ["query_id,query_run,query,answer,contexts,context_ids"]
+    for o in outputs:
+        contexts = [p.text for p in o.passages]
+        rows.append(",".join(_cell(v) for v in (o.query_id, str(o.run), o.query, o.answer_text,
+                                                 _json(contexts), ";".join(p.id for p in o.passages))))
+    contexts_csv = tmp_path / "contexts.csv"
+    contexts_csv.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    config["input"] = str(contexts_csv)
+    return config
+
+
+def _json(value: Any) -> str:
+    import json
+
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _cell(value: str) -> str:
+    return '"' + value.replace('"', '""') + '"'
+
+
+def _write(tmp_path: Path, name: str, config: dict[str, Any]) -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("make", [_demo, _consistency, _samples_contexts],
+                         ids=["demo", "consistency", "samples-contexts"])
+def test_planned_calls_and_prompt_tokens_within_ten_percent_of_the_run(tmp_path: Path, make: Any) -> None:
+    loaded = load_config(_write(tmp_path, "config.yaml", make(tmp_path)))
+    outputs = pipeline.load_outputs(loaded)
+    plan = pipeline.plan(loaded, outputs)
+    report = pipeline.run(loaded)
+    real = report.manifest["accounting"]
+    planned, total = plan.by_task(), plan.total()
+    assert abs(total.calls - real["total"]["calls"]) <= 0.10 * real["total"]["calls"], (planned, real)
+    assert abs(total.prompt_tokens - real["total"]["prompt_tokens"]) <= 0.10 * real["total"]["prompt_tokens"]
+    for task in EXACT:
+        if task in real["tasks"]:
+            assert planned[task].calls == real["tasks"][task]["calls"], task
+            assert planned[task].prompt_tokens == real["tasks"][task]["prompt_tokens"], task
+    assert set(planned) == set(real["tasks"])  # every task the run used was planned, and no other
+    assert real["total"]["retries"] == 0 and real["total"]["failures"] == 0
+
+
+def test_retest_repeats_are_in_the_plan(tmp_path: Path) -> None:
+    config = _demo(tmp_path)
+    without = _demo(tmp_path)
+    without["evaluators"] = without["evaluators"][:1]
+    with_retest = pipeline.plan(load_config(_write(tmp_path, "a.yaml", config)),
+                                pipeline.load_outputs(load_config(_write(tmp_path, "a.yaml", config))))
+    plain = pipeline.plan(load_config(_write(tmp_path, "b.yaml", without)),
+                          pipeline.load_outputs(load_config(_write(tmp_path, "b.yaml", without))))
+    # judge_repeats 3: two more samples of every UMBRELA grade (30 pooled passages), citation, assignment, no-answer
+    assert with_retest.by_task()["umbrela"].calls == 3 * plain.by_task()["umbrela"].calls == 90
+    assert with_retest.by_task()["no_answer"].calls == 3 * 11
+    assert with_retest.by_task()["nugget_create"].calls == plain.by_task()["nugget_create"].calls  # lists reused
+
+
+def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = _demo(tmp_path)
+    config["judge"] = {"model": "gpt-4o", "api_key_env": "NO_SUCH_KEY_VARIABLE", "cache": False}
+    assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "planned judge calls: 246 (identical requests once; before cache hits)" in out
+    assert "  umbrela" in out and "90 calls" in out
+    assert "re-asks: none planned; replies that do not parse add at most 213 calls" in out
+    assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_expected_replies_parse_and_size_nugget_lists() -> None:
+    from open_rag_eval.judge.base import JudgeRequest
+    from open_rag_eval.judge.rehearsal import expected_reply
+    from open_rag_eval.parsing import parse_labels, parse_list, parse_no_answer, parse_support, parse_umbrela
+
+    def created(initial: int) -> int:
+        user = f"Context:\n[1] a\n[2] b\n[3] c\nInitial Nugget List Length: {initial}\nhas at most 30 nuggets"
+        return len(parse_list(expected_reply(JudgeRequest.chat("nugget_create", user))) or [])
+
+    assert created(0) == 3 and created(20) == 23 and created(28) == 30  # one per passage, capped by the prompt
+    assign = JudgeRequest.chat("nugget_assign", "label each of the 7 nuggets either as support")
+    assert parse_labels(expected_reply(assign), 7) == ["partial_support"] * 7
+    assert parse_umbrela(expected_reply(JudgeRequest.chat("umbrela", "Passage: x"))) == (2, True)
+    assert parse_umbrela(expected_reply(JudgeRequest.chat("umbrela", "…\nExplanation:"))) == (2, True)
+    assert parse_support(expected_reply(JudgeRequest.chat("support", "x"))) == "FS"
+    assert parse_no_answer(expected_reply(JudgeRequest.chat("no_answer", "x"))) == "yes"
