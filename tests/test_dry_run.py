@@ -113,7 +113,7 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "planned judge calls: 246 (identical requests once; before cache hits)" in out
     assert "  umbrela" in out and "90 calls" in out
-    assert "re-asks: none planned; replies that do not parse add at most 213 calls" in out
+    assert "re-asks: none planned; replies that do not parse add at most 180 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
     assert not (tmp_path / "out").exists()
 

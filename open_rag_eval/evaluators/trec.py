@@ -25,7 +25,6 @@ from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
 from open_rag_eval.metrics.hallucination import HallucinationOptions
-from open_rag_eval.metrics.no_answer import TRIALS as NO_ANSWER_TRIALS
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
@@ -165,9 +164,9 @@ class TrecEvaluator:
 
     def reask_bounds(self) -> dict[str, int]:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
-        extra = self.options.nuggets.max_trials - 1
-        return {"nugget_create": extra, "nugget_importance": extra, "nugget_assign": extra,
-                "no_answer": NO_ANSWER_TRIALS - 1}
+        extra = self.options.nuggets.max_trials - 1  # re-asked at temperature 0.2: each re-ask can differ
+        # no-answer asks greedily with a fixed seed: its re-ask would be byte-identical, so it is not sent
+        return {"nugget_create": extra, "nugget_importance": extra, "nugget_assign": extra, "no_answer": 0}
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         """All outputs, in chunks of whole queries: every judge call of a chunk is issued at once, so chunks bound
