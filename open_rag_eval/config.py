@@ -39,7 +39,8 @@ class SweepOptions(BaseModel):
     history: str = ".open-rag-eval/history.sqlite"
     system: str = "default"
     baseline: str = "previous"  # or a pinned sweep id
-    thresholds: dict[str, float] = {}  # metric -> largest allowed drop of its mean
+    thresholds: dict[str, float] = {}  # metric -> largest allowed drop of its mean (when significant)
+    fail_if_drop: dict[str, float] = {}  # metric -> a drop larger than this is a regression, whatever the test says
     alpha: float = Field(0.05, gt=0, lt=1)
     seed: int = 0
 

@@ -7,9 +7,12 @@ sweep of the same ``sweep.system``, or a pinned sweep id):
 
 - per query the metric's value (the mean over runs for per-run metrics), paired over the queries both sweeps have;
 - delta = mean(current) - mean(baseline), a seeded paired bootstrap CI and sign-flip permutation p-value;
-- a **regression** is a change in the bad direction larger than the threshold *and* significant at ``sweep.alpha``
-  (with fewer than 2 paired queries no test is possible and the threshold alone decides); a thresholded metric
-  with no value at all in the current sweep is a regression too (failures must not look like stability).
+- a **regression** is a change in the bad direction larger than the threshold *and* significant at ``sweep.alpha``,
+  or a drop larger than the metric's ``sweep.fail_if_drop`` amount (no test needed); a thresholded metric with no
+  value at all in the current sweep is a regression too (failures must not look like stability);
+- **inconclusive**: beyond the threshold, but with this many paired queries the test cannot reach ``alpha`` -- the
+  sign-flip test's smallest possible p-value with n changed queries is 2 / 2^n, so n <= 5 can never be significant at
+  0.05. Such a sweep is neither stable nor a regression (exit code 7); ``fail_if_drop`` or more queries decide it.
 
 Metrics where lower is better (spreads, failure counts, latency...) have their "drop" measured upwards.
 Without thresholds a sweep records and reports, and is always stable.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -31,7 +35,7 @@ from open_rag_eval.history import History, SweepRecord
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
 
-__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "sweep"]
+__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep"]
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +48,17 @@ class Comparison:
     p_value: float | None
     ci95: tuple[float, float] | None
     n: int  # paired queries
-    threshold: float
+    threshold: float | None  # largest allowed drop when significant (None: only fail_if_drop applies)
     lower_is_better: bool
     regression: bool
     note: str = ""
+    fail_if_drop: float | None = None  # a larger drop is a regression whatever the test says
+    inconclusive: bool = False  # beyond the threshold, but the test cannot reach alpha with these queries
+    min_p: float | None = None  # the smallest p-value the test could give with these queries
+
+    @property
+    def state(self) -> str:
+        return "regression" if self.regression else "inconclusive" if self.inconclusive else "ok"
 
 
 @dataclass
@@ -68,10 +79,14 @@ class SweepOutcome:
         return [c for c in self.comparisons if c.regression]
 
     @property
+    def inconclusive(self) -> list[Comparison]:
+        return [c for c in self.comparisons if c.state == "inconclusive"]
+
+    @property
     def verdict(self) -> str:
         if self.baseline_id is None:
             return "first"
-        return "regression" if self.regressions else "stable"
+        return "regression" if self.regressions else "inconclusive" if self.inconclusive else "stable"
 
 
 def sweep(loaded: LoadedConfig, **kwargs: Any) -> SweepOutcome:
@@ -135,34 +150,75 @@ def _baseline(history: History, sweep_id: str, options: SweepOptions, file: str)
 
 
 def compare(history: History, baseline_id: str, current_id: str, options: SweepOptions) -> list[Comparison]:
-    """One comparison per thresholded metric (see the module doc for the rule)."""
-    return [_compare_metric(history, baseline_id, current_id, metric, limit, options)
-            for metric, limit in sorted(options.thresholds.items())]
+    """One comparison per metric of ``thresholds`` or ``fail_if_drop`` (see the module doc for the rule)."""
+    metrics = sorted(set(options.thresholds) | set(options.fail_if_drop))
+    return [_compare_metric(history, baseline_id, current_id, metric, options) for metric in metrics]
 
 
-def _compare_metric(history: History, baseline_id: str, current_id: str, metric: str, limit: float,
+def min_p_value(n_changed: int) -> float:
+    """The smallest two-sided p-value of the sign-flip test over ``n_changed`` non-zero paired differences: only
+    the observed signs and their mirror image are as extreme, 2 of 2^n assignments."""
+    return 1.0 if n_changed < 1 else min(1.0, 2.0 ** (1 - n_changed))
+
+
+def never_trips(options: SweepOptions, n_queries: int) -> list[str]:
+    """Why some thresholds of ``options`` can never trip with ``n_queries`` queries: one message per metric."""
+    from open_rag_eval.report.names import axis_range  # noqa: PLC0415
+
+    problems: list[str] = []
+    if min_p_value(n_queries) >= options.alpha:
+        needed = math.floor(1 - math.log2(options.alpha)) + 1
+        for metric in sorted(set(options.thresholds) - set(options.fail_if_drop)):
+            problems.append(
+                f"sweep.thresholds.{metric}: with {n_queries} queries the paired test can never reach alpha "
+                f"{options.alpha:g} (smallest possible p {min_p_value(n_queries):.3g}), so this threshold can never "
+                f"trip: a drop beyond it is INCONCLUSIVE (exit 7). Use at least {needed} queries, or add "
+                f"sweep.fail_if_drop.{metric}")
+    for section, rules in (("thresholds", options.thresholds), ("fail_if_drop", options.fail_if_drop)):
+        for metric, amount in sorted(rules.items()):
+            bounds = axis_range(metric)
+            if bounds is not None and not metric.endswith(".alpha") and amount >= bounds[1] - bounds[0]:
+                problems.append(f"sweep.{section}.{metric}: {amount:g} can never trip: the metric lies in "
+                                f"[{bounds[0]:g}, {bounds[1]:g}], so it cannot move by more than {bounds[1] - bounds[0]:g}")
+    return problems
+
+
+def _compare_metric(history: History, baseline_id: str, current_id: str, metric: str,
                     options: SweepOptions) -> Comparison:
+    limit, absolute = options.thresholds.get(metric), options.fail_if_drop.get(metric)
     before, _ = history.per_query(baseline_id, metric)
     after, failed = history.per_query(current_id, metric)
     lower = lower_is_better(metric)
     if not after:
         note = f"no value in this sweep ({failed} failed rows)"
-        return Comparison(metric, _mean(before.values()), None, None, None, None, 0, limit, lower, True, note)
+        return Comparison(metric, _mean(before.values()), None, None, None, None, 0, limit, lower, True, note,
+                          absolute)
     common = sorted(set(before) & set(after))
     if not common:
         return Comparison(metric, None, _mean(after.values()), None, None, None, 0, limit, lower, False,
-                          "not in the baseline: nothing to compare")
+                          "not in the baseline: nothing to compare", absolute)
     a, b = [before[q] for q in common], [after[q] for q in common]
     delta = _mean(b) - _mean(a)
     drop = delta if lower else -delta
-    if len(common) < 2:
-        return Comparison(metric, a[0], b[0], delta, None, None, 1, limit, lower, drop > limit,
-                          "one paired query: no test, the threshold alone decides")
-    test = paired_test(a, b, seed=options.seed)
-    regression = drop > limit and test.p_value <= options.alpha
-    note = "" if regression or drop <= limit else f"beyond the threshold but not significant (alpha {options.alpha})"
-    return Comparison(metric, test.mean_a, test.mean_b, delta, test.p_value, (test.ci95_low, test.ci95_high),
-                      len(common), limit, lower, regression, note)
+    test = paired_test(a, b, seed=options.seed) if len(common) > 1 else None
+    min_p = min_p_value(sum(1 for x, y in zip(a, b) if abs(y - x) > 1e-12))
+    beyond = limit is not None and drop > limit
+    tripped = absolute is not None and drop > absolute
+    significant = test is not None and test.p_value <= options.alpha
+    regression = tripped or (beyond and significant)
+    inconclusive = not regression and beyond and min_p >= options.alpha
+    if tripped:
+        note = f"dropped {drop:.3f}, more than fail_if_drop {absolute:g}: a regression whatever the test says"
+    elif inconclusive:
+        note = (f"beyond the threshold, but {len(common)} paired queries cannot reach alpha {options.alpha:g} "
+                f"(smallest possible p {min_p:.3g}): add queries or a fail_if_drop amount")
+    elif beyond and not significant:
+        note = f"beyond the threshold but not significant (alpha {options.alpha})"
+    else:
+        note = ""
+    return Comparison(metric, _mean(a), _mean(b), delta, None if test is None else test.p_value,
+                      None if test is None else (test.ci95_low, test.ci95_high), len(common), limit, lower,
+                      regression, note, absolute, inconclusive, min_p)
 
 
 def _mean(values: Any) -> float | None:

@@ -1,8 +1,9 @@
 """`open-rag-eval sweep --config FILE`: one scheduled consistency sweep, with an exit code a scheduler can alert on.
 
-Exit codes: 0 stable (or the first sweep: nothing to compare with), 1 regression beyond a threshold (named on
-stdout), 2 bad config or missing extra, 3 bad input, 4 judge unavailable, 5 any other error (e.g. every call to
-the RAG system failed). Errors never exit 1, so 1 always means "regression".
+Exit codes: 0 stable (or the first sweep: nothing to compare with), 1 regression beyond a threshold or a
+``fail_if_drop`` amount (named on stdout), 2 bad config or missing extra, 3 bad input, 4 judge unavailable, 5 any
+other error (e.g. every call to the RAG system failed), 7 inconclusive (a metric moved beyond its threshold but the
+paired test cannot reach alpha with this many queries). Errors never exit 1, so 1 always means "regression".
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 HELP = "query a live RAG system, evaluate consistency, record the sweep in the history and compare with a baseline"
 
-EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 5
+EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 5, 7
 
 log = logging.getLogger("open_rag_eval")
 
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         log.exception("sweep failed: %s", type(error).__name__)
         return EXIT_ERROR
     sys.stdout.write(format_outcome(outcome))
-    return EXIT_REGRESSION if outcome.verdict == "regression" else EXIT_STABLE
+    return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome.verdict, EXIT_STABLE)
 
 
 def _number(value: float | None) -> str:
@@ -55,11 +56,23 @@ def _number(value: float | None) -> str:
 def _row(c: Comparison) -> str:
     delta = "-" if c.delta is None else f"{c.delta:+.3f}"
     p = "-" if c.p_value is None else f"{c.p_value:.4f}"
-    state = "REGRESSION" if c.regression else "ok"
+    state = c.state.upper() if c.state != "ok" else "ok"
     direction = "lower" if c.lower_is_better else "higher"
+    limit = "-" if c.threshold is None else f"{c.threshold:.3f}"
+    absolute = "-" if c.fail_if_drop is None else f"{c.fail_if_drop:.3f}"
     line = (f"  {c.metric:<34} {_number(c.baseline):>8} {_number(c.current):>8} {delta:>8} {p:>7} "
-            f"{c.threshold:>6.3f} {direction:>6}  {state}")
+            f"{limit:>6} {absolute:>6} {direction:>6}  {state}")
     return line + (f"  ({c.note})" if c.note else "")
+
+
+def _named(comparisons: list[Comparison]) -> str:
+    def allowed(c: Comparison) -> str:
+        limits = [f"{c.threshold:g}" if c.threshold is not None else "", f"fail_if_drop {c.fail_if_drop:g}"
+                  if c.fail_if_drop is not None else ""]
+        return " / ".join(part for part in limits if part)
+
+    return ", ".join(f"{c.metric} ({'no value' if c.delta is None else f'{c.delta:+.3f}'}, allowed {allowed(c)})"
+                     for c in comparisons)
 
 
 def format_outcome(outcome: SweepOutcome) -> str:
@@ -76,14 +89,15 @@ def format_outcome(outcome: SweepOutcome) -> str:
     lines.append(f"baseline: {outcome.baseline_id}")
     if outcome.comparisons:
         lines.append(f"  {'metric':<34} {'baseline':>8} {'current':>8} {'delta':>8} {'p':>7} {'limit':>6} "
-                     f"{'better':>6}  state")
+                     f"{'fail':>6} {'better':>6}  state")
         lines.extend(_row(c) for c in outcome.comparisons)
     else:
-        lines.append("  no thresholds configured (sweep.thresholds): nothing is checked")
+        lines.append("  no thresholds configured (sweep.thresholds, sweep.fail_if_drop): nothing is checked")
     if outcome.regressions:
-        named = ", ".join(f"{c.metric} ({'no value' if c.delta is None else f'{c.delta:+.3f}'}, allowed "
-                          f"{c.threshold:g})" for c in outcome.regressions)
-        lines.append(f"verdict: REGRESSION in {named}")
+        lines.append(f"verdict: REGRESSION in {_named(outcome.regressions)}")
+    elif outcome.inconclusive:
+        lines.append(f"verdict: INCONCLUSIVE in {_named(outcome.inconclusive)}: too few queries for the paired test "
+                     "to reach alpha (add queries, or sweep.fail_if_drop for an absolute rule)")
     else:
         lines.append("verdict: STABLE")
     return "\n".join(lines) + "\n"

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from open_rag_eval.config import LoadedConfig
 
 
 HELP = "validate a config and its input file; judge nothing"
@@ -26,4 +31,26 @@ def run(args: argparse.Namespace) -> int:
     kinds = ", ".join(spec.type for spec in loaded.evaluators)
     source = f"{len(outputs)} outputs of {queries} queries" if loaded.config.input else "outputs from the connector"
     log.info("%s: valid (%s; evaluators: %s)", args.config, source, kinds)
+    for warning in _warnings(loaded):
+        log.warning("%s: %s", args.config, warning)
     return 0
+
+
+def _warnings(loaded: LoadedConfig) -> list[str]:
+    """What is valid but will not work as meant: an unset judge key variable, sweep thresholds that never trip."""
+    warnings: list[str] = []
+    judge = loaded.judge
+    if judge.simulated is None and any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
+        from open_rag_eval.judge.client import DEFAULT_BASE_URL, is_local_url
+
+        base_url = judge.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if not is_local_url(base_url) and not os.environ.get(judge.api_key_env, "").strip():
+            warnings.append(f"judge.api_key_env: the environment variable {judge.api_key_env} is not set; `eval` "
+                            "will stop before judging (exit 2) until it holds the judge's API key")
+    sweep, connector = loaded.config.sweep, loaded.config.connector
+    if sweep is not None and connector is not None:
+        from open_rag_eval.inputs import read_queries
+        from open_rag_eval.sweep import never_trips
+
+        warnings += never_trips(sweep, len(read_queries(loaded.resolve_path(connector.queries))))
+    return warnings
