@@ -313,6 +313,10 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
     judge = loaded.judge
     total, tasks = plan.total(), plan.by_task()
     _out(f"dry run: {len(outputs)} outputs of {len({o.query_id for o in outputs})} queries; nothing was called")
+    connector = loaded.config.connector
+    if connector is not None and not outputs:
+        _out(f"note: the outputs come from the connector when the run queries the system ({connector.repeats} "
+             "run(s) per query of its queries file); their judge calls cannot be planned before they exist")
     _out(f"planned judge calls: {total.calls} (identical requests once; before cache hits)")
     width = max((len(name) for name in tasks), default=4)
     for name, task in tasks.items():

@@ -134,3 +134,15 @@ def test_expected_replies_parse_and_size_nugget_lists() -> None:
     assert parse_umbrela(expected_reply(JudgeRequest.chat("umbrela", "…\nExplanation:"))) == (2, True)
     assert parse_support(expected_reply(JudgeRequest.chat("support", "x"))) == "FS"
     assert parse_no_answer(expected_reply(JudgeRequest.chat("no_answer", "x"))) == "yes"
+
+
+def test_dry_run_of_a_connector_config_says_why_nothing_is_planned(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "queries.csv").write_text("query\nWhy?\n", encoding="utf-8")
+    config = {"output_dir": str(tmp_path / "out"),
+              "connector": {"type": "http", "queries": "queries.csv", "repeats": 2,
+                            "options": {"url": "http://127.0.0.1:9/q"}},
+              "evaluators": [{"type": "golden", "metrics": ["lexical"]}]}
+    assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "the outputs come from the connector when the run queries the system (2 run(s) per query" in out
