@@ -39,7 +39,9 @@ def _out(text: str = "") -> None:
     sys.stdout.write(text + "\n")
 
 
-def _money(value: float | None) -> str:
+def _money(value: float | None, usage_unknown: int = 0) -> str:
+    if value is None and usage_unknown:
+        return f"unknown ({usage_unknown} replies reported no valid token usage)"
     return "unknown (no price for this model; set judge.prices)" if value is None else f"${value:.4f}"
 
 
@@ -368,7 +370,7 @@ def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:
     if not snapshot:
         return
     total = snapshot["total"]
-    cost = "none (simulated judge)" if simulated else _money(total.get("cost_usd"))
+    cost = "none (simulated judge)" if simulated else _money(total.get("cost_usd"), total.get("usage_unknown", 0))
     _out(
         f"judge: {total['calls']} calls, {total['cache_hits']} cache hits, {total['retries']} retries, "
         f"{total['failures']} failures, {total['prompt_tokens']} prompt + {total['completion_tokens']} completion "

@@ -14,7 +14,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import is_simulated_fingerprint
 from open_rag_eval.manifest import build_manifest
 from open_rag_eval.progress import Progress
-from open_rag_eval.results import write_results
+from open_rag_eval.results import failed_everywhere, write_results
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.types import EvalResult, RAGOutput
 
@@ -43,6 +43,7 @@ class RunReport:
     manifest: dict[str, Any]
     simulated: bool
     outputs: list[RAGOutput]
+    incomplete: list[dict[str, Any]] = field(default_factory=list)  # judged metrics that failed for every output
 
 
 def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
@@ -55,10 +56,16 @@ def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutp
 
 
 def _limit(outputs: list[RAGOutput], limit: int | None) -> list[RAGOutput]:
-    if limit is None:
+    if _check_limit(limit) is None:
         return outputs
     kept = list(dict.fromkeys(o.query_id for o in outputs))[:limit]
     return [o for o in outputs if o.query_id in set(kept)]
+
+
+def _check_limit(limit: int | None) -> int | None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be a whole number of at least 1, got {limit!r}", path="--limit")
+    return limit
 
 
 def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
@@ -87,6 +94,7 @@ async def arun(
     progress: Progress | None = None,
 ) -> RunReport:
     started = time.monotonic()
+    _check_limit(limit)
     out = output_dir or loaded.resolve_path(loaded.config.output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
     progress = progress or Progress()
@@ -121,11 +129,13 @@ async def arun(
         simulated = _simulated(judge)
         summary = write_results(out, outputs, result, simulated)
         manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
+    incomplete = failed_everywhere(summary, result.scores)
+    manifest.update(complete=not incomplete, incomplete=incomplete)
     atomic_write_json(out / "manifest.json", manifest)
     progress.steps["write"] = "report.html"
     _write_report(out)
     progress.end("write")
-    return RunReport(result, summary, out, manifest, simulated, outputs)
+    return RunReport(result, summary, out, manifest, simulated, outputs, incomplete)
 
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:

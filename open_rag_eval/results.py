@@ -6,7 +6,7 @@ import csv
 import io
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,11 +15,13 @@ from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.types import EvalResult, RAGOutput, Score
 
-__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "metric_order", "summarize", "write_results"]
+__all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
+           "summarize", "write_results"]
 
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
 SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
 FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency")
+JUDGED_FAMILIES = ("umbrela.", "nuggets.", "citation.", "no_answer.", "consistency.judge")  # values from the judge
 Key = tuple[str, int | None]
 
 
@@ -70,6 +72,31 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
     return [aggregate(m, values[m], failed[m]) for m in metric_order([*values, *failed])]
 
 
+def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict[str, str]:
+    """``ok`` for a metric with at least one value; for a metric with none, the kind of its missing values:
+    ``failed`` (every judgment or model call for it went wrong), ``undefined`` or ``unavailable`` (not installed)."""
+    from open_rag_eval.report.missing import FAILED, kind
+
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    for score in scores:
+        if score.value is None:
+            kinds[score.metric][kind(score.error or "")] += 1
+    return {a.metric: "ok" if a.n else (kinds[a.metric].most_common(1)[0][0] if kinds[a.metric] else FAILED)
+            for a in summary}
+
+
+def failed_everywhere(summary: Sequence[Aggregate], scores: Sequence[Score]) -> list[dict[str, Any]]:
+    """Judged metrics that failed for every output, each with its count and commonest reason: an incomplete run."""
+    status = metric_status(summary, scores)
+    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == "failed" and a.metric.startswith(JUDGED_FAMILIES)}
+    reasons: dict[str, Counter[str]] = defaultdict(Counter)
+    for score in scores:
+        if score.metric in failed and score.error:
+            reasons[score.metric][score.error] += 1
+    return [{"metric": m, "n_failed": n, "reason": reasons[m].most_common(1)[0][0] if reasons[m] else None}
+            for m, n in failed.items()]
+
+
 def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -100,19 +127,21 @@ def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated
     return _csv_text(header, rows)
 
 
-def summary_csv(summary: Sequence[Aggregate], simulated: bool) -> str:
+def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
     header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "min", "median", "p95", "max",
-              "simulated_judge"]
+              "status", "simulated_judge"]
     rows = [
         [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed,
-         _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), str(simulated).lower()]
+         _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), (status or {}).get(a.metric, "ok"),
+         str(simulated).lower()]
         for a in summary
     ]
     return _csv_text(header, rows)
 
 
 def results_json(
-    outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool
+    outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool,
+    status: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     by_key: dict[Key, dict[str, Any]] = {}
     for output in outputs:
@@ -142,7 +171,7 @@ def results_json(
         "simulated": simulated,
         "outputs": list(by_key.values()),
         "queries": list(queries.values()),
-        "summary": [a.as_dict() for a in summary],
+        "summary": [{**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary],
     }
 
 
@@ -169,9 +198,10 @@ def write_results(
     scores = [_finite(score) for score in result.scores]
     clean = EvalResult(scores=scores, details=list(result.details))
     summary = summarize(scores)
+    status = metric_status(summary, scores)
     atomic_write_text(output_dir / "results.csv", results_csv(outputs, scores, simulated))
-    atomic_write_text(output_dir / "summary.csv", summary_csv(summary, simulated))
-    atomic_write_json(output_dir / "results.json", _strict(results_json(outputs, clean, summary, simulated)))
+    atomic_write_text(output_dir / "summary.csv", summary_csv(summary, simulated, status))
+    atomic_write_json(output_dir / "results.json", _strict(results_json(outputs, clean, summary, simulated, status)))
     return summary
 
 

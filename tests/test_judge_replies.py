@@ -110,6 +110,18 @@ def test_a_prompt_beyond_context_tokens_fails_without_a_call() -> None:
     assert len(server.completions) == 1
 
 
+def test_a_context_overflow_lowers_the_concurrency_like_a_429() -> None:
+    """A local server sharing one context among its parallel slots overflows because of the load."""
+    overflow = Reply.error(400, "the request exceeds the available context size, try increasing it")
+
+    async def run(judge: OpenAIJudge) -> tuple[Any, int]:
+        return await outcome(judge, ask()), judge.limiter.concurrency.limit
+
+    with ScriptedServer(default=overflow) as server:
+        error, limit = with_judge(config(server.base_url, max_concurrency=8), run)
+    assert isinstance(error, JudgeCallError) and limit == 4
+
+
 # -- usage, cost and fingerprints ------------------------------------------------------------------------------
 
 def _snapshot(reply: Reply, model: str = "gpt-4o-mini") -> dict[str, Any]:

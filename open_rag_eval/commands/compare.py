@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from open_rag_eval.report.loader import ResultSet
 
 HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
         "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction across the metrics compared "
@@ -38,10 +43,30 @@ def _gates(specs: list[str]) -> list[tuple[str, float]]:
     for spec in specs:
         name, _, threshold = spec.partition(":")
         try:
-            gates.append((metric_name(name.strip()), float(threshold) if threshold else 0.0))
+            value = float(threshold) if threshold else 0.0
         except ValueError:
-            raise InputError(f"threshold must be a number, got {threshold!r}", field="--fail-if-worse") from None
+            value = math.nan
+        if not math.isfinite(value):
+            raise InputError(f"threshold must be a finite number, got {threshold!r}", field="--fail-if-worse")
+        gates.append((metric_name(name.strip()), value))
     return gates
+
+
+def _check_gates(gates: list[tuple[str, float]], a: ResultSet, b: ResultSet) -> None:
+    """A gate on a metric that A or B does not have could never trip: refuse it, naming the close names."""
+    import difflib
+
+    from open_rag_eval.errors import InputError
+
+    have_a = {m for row in a.rows for m in row.scores}
+    have_b = {m for row in b.rows for m in row.scores}
+    for metric, _ in gates:
+        missing = [label for label, have in (("A", have_a), ("B", have_b)) if metric not in have]
+        if missing:
+            close = difflib.get_close_matches(metric, sorted(have_a | have_b), n=5, cutoff=0.5)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise InputError(f"no metric '{metric}' in {' and '.join(missing)}, so this gate could never trip{hint}",
+                             field="--fail-if-worse")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
 
     gates = _gates(args.fail_if_worse)
     a, b = load_results(Path(args.a)), load_results(Path(args.b))
+    _check_gates(gates, a, b)
     if a.label == b.label:
         a.label, b.label = str(args.a), str(args.b)
     names = [p.strip() for item in args.metrics or [] for p in item.split(",") if p.strip()]

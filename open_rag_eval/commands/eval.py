@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("open_rag_eval")
 
 
 HELP = "evaluate RAG outputs (CSV/JSONL or a connector) and write results, summary, manifest and report"
@@ -13,8 +17,20 @@ HELP = "evaluate RAG outputs (CSV/JSONL or a connector) and write results, summa
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, type=Path, help="YAML config")
     parser.add_argument("--output-dir", type=Path, help="results folder (overrides output_dir)")
-    parser.add_argument("--limit", type=int, metavar="N", help="evaluate only the first N queries (all their runs)")
+    parser.add_argument("--limit", type=positive_int, metavar="N",
+                        help="evaluate only the first N queries (all their runs); N >= 1")
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (argparse prints the message and exits 2 otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,4 +54,25 @@ def run(args: argparse.Namespace) -> int:
         loaded = load_config(args.config)
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress)
     print_summary(report)
+    if report.incomplete:
+        log.error("%s", incomplete_line(report.incomplete, report.output_dir))
+        return 6
     return 0
+
+
+def incomplete_line(incomplete: list[dict[str, Any]], output_dir: Path) -> str:
+    """One line for a run whose judged metric(s) failed for every output: which (headline metrics first), and the
+    commonest reason."""
+    from collections import Counter
+
+    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_TREC
+
+    headline = [m for m in dict.fromkeys((*DEFAULT_TREC, *DEFAULT_CONSISTENCY, "no_answer.answered"))
+                if any(item["metric"] == m for item in incomplete)]
+    named = headline or [incomplete[0]["metric"]]
+    rest = len(incomplete) - len(named)
+    more = f" and {rest} more judged metric{'s' * (rest > 1)}" if rest else ""
+    reasons = Counter(item["reason"] for item in incomplete if item.get("reason"))
+    reason = f"; commonest reason: {reasons.most_common(1)[0][0]}" if reasons else ""
+    return (f"error: incomplete run: {', '.join(named)}{more} failed for every output{reason} (results written "
+            f"to {output_dir}, marked incomplete)")

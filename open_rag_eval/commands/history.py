@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from open_rag_eval.commands.eval import positive_int
 from open_rag_eval.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     where.add_argument("--db", type=Path, help="the history SQLite file")
     parser.add_argument("--metric", help="show this metric's mean per sweep (e.g. consistency.rougeL)")
     parser.add_argument("--system", help="only sweeps of this system label")
-    parser.add_argument("--limit", type=int, default=50, metavar="N", help="the last N sweeps (default 50)")
+    parser.add_argument("--limit", type=positive_int, default=50, metavar="N", help="the last N sweeps (default 50)")
 
 
 def _db_path(args: argparse.Namespace) -> tuple[Path, str | None]:

@@ -118,8 +118,14 @@ class _Session:
         grades = await asyncio.gather(*(self.grade(query, passage) for passage in pool))
         min_grade = self.evaluator.options.nuggets.min_grade
         segments = [p.text for p, g in zip(pool, grades) if g.grade is not None and g.grade >= min_grade]
-        built = await self.evaluator.nuggetizer.build(self.judge, query, segments)
         n_ungraded = sum(1 for g in grades if g.grade is None)
+        if not segments and n_ungraded:  # "no passage qualifies" is unknown, not true: no 0 by convention
+            reason = next(g.reason for g in grades if g.grade is None)
+            built = NuggetList([], "failed", [f"no passage graded >= {min_grade} and {n_ungraded} of {len(pool)} "
+                                              f"have no grade ({reason})"], 0)
+            self.evaluator.nugget_lists[query_id] = built
+            return built
+        built = await self.evaluator.nuggetizer.build(self.judge, query, segments)
         if n_ungraded:
             built.notes.append(f"{n_ungraded} passage(s) without a grade (failed call) left out of creation")
         self.evaluator.nugget_lists[query_id] = built

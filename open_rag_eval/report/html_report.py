@@ -135,6 +135,8 @@ def _cost(run: RunData) -> str:
         return f"none (simulated judge) · {calls}"
     if total.get("cost_usd") is not None:
         return f"${float(total['cost_usd']):.4f} · {calls}"
+    if total.get("usage_unknown"):
+        return f"unknown ({fmt(total['usage_unknown'])} replies reported no valid token usage) · {calls}"
     return f"unknown (no price for this model) · {calls}" if total else "–"
 
 
@@ -263,6 +265,17 @@ def _page(title: str, body: str) -> str:
             f'<body><main>{body}</main><script>{js}</script></body></html>\n')
 
 
+def _incomplete_banner(incomplete: Sequence[dict[str, Any]]) -> str:
+    """An incomplete run (a judged metric failed for every output) says so first, with the commonest reason."""
+    if not incomplete:
+        return ""
+    items = "".join(f'<li><b>{esc(item.get("metric"))}</b> failed for all {esc(item.get("n_failed"))} rows: '
+                    f'{esc(scrub_paths(str(item.get("reason") or "no reason recorded")))}</li>' for item in incomplete)
+    return (f'<div class="banner" id="incomplete"><b>Incomplete run</b>: these judged metrics failed for every '
+            f'output (failed, not unavailable: the judge did not give a usable reply). Their means are missing, '
+            f'not zero.<ul>{items}</ul></div>')
+
+
 def render_report(output_dir: Path) -> str:
     """The report's HTML for one output directory."""
     run = load_run(Path(output_dir))
@@ -274,6 +287,7 @@ def render_report(output_dir: Path) -> str:
                     for i, (qid, q, runs, cross) in enumerate(groups, start=1))
     banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
               'judgments.</p>') if run.simulated else ""
+    banner += _incomplete_banner(run.manifest.get("incomplete") or [])
     body = (f'<h1>open-rag-eval report</h1>{banner}{headline_panel(run.stats, headline, targets, run.missing)}'
             f'{_header(run)}'
             f'<h2>Diagnosis</h2>{_diagnosis(run)}'

@@ -35,7 +35,10 @@ def _float(text: str, *, file: str, line: int, field_name: str) -> float | None:
         value = float(text)
     except ValueError:
         raise InputError(f"not a number: {text[:40]!r}", file=file, line=line, field=field_name) from None
-    return None if math.isnan(value) else value
+    if not math.isfinite(value):  # our writer never writes one: a results file holding one was edited or forged
+        raise InputError(f"not a finite number: {text[:40]!r} (a missing value is an empty cell)", file=file,
+                         line=line, field=field_name)
+    return value
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
