@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -171,6 +172,43 @@ def _interpolate(value: Any, path: str, file: str) -> Any:
         raise ConfigError(f"environment variable {name} is not set", path=path, file=file)
 
     return _ENV.sub(replace, value)
+
+
+_SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential", "cookie", "header")
+
+
+def recorded_config(value: Any, path: str = "") -> Any:
+    """The config as the manifest records it: a ``${VAR:-default}`` that fell back to its default (written in
+    the config itself) is recorded as that default, and one whose variable holds a number or true/false as that
+    value (``timeout_s: ${T:-60}`` -> 60) -- unless its key looks like a secret. Any other reference stays as
+    written: a string from the environment may be a secret and is never recorded."""
+    if isinstance(value, dict):
+        return {key: recorded_config(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [recorded_config(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    if not isinstance(value, str) or not _ENV.search(value) or any(w in path.lower() for w in _SECRET_WORDS):
+        return value
+    whole = _ENV.fullmatch(value.strip())
+    if whole is not None:
+        name, default = whole.group(1), whole.group(2)
+        if name in os.environ:
+            typed = _scalar(os.environ[name])
+            return typed if isinstance(typed, (bool, int, float)) else value
+        return _scalar(default) if default is not None else value
+    if all(match.group(1) not in os.environ and match.group(2) is not None for match in _ENV.finditer(value)):
+        return _ENV.sub(lambda match: match.group(2), value)  # only defaults, all written in the config
+    return value
+
+
+def _scalar(text: str) -> Any:
+    """A YAML scalar's value (``60`` -> 60, ``true`` -> True); the text itself when it is anything else."""
+    try:
+        typed = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+    if isinstance(typed, float) and not math.isfinite(typed):
+        return text
+    return typed if isinstance(typed, (bool, int, float)) else text
 
 
 def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path) -> EvaluatorSpec:

@@ -1,4 +1,5 @@
-"""manifest.json: exactly what produced a result -- versions, config (env references, never their values) and its
+"""manifest.json: exactly what produced a result -- versions, config (numbers and defaults resolved, other environment
+references as written, never their values) and its
 digest, input digest, prompt hashes, judge model and fingerprints, accounting, wall time, whether it was simulated."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from open_rag_eval import __version__
-from open_rag_eval.config import LoadedConfig
+from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.types import RAGOutput
 
@@ -77,7 +78,7 @@ def build_manifest(
         "created": now_iso(),
         "python": sys.version.split()[0],
         "platform": platform.platform(terse=True),
-        "config": loaded.raw,
+        "config": recorded_config(loaded.raw),
         "config_digest": loaded.digest,
         "input": {
             "path": str(loaded.config.input) if input_path else None,

@@ -238,3 +238,25 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
     # abandoned requests at most, against 8 more every 0.25 s without adaptation (capped by the 40 slow ones)
     assert peak_fixed >= 24 and peak_adaptive <= 0.6 * peak_fixed
     assert 1 <= limit_after < 8  # lowered, and creeping back up with the fast replies that followed
+
+
+# -- the manifest records resolved numbers and defaults, never a string from the environment --------------------
+
+def test_the_manifest_records_resolved_numbers_and_defaults_never_environment_strings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ORE_TEST_TIMEOUT", raising=False)
+    monkeypatch.setenv("ORE_TEST_CONCURRENCY", "4")
+    monkeypatch.setenv("ORE_TEST_USER", "private-user-77")
+    monkeypatch.setenv("ORE_TEST_TOKEN", "12345678")
+    with ScriptedServer(default=Reply.ok("##final score: 2")) as server:
+        data = write_inputs(tmp_path, synthetic_outputs(1))
+        cfg = _config(tmp_path, data, {"base_url": server.base_url, "timeout_s": "${ORE_TEST_TIMEOUT:-60}",
+                                       "max_concurrency": "${ORE_TEST_CONCURRENCY}",
+                                       "params": {"seed": "${ORE_TEST_UNSET_SEED:-7}", "user": "${ORE_TEST_USER}",
+                                                  "user_token": "${ORE_TEST_TOKEN}"}}, ("umbrela",), "c.yaml")
+        assert run_cli(cfg, tmp_path / "out") == 0
+    text = (tmp_path / "out" / "manifest.json").read_text(encoding="utf-8")
+    judge = json.loads(text)["config"]["judge"]
+    assert (judge["timeout_s"], judge["max_concurrency"], judge["params"]["seed"]) == (60, 4, 7)
+    assert judge["params"]["user"] == "${ORE_TEST_USER}" and "private-user-77" not in text
+    assert judge["params"]["user_token"] == "${ORE_TEST_TOKEN}" and "12345678" not in text
