@@ -12,6 +12,7 @@ import contextlib
 import inspect
 import json
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -68,11 +69,26 @@ def _check_limit(limit: int | None) -> int | None:
     return limit
 
 
+REHEARSED_QUERIES = 200
+
+
 def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
     """The judge work of a run, evaluator by evaluator (an evaluator whose ``plan`` takes ``evaluators`` sees all
-    of them, built, e.g. to reuse the trec evaluator's planned nugget lists)."""
+    of them, built, e.g. to reuse the trec evaluator's planned nugget lists).
+
+    Beyond ``REHEARSED_QUERIES`` queries, a seeded random sample of that many queries (all their runs) is planned
+    and its figures scaled by the ratio of outputs, so a dry run of a large input stays quick."""
     evaluators = [spec.build() for spec in loaded.evaluators]
-    total = Plan()
+    queries = list(dict.fromkeys(o.query_id for o in outputs))
+    scale, notes = 1.0, []
+    if len(queries) > REHEARSED_QUERIES:
+        chosen = set(random.Random(0).sample(queries, REHEARSED_QUERIES))
+        sample = [o for o in outputs if o.query_id in chosen]
+        scale = len(outputs) / len(sample)
+        notes.append(f"planned on a random sample of {REHEARSED_QUERIES} of the {len(queries)} queries (seed 0, "
+                     f"{len(sample)} of {len(outputs)} outputs), scaled by {scale:.2f}")
+        outputs = sample
+    total = Plan(notes=notes, scale=scale)
     for evaluator in evaluators:
         if "evaluators" in inspect.signature(evaluator.plan).parameters:
             total = total + evaluator.plan(outputs, evaluators=evaluators)

@@ -52,3 +52,4 @@ def test_methods_doc_covers_every_method() -> None:
     for heading in ("UMBRELA", "AutoNuggetizer", "Citation support", "HHEM", "No-answer detection", "Consistency",
                     "Judge test-retest", "Golden-label metrics", "Lexical checks", "Decisions"):
         assert f"## {heading}" in text, heading
+

@@ -146,3 +146,19 @@ def test_dry_run_of_a_connector_config_says_why_nothing_is_planned(tmp_path: Pat
     assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "the outputs come from the connector when the run queries the system (2 run(s) per query" in out
+
+
+def test_a_large_input_is_planned_on_a_sample_of_queries_and_scaled(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    loaded = load_config(_write(tmp_path, "c.yaml", _demo(tmp_path)))
+    base = pipeline.load_outputs(loaded)
+    outputs = [o.model_copy(update={"query_id": f"{o.query_id}-{i}", "query": f"{o.query} ({i})"})
+               for i in range(8) for o in base]  # 48 distinct queries
+    full = pipeline.plan(loaded, outputs)
+    monkeypatch.setattr(pipeline, "REHEARSED_QUERIES", 12)
+    sampled = pipeline.plan(loaded, outputs)
+    assert sampled.notes[0].startswith("planned on a random sample of 12 of the 48 queries (seed 0, ")
+    assert sampled.scale > 2 and len(sampled.requests) < len(full.requests) / 2
+    for name in ("calls", "prompt_tokens"):
+        exact, estimate = getattr(full.total(), name), getattr(sampled.total(), name)
+        assert abs(estimate - exact) <= 0.10 * exact, (name, estimate, exact)

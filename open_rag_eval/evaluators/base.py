@@ -55,6 +55,7 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     requests: dict[Hashable, PlannedCall] = field(default_factory=dict)
     reasks: dict[str, int] = field(default_factory=dict)
+    scale: float = 1.0  # the rehearsed requests stand for this many times as many (a sample of the queries)
 
     def __add__(self, other: Plan) -> Plan:
         reasks = dict(self.reasks)
@@ -67,6 +68,7 @@ class Plan:
             self.notes + [note for note in other.notes if note not in self.notes],
             {**self.requests, **other.requests},
             reasks,
+            max(self.scale, other.scale),
         )
 
     def by_task(self) -> dict[str, TaskPlan]:
@@ -82,6 +84,10 @@ class Plan:
             task.reask_prompt_tokens += extra * call.prompt_tokens
         if self.calls or self.prompt_tokens or self.completion_tokens:
             tasks["other"] = TaskPlan(self.calls, self.prompt_tokens, self.completion_tokens)
+        if self.scale != 1.0:
+            for task in tasks.values():
+                for name in ("calls", "prompt_tokens", "completion_tokens", "reask_calls", "reask_prompt_tokens"):
+                    setattr(task, name, round(getattr(task, name) * self.scale))
         return dict(sorted(tasks.items()))
 
     def total(self) -> TaskPlan:
