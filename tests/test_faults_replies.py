@@ -260,3 +260,24 @@ def test_the_manifest_records_resolved_numbers_and_defaults_never_environment_st
     assert (judge["timeout_s"], judge["max_concurrency"], judge["params"]["seed"]) == (60, 4, 7)
     assert judge["params"]["user"] == "${ORE_TEST_USER}" and "private-user-77" not in text
     assert judge["params"]["user_token"] == "${ORE_TEST_TOKEN}" and "12345678" not in text
+
+
+@pytest.mark.parametrize("cell", ["Infinity", "-1e999"])
+def test_compare_refuses_an_infinity_in_a_peer_trec_csv(tmp_path: Path, cell: str,
+                                                        caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "peer.csv"
+    with path.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([["query_id", "query", "run_1_retrieval_score_mean_umbrela_score"],
+                                      ["q1", "q", "1.5"], ["q2", "q", cell]])
+    with caplog.at_level(logging.ERROR):
+        assert main(["compare", str(path), str(path), "--output-dir", str(tmp_path)]) == 3
+    message = caplog.records[-1].getMessage()
+    assert "peer.csv:3: field 'run_1_retrieval_score_mean_umbrela_score': not a finite number" in message
+
+
+def test_a_simulate_judge_server_named_as_base_url_is_still_labelled_simulated(tmp_path: Path) -> None:
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer
+
+    with SimulatedJudgeServer() as server:
+        code, out = _run(tmp_path, server)  # type: ignore[arg-type]
+    assert code == 0 and json.loads((out / "manifest.json").read_text(encoding="utf-8"))["simulated"] is True

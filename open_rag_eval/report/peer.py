@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.errors import InputError
 from open_rag_eval.report.data import ResultSet, Row
 
 __all__ = ["PEER_NAMES", "is_consistency", "is_trec", "load_consistency", "load_trec", "metric_name"]
@@ -64,13 +65,24 @@ def is_consistency(header: list[str]) -> bool:
     return any(name.startswith("consistency_") for name in header)
 
 
-def _cell(text: str | None, where: str) -> Any:
+def _cell(text: str | None, path: Path, line: int, column: str) -> Any:
+    """A JSON cell; ``NaN`` is the peer's missing value, an infinity is refused (no score is infinite)."""
     if text is None or text.strip() == "":
         return None
+
+    def constant(name: str) -> float:
+        if name == "NaN":
+            return math.nan
+        raise InputError(f"not a finite number: {name} in {text[:40]!r}", file=str(path), line=line, field=column)
+
+    def number(literal: str) -> float:
+        value = float(literal)
+        return value if math.isfinite(value) else constant(literal)
+
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=constant, parse_float=number)
     except json.JSONDecodeError:
-        log.warning("%s: not JSON, treated as missing: %.40r", where, text)
+        log.warning("%s:%d: column '%s': not JSON, treated as missing: %.40r", path, line, column, text)
         return None
 
 
@@ -126,7 +138,7 @@ def load_trec(path: Path, header: list[str], records: list[dict[str, str]]) -> R
         for run, fields in sorted(runs.items()):
             scores: dict[str, float | None] = {}
             for field, column in fields.items():
-                value = _cell(record.get(column), f"{path}:{line}: column '{column}'")
+                value = _cell(record.get(column), path, line, column)
                 for metric, number in _expand(field, value).items():
                     if number is not None or metric not in scores:
                         scores[metric] = number
@@ -144,7 +156,7 @@ def load_consistency(path: Path, header: list[str], records: list[dict[str, str]
         query_id, query = record.get("query_id") or "", record.get("query") or ""
         summary = Row(query_id=query_id, query=query, run=None)
         for column in columns:
-            data = _cell(record.get(column), f"{path}:{line}: column '{column}'")
+            data = _cell(record.get(column), path, line, column)
             if not isinstance(data, dict):
                 continue
             metric = metric_name(column)
