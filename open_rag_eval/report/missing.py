@@ -23,14 +23,14 @@ KINDS = (FAILED, UNDEFINED, UNAVAILABLE)
 _UNDEFINED = ("is undefined", "skipped:", "judgments for this query", "no item has two or more labels",
               "fewer than k documents", "no relevant documents", " runs have a value of ")
 _UNAVAILABLE = ("unavailable", "is not installed", "none is configured", "is not set")
-_JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget assignment failed")
+_JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget assignment failed", "have no grade (")
 _ABSOLUTE = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\(?:[\w.@+ -]+\\)*[\w.@+-]*")
 
 
 def kind(reason: str) -> str:
     """failed, undefined or unavailable, from an error reason."""
     text = reason.lower()
-    if text.startswith(_JUDGE_FAILED):  # a judge's own words ("503 Service Unavailable") do not make it unavailable
+    if any(marker in text for marker in _JUDGE_FAILED):  # a judge's words ("503 Service Unavailable") are a failure
         return FAILED
     if any(marker in text for marker in _UNAVAILABLE):
         return UNAVAILABLE
