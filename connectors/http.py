@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.limits import RetryPolicy, parse_retry_after
+from open_rag_eval.redaction import cut, is_secret_name, register_secret, register_url_credentials
 from open_rag_eval.segment import segment_answer
 from open_rag_eval.types import Passage, RAGOutput
 
@@ -124,6 +125,10 @@ class HttpConnector:
     def __init__(self, options: HttpOptions, *, http_client: httpx2.AsyncClient | None = None) -> None:
         self.options = options
         self._client = http_client
+        for name, value in options.headers.items():  # a literal credential in a plain header is still one
+            if is_secret_name(name):
+                register_secret(value.split(" ", 1)[-1])
+        register_url_credentials(options.url)
         self._headers = {**options.headers, **self._secret_headers()}
         self._retry = RetryPolicy(max_retries=options.retries, base_s=options.backoff_s)
 
@@ -134,6 +139,7 @@ class HttpConnector:
             if not value:
                 raise ConfigError(f"environment variable {secret.env} is not set",
                                   path=f"connector.options.secret_headers.{name}")
+            register_secret(value)  # from now on redacted from every message, log line and output file
             headers[name] = secret.prefix + value
         return headers
 
@@ -188,7 +194,7 @@ class HttpConnector:
             raise _Failed(f"connection failed: {type(error).__name__}", True) from None
         if response.status_code >= 400:
             retryable = response.status_code in options.retry_statuses
-            snippet = " ".join(response.text[:200].split())
+            snippet = cut(response.text, 200)  # redacted before the cut
             raise _Failed(f"HTTP {response.status_code}" + (f": {snippet}" if snippet else ""), retryable,
                           parse_retry_after(response.headers))
         try:

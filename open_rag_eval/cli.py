@@ -15,6 +15,8 @@ from collections.abc import Sequence
 
 from open_rag_eval import __version__
 from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, exit_code
+from open_rag_eval.redaction import redact
+from open_rag_eval.terminal import ConsoleFilter
 
 __all__ = ["error_line", "main"]
 
@@ -43,13 +45,16 @@ def _parser() -> argparse.ArgumentParser:
 def _setup_logging(verbose: bool, quiet: bool) -> None:
     level = logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr)
+    for handler in logging.getLogger().handlers:  # every record is redacted and made printable before it is shown
+        if not any(isinstance(f, ConsoleFilter) for f in handler.filters):
+            handler.addFilter(ConsoleFilter())
     for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def error_line(error: BaseException) -> str:
     """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped."""
-    line = "error: " + "\\n".join(str(error).splitlines())
+    line = "error: " + "\\n".join(redact(str(error)).splitlines())
     if isinstance(error, JudgeUnavailable):
         line += " (everything judged so far is kept in the cache; re-run the same command to resume)"
     return line

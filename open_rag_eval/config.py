@@ -23,6 +23,7 @@ from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.peer_config import is_peer_config, translate_peer_config
+from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 
 __all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text"]
@@ -171,7 +172,10 @@ def _interpolate(value: Any, path: str, file: str) -> Any:
             return default
         raise ConfigError(f"environment variable {name} is not set", path=path, file=file)
 
-    return _ENV.sub(replace, value)
+    result = _ENV.sub(replace, value)
+    if result != value:  # a credential taken from the environment is redacted from every message and file
+        register_interpolated(path, result)
+    return result
 
 
 _SECRET_WORDS = ("key", "token", "secret", "password", "passwd", "auth", "credential", "cookie", "header")

@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from open_rag_eval.progress import Progress
+from open_rag_eval.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
@@ -36,7 +37,7 @@ QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFOR
 
 
 def _out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    echo(text)
 
 
 def _money(value: float | None, usage_unknown: int = 0) -> str:

@@ -1,4 +1,6 @@
-"""Atomic file writes: a temp file in the same folder, fsync, then rename. Readers never see half a file."""
+"""Atomic file writes: a temp file in the same folder, fsync, then rename. Readers never see half a file.
+
+Everything written here passes through ``redaction.SecretStream``: no registered secret reaches an output file."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
+
+from open_rag_eval.redaction import SecretStream
 
 __all__ = ["atomic_write", "atomic_write_json", "atomic_write_text"]
 
@@ -24,8 +28,9 @@ def atomic_write(path: Path, write: Callable[[TextIO], None]) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            write(handle)
-            handle.flush()
+            stream = SecretStream(handle)
+            write(stream)  # type: ignore[arg-type]
+            stream.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
         os.replace(tmp, path)

@@ -11,11 +11,11 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from open_rag_eval import __version__
 from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.redaction import safe_url, scrub_config
 from open_rag_eval.types import RAGOutput
 
 __all__ = ["build_manifest", "file_digest", "now_iso"]
@@ -31,16 +31,6 @@ def file_digest(path: Path) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _safe_url(url: str | None) -> str | None:
-    """A base URL without credentials or query string."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = host + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 def _prompt_hashes() -> dict[str, str]:
@@ -59,7 +49,7 @@ def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -
     snapshot = accounting.snapshot() if accounting is not None else {}
     return {
         "model": judge.model,
-        "base_url": _safe_url(config.base_url),
+        "base_url": safe_url(config.base_url) if config.base_url else config.base_url,
         "api_key_env": config.api_key_env,
         "simulated": simulated,
         "max_concurrency": config.max_concurrency,
@@ -78,7 +68,7 @@ def build_manifest(
         "created": now_iso(),
         "python": sys.version.split()[0],
         "platform": platform.platform(terse=True),
-        "config": recorded_config(loaded.raw),
+        "config": scrub_config(recorded_config(loaded.raw)),  # URL credentials and literal credentials removed
         "config_digest": loaded.digest,
         "input": {
             "path": str(loaded.config.input) if input_path else None,

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
 from collections import Counter, defaultdict
@@ -11,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.csv_cells import csv_text
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.types import EvalResult, RAGOutput, Score
@@ -97,14 +96,6 @@ def failed_everywhere(summary: Sequence[Aggregate], scores: Sequence[Score]) -> 
             for m, n in failed.items()]
 
 
-def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows(rows)
-    return buffer.getvalue()
-
-
 def _cell(value: float | None) -> str:
     return "" if value is None else repr(round(value, 10))
 
@@ -124,7 +115,7 @@ def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated
         row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
         row += [(cells[m].error or "") if m in cells else "" for m in errored]
         rows.append([*row, str(simulated).lower()])
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
 def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
@@ -136,7 +127,7 @@ def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str,
          str(simulated).lower()]
         for a in summary
     ]
-    return _csv_text(header, rows)
+    return csv_text(header, rows)
 
 
 def results_json(

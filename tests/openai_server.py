@@ -26,7 +26,7 @@ from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge, open_judge
 from open_rag_eval.judge.config import JudgeConfig
 
-__all__ = ["FAST", "Reply", "ScriptedServer", "Seen", "ask", "completion_body", "config", "outcome", "with_judge"]
+__all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "completion_body", "config", "outcome", "with_judge"]
 
 
 def completion_body(content: str | None, *, prompt_tokens: int = 10, completion_tokens: int = 2,
@@ -81,6 +81,11 @@ class Reply:
         return cls(200, body)
 
     @classmethod
+    def echo_key(cls, status: int, offset: int) -> Reply:
+        """An error whose message repeats the bearer token it was sent, after ``offset`` characters of padding."""
+        return cls.error(status, "." * offset + f" invalid request for key {ECHO_KEY}: rejected")
+
+    @classmethod
     def malformed(cls) -> Reply:
         return cls(200, '{"id": "chatcmpl-broken", "choices": [')
 
@@ -96,6 +101,7 @@ class Seen:
 
 
 Responder = Callable[[dict[str, Any]], Reply]
+ECHO_KEY = "<<bearer token>>"  # in a reply's body: replaced by the token the request carried
 
 
 class _Server(ThreadingHTTPServer):
@@ -172,14 +178,15 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 reply = server._next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
-                self._send(reply)
+                self._send(reply, self.headers.get("Authorization", "").removeprefix("Bearer "))
             except (BrokenPipeError, ConnectionResetError):
                 pass
             finally:
                 server._leave()
 
-        def _send(self, reply: Reply) -> None:
+        def _send(self, reply: Reply, token: str = "") -> None:
             data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
+            data = data.replace(ECHO_KEY, token)
             payload = data.encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")

@@ -10,7 +10,9 @@ so both flat and nested field paths can be tested. ``behaviour`` is switchable b
 - ``mode="stable"``: the same answer every time; ``mode="unstable"``: each call words the answer differently;
 - ``latency_s``: a delay before every reply;
 - ``fail``: query id -> HTTP statuses returned first (one per call, consumed), e.g. ``[503, 503]``;
-- ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" (every call).
+- ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" (every call);
+- ``echo_header``: a failing reply's body repeats the value of this request header (as careless servers do in
+  their 401/500 pages), after ``echo_offset`` characters of padding -- to put a secret across a message cut.
 
 The server records each request's body and headers, and the most requests it handled at once.
 """
@@ -41,6 +43,8 @@ class RagBehaviour:
     latency_s: float = 0.0
     fail: dict[str, list[int]] = field(default_factory=dict)
     malformed: dict[str, str] = field(default_factory=dict)
+    echo_header: str | None = None
+    echo_offset: int = 0
 
 
 class RagServer:
@@ -68,7 +72,7 @@ class RagServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def answer(self, body: dict[str, Any]) -> tuple[int, str]:
+    def answer(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
         behaviour = self.behaviour
         qid, query = str(body.get("query_id", "")), str(body.get("query", ""))
         with self._lock:
@@ -77,6 +81,10 @@ class RagServer:
             statuses = behaviour.fail.get(qid)
             status = statuses.pop(0) if statuses else 200
         if status != 200:
+            if behaviour.echo_header is not None:
+                got = {name.lower(): value for name, value in (headers or {}).items()}.get(behaviour.echo_header.lower())
+                padding = "." * behaviour.echo_offset
+                return status, f'{padding} error {status}: request had {behaviour.echo_header}: {got} -- denied'
             return status, json.dumps({"error": f"injected {status}"})
         kind = behaviour.malformed.get(qid)
         if kind == "not_json":
@@ -112,7 +120,7 @@ class RagServer:
                         server.requests.append({"body": body, "headers": dict(self.headers)})
                     if server.behaviour.latency_s:
                         time.sleep(server.behaviour.latency_s)
-                    status, text = server.answer(body)
+                    status, text = server.answer(body, dict(self.headers))
                     data = text.encode()
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")

@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import math
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from open_rag_eval.report.loader import ResultSet
+
+from open_rag_eval.terminal import echo
 
 HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
         "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction across the metrics compared "
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         metrics = [metric_name(n) for n in names] if names else cmp.default_metrics(a, b)
         metrics += [m for m, _ in gates if m not in metrics]
     comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples)
-    sys.stdout.write(cmp.format_table(comparison) + "\n")
+    echo(cmp.format_table(comparison))
     out = Path(args.output_dir)
     log.info("wrote %s", cmp.write_compare_csv(comparison, out / "compare.csv"))
     if comparison.rows:

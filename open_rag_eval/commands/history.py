@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from open_rag_eval.commands.eval import positive_int
 from open_rag_eval.errors import ConfigError
+from open_rag_eval.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.history import History
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigError(f"no sweep recorded metric '{args.metric}'; e.g. consistency.rougeL, {known}",
                                   path="--metric")
             text = _trend_table(history, args.metric, system, args.limit)
-    sys.stdout.write(text)
+    echo(text, end="")
     return 0
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from open_rag_eval.errors import OpenRagEvalError, exit_code
+from open_rag_eval.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.sweep import Comparison, SweepOutcome
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     except Exception as error:  # a scheduler must never read a crash as "regression"
         log.exception("sweep failed: %s", type(error).__name__)
         return EXIT_ERROR
-    sys.stdout.write(format_outcome(outcome))
+    echo(format_outcome(outcome), end="")
     return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome.verdict, EXIT_STABLE)
 
 

@@ -16,6 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from open_rag_eval.redaction import cut
+
 __all__ = ["VectaraApiError", "VectaraSettings", "evaluate_factual_consistency"]
 
 PATH = "/v2/evaluate_factual_consistency"
@@ -92,7 +94,7 @@ async def evaluate_factual_consistency(
                     raise VectaraApiError("reply is not JSON", status=200) from None
             retryable = response.status_code == 429 or response.status_code >= 500
             failure = VectaraApiError(
-                f"Vectara API answered HTTP {response.status_code}: {response.text[:200]}",
+                f"Vectara API answered HTTP {response.status_code}: {cut(response.text, 200)}",
                 status=response.status_code, retryable=retryable,
             )
             if not retryable:

@@ -32,6 +32,7 @@ from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
+from open_rag_eval.redaction import cut, redact, register_secret
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
@@ -53,6 +54,7 @@ log = logging.getLogger("open_rag_eval.judge")
 
 
 SIMULATED_ENDPOINT = "simulated://judge"
+NO_KEY = "not-needed"
 # sampling params the methods set themselves (docs/methods.md)
 METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens",
                            "max_completion_tokens", "seed"})
@@ -79,6 +81,8 @@ class OpenAIJudge:
         self.timeout_s, self._key_name, self._sleep = timeout_s, key_name, sleep
         self.context_tokens, self.max_tokens_param = context_tokens, max_tokens_param
         self._secret = api_key
+        if api_key != NO_KEY:
+            register_secret(api_key)  # from now on redacted from every message, log line and output file
         self._owns_cache, self._owns_http = owns_cache, http_client is None
         self._http_client = http_client
         self._client: openai.AsyncOpenAI | None = None
@@ -269,7 +273,7 @@ class OpenAIJudge:
         return Failure("retry", f"malformed reply from the judge ({_short(str(error))})")
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._secret, "***") if len(self._secret) >= 4 else text
+        return redact(text.replace(self._secret, "***") if len(self._secret) >= 4 else text)
 
 
 def _server_message(error: openai.APIStatusError) -> str:
@@ -300,8 +304,7 @@ def _safe_url(url: str) -> str:
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(text, limit)  # redacts before it cuts: a key echoed across the cut leaves no prefix behind
 
 
 def _unix_now() -> float:
@@ -322,7 +325,7 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
         if not (simulated or is_local_url(base_url)):
             raise ConfigError(f"no API key for {_safe_url(base_url)}: set the environment variable "
                               f"{config.api_key_env}", path="judge.api_key_env")
-        api_key = "not-needed"  # local servers ignore it; the SDK insists on one
+        api_key = NO_KEY  # local servers ignore it; the SDK insists on one
     retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s)
     return OpenAIJudge(
         model=config.model, base_url=base_url, api_key=api_key,

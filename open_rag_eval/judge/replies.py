@@ -23,6 +23,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from open_rag_eval.redaction import cut
+
 __all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "is_context_overflow",
            "read_usage", "strip_reasoning"]
 
@@ -201,5 +203,4 @@ def classify_status(status: int, code: Any, param: Any, message: str, *, model: 
 
 
 def _short(text: str, limit: int = 300) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return cut(str(text), limit)  # the one redaction point, before the cut

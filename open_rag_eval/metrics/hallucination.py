@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from open_rag_eval.errors import MissingDependency, ModelUnavailable
 from open_rag_eval.hhem.inference import PairResult, in_worker, score_pairs
 from open_rag_eval.hhem.loader import DEFAULT_MODEL_NAME, LoadedHHEM, ModelSpec, get_model
+from open_rag_eval.redaction import cut, register_secret
 from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["HallucinationMetric", "HallucinationOptions", "VectaraApiOptions"]
@@ -146,7 +147,7 @@ class HallucinationMetric:
                 overlap=options.overlap_tokens, mode=options.long_inputs,
             )
         except RuntimeError as error:  # e.g. out of memory: every output of the call lacks a score
-            reason = f"HHEM inference failed: {str(error)[:300]}"
+            reason = f"HHEM inference failed: {cut(str(error), 300)}"
             _log_once(reason)
             return [PairResult(error=reason) for _ in outputs]
 
@@ -160,6 +161,7 @@ class HallucinationMetric:
             return [PairResult(error=reason) for _ in outputs]
         import httpx2
 
+        register_secret(api_key)
         if self._http_client is not None:
             return await self._vectara_calls(self._http_client, api_key, outputs)
         async with httpx2.AsyncClient() as client:

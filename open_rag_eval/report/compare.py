@@ -13,14 +13,13 @@ default the metrics compared are the headline ones (``default_metrics``).
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.csv_cells import csv_text
 from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import lower_is_better
@@ -129,17 +128,13 @@ def _cell(value: Any) -> str:
 
 def write_compare_csv(comparison: Comparison, path: Path) -> Path:
     """``compare.csv``: one row per metric, then one row per query present in only one evaluation."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(COLUMNS)
-    for row in comparison.rows:
-        writer.writerow([_cell(row[c]) for c in COLUMNS])
+    rows = [[_cell(row[c]) for c in COLUMNS] for row in comparison.rows]
     for metric, reason in comparison.skipped.items():
-        writer.writerow([metric] + [""] * (len(COLUMNS) - 2) + [f"not compared: {reason}"])
+        rows.append([metric] + [""] * (len(COLUMNS) - 2) + [f"not compared: {reason}"])
     for side, queries in (("A", comparison.only_a), ("B", comparison.only_b)):
         for query in queries:
-            writer.writerow([f"query_only_in_{side}:{query}"] + [""] * (len(COLUMNS) - 1))
-    atomic_write_text(path, buffer.getvalue())
+            rows.append([f"query_only_in_{side}:{query}"] + [""] * (len(COLUMNS) - 1))
+    atomic_write_text(path, csv_text(COLUMNS, rows))
     return path
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
+from open_rag_eval.csv_cells import read_cell
 from open_rag_eval.errors import InputError
 from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
@@ -43,7 +44,7 @@ def _summary(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
         rows = list(csv.DictReader(handle))
     out = []
     for row in rows:
-        item: dict[str, Any] = {"metric": row.get("metric", "")}
+        item: dict[str, Any] = {"metric": read_cell(row.get("metric", ""))}
         for key in ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed"):
             text = (row.get(key) or "").strip()
             item[key] = float(text) if text else None

@@ -17,6 +17,7 @@ import csv
 import math
 from pathlib import Path
 
+from open_rag_eval.csv_cells import read_cell
 from open_rag_eval.errors import InputError
 from open_rag_eval.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
@@ -65,10 +66,10 @@ def _our_rows(path: Path, header: list[str], records: list[dict[str, str]]) -> l
             except ValueError:
                 raise InputError(f"run must be an integer or 'all', got {run_text!r}",
                                  file=str(path), line=line, field="run") from None
-        row = Row(query_id=record.get("query_id") or "", query=record.get("query") or "", run=run)
+        row = Row(query_id=read_cell(record.get("query_id") or ""), query=read_cell(record.get("query") or ""), run=run)
         for metric in metrics:
             value = _float(record.get(metric) or "", file=str(path), line=line, field_name=metric)
-            reason = (record.get(f"{metric}.error") or "").strip()
+            reason = read_cell((record.get(f"{metric}.error") or "").strip())
             if value is not None:
                 row.scores[metric] = value
             elif reason:

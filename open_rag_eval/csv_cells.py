@@ -1,0 +1,50 @@
+"""The one way we write CSV: text cells that a spreadsheet would run as a formula are neutralised.
+
+A cell is *text that starts a formula* when it begins with ``=``, ``+``, ``-``, ``@``, a tab or a carriage return
+(after any number of apostrophes) and is not a plain decimal number. Such a cell is written with one leading
+apostrophe (``=HYPERLINK(…)`` becomes ``'=HYPERLINK(…)``), which spreadsheets show as text. Numbers stay numbers:
+``-0.25``, ``-3`` and ``1e-05`` are written unchanged, so a negative score is still a number in a spreadsheet.
+
+The rule is reversible: ``read_cell`` removes the apostrophe again when we read our own files back (``report``,
+``compare``), and a text cell that genuinely started with apostrophes before a formula character gets one more, so
+reading returns exactly what was written.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["csv_text", "read_cell", "safe_cell"]
+
+_FORMULA = re.compile(r"'*[=+\-@\t\r]")
+_ESCAPED = re.compile(r"'+[=+\-@\t\r]")
+_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def safe_cell(value: Any) -> Any:
+    """The value as it goes into a CSV cell: formula-starting text gets a leading apostrophe, anything else as is."""
+    if isinstance(value, str) and _FORMULA.match(value) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def read_cell(text: str) -> str:
+    """The inverse of ``safe_cell`` for a cell read back from one of our CSV files."""
+    return text[1:] if _ESCAPED.match(text) else text
+
+
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A whole CSV file (``\\n`` line ends, minimal quoting; a row with a carriage return in a cell is quoted
+    whole) with every cell passed through ``safe_cell``."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in (header, *rows):
+        cells = [safe_cell(cell) for cell in row]
+        # the minimal writer quotes only cells holding its line terminator: a lone \r would split the row
+        (quoted if any(isinstance(cell, str) and "\r" in cell for cell in cells) else writer).writerow(cells)
+    return buffer.getvalue()
