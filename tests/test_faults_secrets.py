@@ -131,6 +131,7 @@ def test_peer_config_key_reference_keeps_only_the_name(tmp_path: Path) -> None:
 
 RAG_ENV = "OPEN_RAG_EVAL_FAULTS_RAG_KEY"
 RAG_KEY = "rq7Zx9KpW2vNt4Lm8Yc3Hd6Fb"  # no recognisable word: any 6 characters of it found in a file are a leak
+JUDGE_KEY = "sk-Qm4Tz8Wc1Vr6Nh3Jd7Kb9Xp2Ly5Gf0Hs"
 
 
 def _pieces(secret: str, size: int = 6) -> list[str]:
@@ -194,14 +195,14 @@ def test_judge_echoing_the_key_across_the_cut_leaks_no_prefix(tmp_path: Path, of
         config = {"input": str(data), "output_dir": str(tmp_path / "out"),
                   "judge": {**_judge(server.base_url, tmp_path / "cache.sqlite"), "max_retries": 0},
                   "evaluators": [{"type": "trec", "metrics": ["umbrela"]}]}
-        done = _run_env(tmp_path, config, {KEY_ENV: FAKE_KEY})
+        done = _run_env(tmp_path, config, {KEY_ENV: JUDGE_KEY})
         seen = [{k.lower(): v for k, v in request.headers.items()}.get("authorization") for request in server.completions]
-    assert f"Bearer {FAKE_KEY}" in seen
+    assert f"Bearer {JUDGE_KEY}" in seen
     assert "Traceback" not in done.stderr
     written = "".join(p.read_text(encoding="utf-8", errors="replace") for p in (tmp_path / "out").rglob("*")
                       if p.is_file())
     assert "HTTP 422" in written + done.stderr  # the judge's reason is reported, cut after its redaction
-    _assert_absent(FAKE_KEY, done, tmp_path)
+    _assert_absent(JUDGE_KEY, done, tmp_path)
 
 
 def test_url_credentials_leave_the_manifest_and_messages(tmp_path: Path) -> None:
