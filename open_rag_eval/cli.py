@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from open_rag_eval import __version__
 from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, exit_code
 from open_rag_eval.redaction import redact
-from open_rag_eval.terminal import ConsoleFilter
+from open_rag_eval.terminal import ConsoleFilter, excepthook
 
 __all__ = ["error_line", "main"]
 
@@ -48,6 +48,7 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
     for handler in logging.getLogger().handlers:  # every record is redacted and made printable before it is shown
         if not any(isinstance(f, ConsoleFilter) for f in handler.filters):
             handler.addFilter(ConsoleFilter())
+    sys.excepthook = excepthook  # a crash's traceback too
     for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import re
 import sys
+import traceback
+from types import TracebackType
 from typing import TextIO
 
 from open_rag_eval.redaction import RedactingFilter, redact
 
-__all__ = ["ConsoleFilter", "echo", "printable"]
+__all__ = ["ConsoleFilter", "echo", "excepthook", "printable"]
 
 # C0 controls but \t and \n, DEL, C1 controls, and the invisible bidi / line-separator characters
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -38,6 +40,12 @@ def printable(text: str) -> str:
 def echo(text: str = "", *, end: str = "\n", stream: TextIO | None = None) -> None:
     """Print ``text`` (redacted, control characters escaped) and ``end`` to stdout (or ``stream``)."""
     (stream or sys.stdout).write(printable(redact(text)) + end)
+
+
+def excepthook(kind: type[BaseException], error: BaseException, trace: TracebackType | None) -> None:
+    """``sys.excepthook`` for the CLI: an unexpected traceback is still shown, redacted and printable."""
+    text = "".join(traceback.format_exception(kind, error, trace))
+    sys.stderr.write(printable(redact(text)))
 
 
 class ConsoleFilter(RedactingFilter):

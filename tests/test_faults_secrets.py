@@ -132,6 +132,7 @@ def test_peer_config_key_reference_keeps_only_the_name(tmp_path: Path) -> None:
 RAG_ENV = "OPEN_RAG_EVAL_FAULTS_RAG_KEY"
 RAG_KEY = "rq7Zx9KpW2vNt4Lm8Yc3Hd6Fb"  # no recognisable word: any 6 characters of it found in a file are a leak
 JUDGE_KEY = "sk-Qm4Tz8Wc1Vr6Nh3Jd7Kb9Xp2Ly5Gf0Hs"
+RAG_PASSWORD, RAG_LITERAL = "Vx3Bn7Qw1Ze5Rt9Yu", "lit8Kc2Mv6Np0Qs4Wx"  # in the URL; a literal X-Api-Key header value
 
 
 def _pieces(secret: str, size: int = 6) -> list[str]:
@@ -158,31 +159,38 @@ def _run_env(folder: Path, config: dict[str, Any], env: dict[str, str], *extra: 
                           cwd=ROOT, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
 
 
-# from offset 140 or 146 the key starts at character 186 or 192: the old cut at 200 kept 14 or 8 of its characters
-@pytest.mark.parametrize("offset", [0, 140, 146])
+# from offset 144 or 150 the key starts at character 186 or 192: the old cut at 200 kept 14 or 8 of its characters
+@pytest.mark.parametrize("offset", [0, 144, 150])
 def test_rag_server_echoing_the_secret_header_leaks_it_nowhere(tmp_path: Path, offset: int) -> None:
-    """401 and 500 pages repeat the Authorization header (after padding that puts it across the 200-character cut of
+    """401 and 500 pages repeat the secret header (after padding that puts it across the 200-character cut of
     a connector error): the failed outputs keep their reasons, the secret is in no file, log line or console line."""
     (tmp_path / "queries.csv").write_text("query_id,query\nq1,Why is the sky blue?\nq2,What is solar power?\n"
                                           "q3,How do tides work?\n", encoding="utf-8")
-    behaviour = RagBehaviour(fail={"q1": [401], "q2": [500, 500, 500]}, echo_header="Authorization",
+    behaviour = RagBehaviour(fail={"q1": [401], "q2": [500, 500, 500]}, echo_header="X-Rag-Key",
                              echo_offset=offset)
     with RagServer(behaviour) as server:
         config = {"connector": {"type": "http", "queries": "queries.csv",
-                                "options": {"url": server.url, "retries": 2, "backoff_s": 0,
+                                "options": {"url": server.url.replace("://", f"://rag:{RAG_PASSWORD}@"),
+                                            "headers": {"X-Api-Key": RAG_LITERAL}, "retries": 2, "backoff_s": 0,
                                             "body": {"query": "{query}", "query_id": "{query_id}"},
-                                            "secret_headers": {"Authorization": {"env": RAG_ENV,
+                                            "secret_headers": {"X-Rag-Key": {"env": RAG_ENV,
                                                                                  "prefix": "Bearer "}}}},
                   "output_dir": "out", "judge": {"model": "simulated-judge", "simulated": {"seed": 1},
                                                  "cache": False},
                   "evaluators": [{"type": "trec", "metrics": ["umbrela", "citation"]}]}
         done = _run_env(tmp_path, config, {RAG_ENV: RAG_KEY})
-        sent = [{k.lower(): v for k, v in request["headers"].items()}.get("authorization") for request in server.requests]
+        sent = [{k.lower(): v for k, v in request["headers"].items()}.get("x-rag-key") for request in server.requests]
     assert f"Bearer {RAG_KEY}" in sent  # the server did get the secret, and echoed it
     assert done.returncode in (0, 6), done.stderr
     outputs = (tmp_path / "out" / "outputs.jsonl").read_text(encoding="utf-8")
     assert "HTTP 401" in outputs and "HTTP 500" in outputs  # the reasons are kept, minus the secret
     assert "HTTP 401" in done.stderr or "HTTP 500" in done.stderr
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    options = manifest["config"]["connector"]["options"]
+    assert options["url"] == server.url and options["headers"] == {"X-Api-Key": "***"}
+    assert options["secret_headers"]["X-Rag-Key"]["env"] == RAG_ENV
+    for secret in (RAG_KEY, RAG_PASSWORD, RAG_LITERAL):
+        _assert_absent(secret, done, tmp_path / "out")
     _assert_absent(RAG_KEY, done, tmp_path)
 
 

@@ -161,3 +161,16 @@ def test_printable_leaves_no_control_character(text: str) -> None:
 
 def test_printable_shows_escape_sequences_readably() -> None:
     assert printable("id\x1b[2J\x1b]0;title\x07\rx\u202e") == "id\\x1b[2J\\x1b]0;title\\a\\rx\\u202e"
+
+
+def test_an_unexpected_traceback_is_redacted_and_printable(capsys: pytest.CaptureFixture[str]) -> None:
+    from open_rag_eval.terminal import excepthook
+
+    register_secret("sk-CRASH-0123456789abcdef")
+    try:
+        raise RuntimeError("header Authorization: Bearer sk-CRASH-0123456789abcdef\x1b[2J")
+    except RuntimeError as error:
+        excepthook(RuntimeError, error, error.__traceback__)
+    shown = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in shown and "RuntimeError: header Authorization: Bearer ***" in shown
+    assert "CRASH" not in shown and "\x1b" not in shown and "\\x1b[2J" in shown
