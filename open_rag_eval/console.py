@@ -349,22 +349,36 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
 def print_summary(report: RunReport) -> None:
     if report.simulated:
         _out(SIMULATED)
+    from open_rag_eval.health.check import is_health
     from open_rag_eval.report.names import is_dispersion
 
-    shown = [a for a in report.summary if not is_dispersion(a.metric)]
+    shown = [a for a in report.summary if not is_dispersion(a.metric) and not is_health(a.metric)]
     width = max((len(a.metric) for a in shown), default=10)
     _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'failed':>6}")
     for a in shown:
         mean = "" if a.mean is None else f"{a.mean:.4f}"
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.4f}, {a.ci95_high:.4f}]"
         _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>6}")
-    hidden = len(report.summary) - len(shown)
+    hidden = sum(1 for a in report.summary if is_dispersion(a.metric))
     if hidden:
         _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
     _accounting_line(report.manifest.get("accounting"), report.simulated)
+    _health(report)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.simulated:
         _out(SIMULATED)
+
+
+def _health(report: RunReport) -> None:
+    """The judge-health table; an unhealthy judge is also logged as a warning (stderr) so it cannot scroll by."""
+    if report.health is None:
+        return
+    from open_rag_eval.health.text import health_lines
+
+    for line in health_lines(report.health):
+        _out(line)
+    for problem in report.health.problems:
+        log.warning("JUDGE UNHEALTHY: %s", problem)
 
 
 def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:

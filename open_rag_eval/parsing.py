@@ -12,6 +12,8 @@ import ast
 import re
 __all__ = [
     "UMBRELA_PATTERNS",
+    "is_catch_all",
+    "match_umbrela",
     "parse_labels",
     "parse_list",
     "parse_no_answer",
@@ -74,16 +76,31 @@ def strip_reasoning(text: str) -> str:
     return _THINK.sub("", text)
 
 
-def parse_umbrela(text: str, profile: str = "trec2024") -> tuple[int, bool]:
-    """(grade, valid): the last match of the first matching pattern; nothing matches -> (0, False)."""
+def match_umbrela(text: str, profile: str = "trec2024") -> re.Match[str] | None:
+    """The reference's match: the last match of the first pattern that matches at all (None: nothing matches).
+
+    ``match.re`` tells which pattern won (the last one, ``\\n*(0|1|2|3)``, is the "last digit anywhere" catch-all);
+    positions refer to ``text.strip().lower()``.
+    """
     response = text.strip().lower()
     for pattern in _COMPILED[profile]:
         last = None
         for last in pattern.finditer(response):
             pass
         if last is not None:
-            return int(last.group(1)), True
-    return 0, False
+            return last
+    return None
+
+
+def is_catch_all(match: re.Match[str]) -> bool:
+    """Whether the UMBRELA match came from the final "last digit 0-3 anywhere" pattern."""
+    return match.re.pattern == UMBRELA_PATTERNS["trec2024"][-1]
+
+
+def parse_umbrela(text: str, profile: str = "trec2024") -> tuple[int, bool]:
+    """(grade, valid): the last match of the first matching pattern; nothing matches -> (0, False)."""
+    match = match_umbrela(text, profile)
+    return (int(match.group(1)), True) if match is not None else (0, False)
 
 
 def parse_list(text: str) -> list[str] | None:

@@ -23,6 +23,8 @@ from open_rag_eval.config import LoadedConfig
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.health.check import HealthReport, assess
+from open_rag_eval.health.record import recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import is_simulated_fingerprint
 from open_rag_eval.manifest import build_manifest
@@ -45,6 +47,7 @@ class RunReport:
     simulated: bool
     outputs: list[RAGOutput]
     incomplete: list[dict[str, Any]] = field(default_factory=list)  # judged metrics that failed for every output
+    health: HealthReport | None = None  # None when no judge was used
 
 
 def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
@@ -131,27 +134,30 @@ async def arun(
         progress.outputs_total = len(outputs)
         progress.judge = judge
         result = EvalResult()
-        for evaluator in evaluators:
-            progress.begin(evaluator.name)
-            ctx = Context(
-                judge=judge,
-                previous=EvalResult(scores=list(result.scores), details=list(result.details)),
-                output_dir=out,
-                extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
-                progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
-            )
-            result.extend(await evaluator.evaluate(outputs, ctx))
+        with recording() as recorder:  # every judgment's parse class, for the judge-health report
+            for evaluator in evaluators:
+                progress.begin(evaluator.name)
+                ctx = Context(
+                    judge=judge,
+                    previous=EvalResult(scores=list(result.scores), details=list(result.details)),
+                    output_dir=out,
+                    extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
+                    progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
+                )
+                result.extend(await evaluator.evaluate(outputs, ctx))
         progress.begin("write", "results")
         simulated = _simulated(judge)
-        summary = write_results(out, outputs, result, simulated)
+        health = assess(recorder, result.scores, loaded.judge.health) if judge is not None else None
+        summary = write_results(out, outputs, result, simulated, health.summary_rows() if health else ())
         manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
+        manifest["health"] = health.snapshot() if health is not None else None
     incomplete = failed_everywhere(summary, result.scores)
     manifest.update(complete=not incomplete, incomplete=incomplete)
     atomic_write_json(out / "manifest.json", manifest)
     progress.steps["write"] = "report.html"
     _write_report(out)
     progress.end("write")
-    return RunReport(result, summary, out, manifest, simulated, outputs, incomplete)
+    return RunReport(result, summary, out, manifest, simulated, outputs, incomplete, health)
 
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:

@@ -19,7 +19,8 @@ __all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywh
 
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
 SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
-FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency")
+FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency",
+            "health")
 JUDGED_FAMILIES = ("umbrela.", "nuggets.", "citation.", "no_answer.", "consistency.judge")  # values from the judge
 Key = tuple[str, int | None]
 
@@ -183,12 +184,14 @@ def _entry(
 
 
 def write_results(
-    output_dir: Path, outputs: Sequence[RAGOutput], result: EvalResult, simulated: bool
+    output_dir: Path, outputs: Sequence[RAGOutput], result: EvalResult, simulated: bool,
+    extra_rows: Sequence[Aggregate] = (),
 ) -> list[Aggregate]:
-    """Write results.csv, summary.csv and results.json; return the summary."""
+    """Write results.csv, summary.csv and results.json; return the summary (``extra_rows``, e.g. the judge-health
+    rates, are appended to it)."""
     scores = [_finite(score) for score in result.scores]
     clean = EvalResult(scores=scores, details=list(result.details))
-    summary = summarize(scores)
+    summary = summarize(scores) + list(extra_rows)
     status = metric_status(summary, scores)
     atomic_write_text(output_dir / "results.csv", results_csv(outputs, scores, simulated))
     atomic_write_text(output_dir / "summary.csv", summary_csv(summary, simulated, status))

@@ -110,7 +110,8 @@ def test_result_n4_counts_and_missing_values() -> None:
     assert by["nuggets.all"] == 0.5 and by["nuggets.weighted"] == 0.5 and by["nuggets.weighted_strict"] == 0.4
     assert by["nuggets.n_failed"] == 1 and by["nuggets.n_defaulted"] == 1
     assert detail.data["nuggets"][2] == {"text": "c", "importance": "okay", "importance_status": "defaulted",
-                                         "assignment": "partial_support", "assignment_status": "ok"}
+                                         "importance_parse": "clean", "assignment": "partial_support",
+                                         "assignment_status": "ok", "assignment_parse": "clean"}
     every_failed = [AssignedNugget("failed", "failed", "HTTP 503")] * 3
     scores, _ = nugget_result(output, nuggets, every_failed, NuggetOptions())
     vital = next(s for s in scores if s.metric == "nuggets.vital")
@@ -125,7 +126,8 @@ def test_no_relevant_segment_gives_no_nuggets_or_the_sentinel() -> None:
     # nothing to recall: every score is 0 by the method's empty-denominator convention (docs/methods.md), noted
     assert {s.metric: s.value for s in scores if s.metric.startswith("nuggets.")} == {
         "nuggets.all": 0.0, "nuggets.all_strict": 0.0, "nuggets.vital": 0.0, "nuggets.vital_strict": 0.0,
-        "nuggets.weighted": 0.0, "nuggets.weighted_strict": 0.0, "nuggets.n_defaulted": 0.0, "nuggets.n_failed": 0.0}
+        "nuggets.weighted": 0.0, "nuggets.weighted_strict": 0.0, "nuggets.n_defaulted": 0.0, "nuggets.n_failed": 0.0,
+        "nuggets.n_create_failed": 0.0}
     assert "no nuggets" in detail.data["note"]
     sentinel = asyncio.run(Nuggetizer(NuggetOptions(no_answer_sentinel=True)).build(judge, "q", []))
     assert [(n.text, n.importance) for n in sentinel.nuggets] == [("Not enough information, no answer found", "vital")]

@@ -105,7 +105,8 @@ def test_output_without_answer_gets_reasons_and_metrics_subset() -> None:
     result = _evaluate([make_output(), broken], judge, metrics=["citation", "no_answer"])
     assert {s.metric for s in result.scores if s.run == 2} == {
         "citation.precision", "citation.recall", "citation.f1", "citation.precision_strict", "citation.recall_strict",
-        "citation.f1_strict", "citation.fabricated", "citation.n_unparsed", "citation.n_failed", "no_answer.answered"}
+        "citation.f1_strict", "citation.fabricated", "citation.n_unparsed", "citation.n_failed",
+        "citation.n_cited", "citation.n_unlabelled", "no_answer.answered"}
     assert all("connector timed out" in (s.error or "") for s in result.scores if s.run == 2)
     assert set(judge.tasks()) == {"support", "no_answer"}
 

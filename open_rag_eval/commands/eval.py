@@ -20,6 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="evaluate only the first N queries (all their runs); N >= 1")
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
+    parser.add_argument("--strict-judge", action="store_true",
+                        help="exit 6 when the judge is unhealthy (judge.health thresholds; results are still written)")
 
 
 def positive_int(text: str) -> int:
@@ -57,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
     if report.incomplete:
         log.error("%s", incomplete_line(report.incomplete, report.output_dir))
         return 6
+    if args.strict_judge and report.health is not None and not report.health.healthy:
+        log.error(
+            "error: the judge is unhealthy and --strict-judge is set (exit 6); the results are written but rest on "
+            "%d problem(s) listed above", len(report.health.problems))
+        return 6  # the run finished, but its judge is not to be trusted
     return 0
 
 

@@ -36,9 +36,10 @@ T = TypeVar("T")
 METRICS = ("umbrela", "nuggets", "citation", "no_answer", "hhem")
 _FAMILY_SCORES = {
     "umbrela": ("mean", "mrr", "n_invalid", "n_failed"),
-    "nuggets": ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict", "n_defaulted", "n_failed"),
+    "nuggets": ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict", "n_defaulted", "n_failed",
+                "n_create_failed"),
     "citation": ("precision", "recall", "f1", "precision_strict", "recall_strict", "f1_strict", "fabricated",
-                 "n_unparsed", "n_failed"),
+                 "n_unparsed", "n_failed", "n_cited", "n_unlabelled"),
     "no_answer": ("answered",),
     "hhem": ("score", "hallucinated"),
 }

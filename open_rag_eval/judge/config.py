@@ -7,6 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from open_rag_eval.health.check import HealthThresholds
+
 __all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJudgeConfig", "is_simulated_fingerprint",
            "simulated_fingerprint"]
 
@@ -86,3 +88,5 @@ class JudgeConfig(_Strict):
     # success in between, or when calls keep failing and nothing succeeded for this many seconds
     outage_after_failures: int = Field(10, ge=1)
     outage_after_s: float = Field(300.0, gt=0)
+    # judge health: shares of judgments per task above which the run warns (eval --strict-judge: exit 6)
+    health: HealthThresholds = Field(default_factory=HealthThresholds)

@@ -242,7 +242,8 @@ def support_label(statement: str, citation: str) -> str:
 
 
 def _support(text: str) -> Reply | None:
-    match = _last("Statement: ", r"(.*?)\n\s*Citation: (.*?)\n\s*Response:", text)
+    # the organisers' script ends with "Response:"; the paper's Fig. 1 wording ends with the citation
+    match = _last("Statement: ", r"(.*?)\n\s*Citation: (.*?)(?:\n\s*Response:|\s*\Z)", text)
     if match is None:
         return None
     return Reply("support", "", support_label(match.group(1), match.group(2)))

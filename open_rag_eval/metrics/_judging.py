@@ -8,6 +8,10 @@ s, which is what makes the normal judgments and test-retest sample 0 share the c
 
 A re-ask is sent only when it can differ from what was already sent: other messages or parameters, or sampling
 (temperature above 0 and no fixed seed). Re-sending a byte-identical greedy request would only get the same reply.
+
+Parsers return a ``Parsed`` (value and parse class, ``open_rag_eval.health.classify``); a value of None is not
+accepted. Every finished judgment is counted for the judge-health report: its task, the class of its last reply
+(``failed`` when the call failed) and how many replies it took.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.health.classify import FAILED, INVALID, Parsed
+from open_rag_eval.health.record import record
 from open_rag_eval.judge.base import Judge, JudgeRequest
 from open_rag_eval.parsing import strip_reasoning
 
@@ -34,6 +40,7 @@ class Asked(Generic[T]):
     reason: str | None = None
     attempts: int = 0
     text: str | None = None  # the last raw reply
+    parse: str = INVALID  # parse class of the last reply (health.classify), "failed" when there was none
 
 
 def _sent(judge: Judge, request: JudgeRequest) -> tuple[str, dict[str, Any]]:
@@ -56,7 +63,7 @@ def can_differ(judge: Judge, request: JudgeRequest, sent: list[tuple[str, dict[s
 async def ask(
     judge: Judge,
     build: Callable[[float, int], JudgeRequest],
-    parse: Callable[[str], T | None],
+    parse: Callable[[str], Parsed[T]],
     *,
     trials: int = 1,
     temperatures: tuple[float, float] = (0.0, 0.2),
@@ -65,10 +72,11 @@ async def ask(
     """Up to ``trials`` attempts: the first at ``temperatures[0]``, re-asks at ``temperatures[1]``."""
     text: str | None = None
     sent: list[tuple[str, dict[str, Any]]] = []
-    attempts = 0
+    attempts, klass, task = 0, INVALID, ""
     for attempt in range(max(1, trials)):
         temperature = temperatures[0] if attempt == 0 else temperatures[1]
         request = build(temperature, sample + SAMPLE_STRIDE * attempt)
+        task = request.task
         if attempt and not can_differ(judge, request, sent):
             break
         sent.append(_sent(judge, request))
@@ -76,9 +84,13 @@ async def ask(
         try:
             text = (await judge.complete(request)).text
         except JudgeCallError as error:
-            return Asked(None, "failed", f"judge call failed: {error}", attempts, text)
-        value = parse(strip_reasoning(text))
-        if value is not None:
-            return Asked(value, "ok", None, attempts, text)
+            record(task, FAILED, attempts)
+            return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
+        parsed = parse(strip_reasoning(text))
+        klass = parsed.klass
+        if parsed.value is not None:
+            record(task, klass, attempts)
+            return Asked(parsed.value, "ok", None, attempts, text, klass)
+    record(task, klass, attempts)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
-    return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s){same}", attempts, text)
+    return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s){same}", attempts, text, klass)

@@ -4,6 +4,10 @@ One judge call per (statement, first citation) -- or per citation with ``variant
 passage the output does not contain is No Support without a call and counted in ``citation.fabricated``, so a
 fabricated citation can never raise the score. Statements without citations count against recall only.
 Unparseable labels are excluded and counted (``citation.n_unparsed``); failed calls likewise (``citation.n_failed``).
+``citation.n_cited`` (statements with a judged citation) and ``citation.n_unlabelled`` (of those, the ones left out
+because no label parsed) say what precision and recall rest on, so a recall of 1.0 built on 1 of 4 statements shows. Each judgment carries its reply's parse class (docs/judge-health.md);
+``parse: strict`` accepts a reply naming exactly one label. ``prompt`` picks the organisers' script wording
+(``trec2024_script``, what TREC 2024 ran) or the wording printed in the paper's Fig. 1 (``paper_figure``).
 """
 
 from __future__ import annotations
@@ -14,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from open_rag_eval.health.classify import classify_support
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
-from open_rag_eval.parsing import parse_support
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, support_scores
 from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
@@ -24,12 +28,15 @@ from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
 
 TEMPERATURE = 0.1  # the organisers' script
+PROMPTS = {"trec2024_script": "support.trec2024", "paper_figure": "support.paper_figure"}
 
 
 class CitationOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     variant: Literal["first_citation", "all_citations"] = "first_citation"
+    prompt: Literal["trec2024_script", "paper_figure"] = "trec2024_script"
+    parse: Literal["reference", "strict"] = "reference"  # strict: exactly one label named
 
 
 @dataclass(frozen=True)
@@ -40,10 +47,13 @@ class Judgment:
     fabricated: bool = False
     reason: str | None = None
     unparsed: bool = False  # the judge replied, but with no label
+    parse: str | None = field(default=None, compare=False)  # parse class of the reply; None: no judge asked
 
     def detail(self) -> dict[str, Any]:
         data: dict[str, Any] = {"passage_id": self.passage_id, "label": self.label, "status": self.status,
                                 "fabricated": self.fabricated}
+        if self.parse is not None:
+            data["parse"] = self.parse
         if self.reason:
             data["reason"] = self.reason
         return data
@@ -76,19 +86,21 @@ class CitationJudge:
                      sample: int) -> Judgment:
         if passage is None:
             return Judgment(passage_id, "NS", "ok", True, "cites a passage the output does not contain")
-        template = load("support.trec2024")
+        template = load(PROMPTS[self.options.prompt])
         user = template.render(statement=statement, citation=citation_text(passage))
+        profile = self.options.parse
         reply = await ask(
             judge,
             lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
-            parse_support, temperatures=(TEMPERATURE, TEMPERATURE), sample=sample)
+            lambda text: classify_support(text, profile), temperatures=(TEMPERATURE, TEMPERATURE), sample=sample)
         if reply.value is None:
             if reply.status == "failed":
-                return Judgment(passage_id, None, "failed", False, reply.reason)
-            return Judgment(passage_id, None, "failed", False, f"unparseable reply: {reply.text!r}", unparsed=True)
-        return Judgment(passage_id, reply.value, "ok")
+                return Judgment(passage_id, None, "failed", False, reply.reason, parse=reply.parse)
+            return Judgment(passage_id, None, "failed", False, f"unparseable reply: {reply.text!r}", unparsed=True,
+                            parse=reply.parse)
+        return Judgment(passage_id, reply.value, "ok", parse=reply.parse)
 
 
 def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
@@ -109,8 +121,12 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
         scores = [Score.ok(output, f"citation.{name}", values[name]) for name in names]
     scores += [Score.ok(output, "citation.fabricated", fabricated), Score.ok(output, "citation.n_unparsed", n_unparsed),
                Score.ok(output, "citation.n_failed", n_failed)]
+    # what precision and recall rest on: the cited statements, minus those without any parsed label
+    unlabelled = sum(1 for row in cited if not any(j.label is not None for j in row))
+    scores += [Score.ok(output, "citation.n_cited", len(cited)), Score.ok(output, "citation.n_unlabelled", unlabelled)]
     statements = [{"text": part.text, "citations": list(part.citations), "judgments": [j.detail() for j in row]}
                   for part, row in zip(output.answer, judgments, strict=True)]
     detail = Detail(query_id=output.query_id, run=output.run, section="citation",
-                    data={"variant": options.variant, "statements": statements})
+                    data={"variant": options.variant, "prompt": options.prompt, "parse": options.parse,
+                          "statements": statements})
     return scores, detail

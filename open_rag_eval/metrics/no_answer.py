@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
-from open_rag_eval.parsing import parse_no_answer
+from open_rag_eval.health.classify import classify_no_answer
 from open_rag_eval.prompts import load
 from open_rag_eval.types import Detail, RAGOutput, Score
 
@@ -38,12 +38,12 @@ class NoAnswerClassifier:
             lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t, "seed": 42},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
-            parse_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)
+            classify_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)
 
 
 def no_answer_result(output: RAGOutput, reply: Asked[str]) -> tuple[list[Score], Detail]:
     status = "ok" if reply.value is not None else "failed"
-    data: dict[str, object] = {"label": reply.value, "status": status}
+    data: dict[str, object] = {"label": reply.value, "status": status, "parse": reply.parse}
     if reply.value is None:
         reason = reply.reason or "no label"
         data["reason"] = reason

@@ -4,7 +4,9 @@ Creation is iterative over windows of segments (each window's reply replaces the
 importance windows and assignment windows run concurrently. Failures follow docs/methods.md (decisions):
 a creation window that fails keeps the previous list (flagged ``defaulted``); importance that cannot be had is
 ``okay`` with status ``defaulted`` (castorini would drop the nuggets); an assignment that cannot be had is
-``failed`` and earns 0 (castorini), counted in ``nuggets.n_failed``.
+``failed`` and earns 0 (castorini), counted in ``nuggets.n_failed``; creation windows that failed are counted in
+``nuggets.n_create_failed`` (on every output of the query). Every judgment carries its reply's parse class
+(docs/judge-health.md); ``parse: strict`` re-asks labels outside the method's label set instead of keeping them.
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from open_rag_eval.health.classify import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
-from open_rag_eval.parsing import parse_labels, parse_list
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import nugget_scores, select_nuggets
 from open_rag_eval.types import Detail, RAGOutput, Score
@@ -30,6 +32,8 @@ MAX_TOKENS = 4096
 SENTINEL = "Not enough information, no answer found"
 ASSIGNER = {"grade3": "nuggets.assigner_3grade_user", "grade2": "nuggets.assigner_2grade_user"}
 SCORE_NAMES = ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict")
+IMPORTANCE_LABELS = ("vital", "okay")
+ASSIGN_LABELS = {"grade3": ("support", "partial_support", "not_support"), "grade2": ("support", "not_support")}
 
 
 class NuggetOptions(BaseModel):
@@ -42,6 +46,7 @@ class NuggetOptions(BaseModel):
     assign_mode: Literal["grade3", "grade2"] = "grade3"
     max_trials: int = Field(5, ge=1, le=500)  # attempts per window when the reply does not parse (reference: 500)
     no_answer_sentinel: bool = False
+    parse: Literal["reference", "strict"] = "reference"  # strict: labels outside the method's set are re-asked
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class ScoredNugget:
     text: str
     importance: str
     status: str  # ok | defaulted
+    parse: str = field(default="clean", compare=False)  # parse class of its window's importance reply
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,7 @@ class AssignedNugget:
     assignment: str
     status: str  # ok | failed
     reason: str | None = None
+    parse: str = field(default="clean", compare=False)  # parse class of its window's assignment reply
 
 
 @dataclass
@@ -66,6 +73,8 @@ class NuggetList:
     status: str = "ok"  # ok | defaulted (a creation window kept the previous list) | failed
     notes: list[str] = field(default_factory=list)
     n_segments: int = 0
+    create_parse: list[str] = field(default_factory=list)  # parse class of each creation window's reply
+    n_create_failed: int = 0  # creation windows without a parsed reply (they kept the previous list)
 
 
 @dataclass
@@ -82,17 +91,22 @@ class Nuggetizer:
         """Create, score and select the nugget list of a query from its segments (retrieval order)."""
         if not segments and self.options.no_answer_sentinel:
             return NuggetList([ScoredNugget(SENTINEL, "vital", "ok")], "ok", ["no segment: sentinel nugget"], 0)
-        texts, status, notes = await self.create(judge, query, segments)
+        windows: list[tuple[str, bool]] = []
+        texts, status, notes = await self.create(judge, query, segments, windows)
+        classes, n_failed = [klass for klass, _ in windows], sum(1 for _, ok in windows if not ok)
         if status == "failed":
-            return NuggetList([], "failed", notes, len(segments))
+            return NuggetList([], "failed", notes, len(segments), classes, n_failed)
         scored = await self.score(judge, query, texts)
         chosen = select_nuggets([(n, n.importance) for n in scored], self.options.max_final_nuggets)
-        return NuggetList([nugget for nugget, _ in chosen], status, notes, len(segments))
+        return NuggetList([nugget for nugget, _ in chosen], status, notes, len(segments), classes, n_failed)
 
-    async def create(self, judge: Judge, query: str, segments: Sequence[str]) -> tuple[list[str], str, list[str]]:
+    async def create(self, judge: Judge, query: str, segments: Sequence[str],
+                     windows_out: list[tuple[str, bool]] | None = None) -> tuple[list[str], str, list[str]]:
+        """The nugget list from the segments' windows; ``windows_out`` receives (parse class, parsed) per window."""
         template = load("nuggets.creator_user")
         nuggets: list[str] = []
         notes: list[str] = []
+        outcomes = [] if windows_out is None else windows_out
         size = self.options.window
         windows = [segments[i:i + size] for i in range(0, len(segments), size)]
         for number, window in enumerate(windows, start=1):
@@ -101,7 +115,8 @@ class Nuggetizer:
                                    creator_max_nuggets=PROMPT_MAX_NUGGETS)
             reply = await ask(judge, lambda t, s: self._request("nugget_create", "nuggets.creator_system", user,
                                                                 template.sha256, t, s),
-                              parse_list, trials=self.options.max_trials)
+                              classify_nugget_list, trials=self.options.max_trials)
+            outcomes.append((reply.parse, reply.value is not None))
             if reply.value is None:
                 notes.append(f"window {number}: {reply.reason}; kept the previous list")
                 continue
@@ -121,10 +136,11 @@ class Nuggetizer:
         user = template.render(query=query, nuggets=window, num_nuggets=len(window))
         reply = await ask(judge, lambda t, s: self._request("nugget_importance", "nuggets.scorer_system", user,
                                                             template.sha256, t, s),
-                          lambda text: parse_labels(text, len(window)), trials=self.options.max_trials)
+                          lambda text: classify_labels(text, len(window), IMPORTANCE_LABELS, self.options.parse),
+                          trials=self.options.max_trials)
         if reply.value is None:
-            return [ScoredNugget(text, "okay", "defaulted") for text in window]
-        return [ScoredNugget(text, label, "ok") for text, label in zip(window, reply.value, strict=True)]
+            return [ScoredNugget(text, "okay", "defaulted", reply.parse) for text in window]
+        return [ScoredNugget(text, label, "ok", reply.parse) for text, label in zip(window, reply.value, strict=True)]
 
     async def assign(self, judge: Judge, query: str, answer: str, nuggets: Sequence[ScoredNugget],
                      sample: int = 0) -> list[AssignedNugget]:
@@ -136,25 +152,27 @@ class Nuggetizer:
     async def _assign_window(self, judge: Judge, query: str, answer: str, window: list[str],
                              sample: int) -> list[AssignedNugget]:
         template = load(ASSIGNER[self.options.assign_mode])
+        allowed = ASSIGN_LABELS[self.options.assign_mode]
         user = template.render(query=query, context=answer, nuggets=window, num_nuggets=len(window))
         reply = await ask(judge, lambda t, s: self._request("nugget_assign", "nuggets.assigner_system", user,
                                                             template.sha256, t, s),
-                          lambda text: parse_labels(text, len(window)), trials=self.options.max_trials,
-                          sample=sample)
+                          lambda text: classify_labels(text, len(window), allowed, self.options.parse),
+                          trials=self.options.max_trials, sample=sample)
         if reply.value is None:
-            return [AssignedNugget("failed", "failed", reply.reason) for _ in window]
-        return [AssignedNugget(label, "ok") for label in reply.value]
+            return [AssignedNugget("failed", "failed", reply.reason, reply.parse) for _ in window]
+        return [AssignedNugget(label, "ok", None, reply.parse) for label in reply.value]
 
 
 def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[AssignedNugget],
                   options: NuggetOptions) -> tuple[list[Score], Detail]:
     """Scores and detail of one output: missing values when the list or every assignment failed."""
-    rows = [{"text": n.text, "importance": n.importance, "importance_status": n.status,
-             "assignment": a.assignment, "assignment_status": a.status, **({"reason": a.reason} if a.reason else {})}
+    rows = [{"text": n.text, "importance": n.importance, "importance_status": n.status, "importance_parse": n.parse,
+             "assignment": a.assignment, "assignment_status": a.status, "assignment_parse": a.parse,
+             **({"reason": a.reason} if a.reason else {})}
             for n, a in zip(nuggets.nuggets, assigned, strict=True)]
     data: dict[str, Any] = {"nuggets": rows, "min_grade": options.min_grade, "mode": options.assign_mode,
                             "creation_status": nuggets.status, "creation_notes": nuggets.notes,
-                            "n_segments": nuggets.n_segments}
+                            "creation_parse": list(nuggets.create_parse), "n_segments": nuggets.n_segments}
     if not nuggets.nuggets and nuggets.status != "failed":  # nothing to recall: 0 by the method's convention
         data["note"] = f"no nuggets: no passage of the query graded >= {options.min_grade}, or the judge listed none"
     detail = Detail(query_id=output.query_id, run=output.run, section="nuggets", data=data)
@@ -166,7 +184,8 @@ def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[Ass
     else:
         values = nugget_scores([(n.importance, a.assignment) for n, a in zip(nuggets.nuggets, assigned)])
         scores = [Score.ok(output, f"nuggets.{name}", values[name]) for name in SCORE_NAMES]
-    scores += [Score.ok(output, "nuggets.n_defaulted", n_defaulted), Score.ok(output, "nuggets.n_failed", n_failed)]
+    scores += [Score.ok(output, "nuggets.n_defaulted", n_defaulted), Score.ok(output, "nuggets.n_failed", n_failed),
+               Score.ok(output, "nuggets.n_create_failed", nuggets.n_create_failed)]
     return scores, detail
 
 

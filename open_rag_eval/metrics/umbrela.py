@@ -1,7 +1,9 @@
 """UMBRELA passage relevance (docs/methods.md): one judge call per (query, passage), grades 0-3.
 
 An unparseable reply is grade 0 marked invalid (status ``defaulted``, counted in ``umbrela.n_invalid``), as the
-reference does. A failed call leaves the passage without a grade (status ``failed``): the measures that need it
+reference does. Each grade carries the parse class of its reply (``parse``: clean / fallback / echo / invalid /
+failed, docs/judge-health.md); ``parse: strict`` grades fallback and echo replies 0 invalid instead. A failed call
+leaves the passage without a grade (status ``failed``): the measures that need it
 are missing with the reason, the others (e.g. P@1 when passage 5 failed) keep their values.
 """
 
@@ -15,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from open_rag_eval.health.classify import FAILED, classify_umbrela, worst
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
-from open_rag_eval.parsing import parse_umbrela
 from open_rag_eval.prompts import Template, load
 from open_rag_eval.scoring.trec import umbrela_scores
 from open_rag_eval.types import Detail, Passage, RAGOutput, Score
@@ -37,7 +39,7 @@ class UmbrelaOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot"] = "bing_zeroshot"
-    parse: Literal["trec2024", "head"] = "trec2024"
+    parse: Literal["trec2024", "head", "strict"] = "trec2024"  # strict: 2024 patterns, no fallback or echo
     samples: int = Field(1, ge=1, le=25)  # > 1: the mode of independent samples
     pad: bool = True  # P@k beyond the list pads with non-relevant (False: omitted, as vectara)
 
@@ -50,10 +52,11 @@ class Grade:
     status: str  # ok | defaulted (unparseable -> 0) | failed (no grade)
     samples: tuple[int, ...] = ()
     reason: str | None = None
+    parse: str = field(default="clean", compare=False)  # parse class of its reply (the worst of its samples)
 
     def detail(self) -> dict[str, Any]:
         data: dict[str, Any] = {"passage_id": self.passage_id, "grade": self.grade, "valid": self.valid,
-                                "status": self.status, "samples": list(self.samples)}
+                                "status": self.status, "samples": list(self.samples), "parse": self.parse}
         if self.reason:
             data["reason"] = self.reason
         return data
@@ -78,18 +81,22 @@ class UmbrelaGrader:
         """The passage's grade; with ``samples: n`` the mode of n samples (first seen wins a tie)."""
         n = self.options.samples
         replies = await asyncio.gather(*(self._one(judge, query, passage, sample * n + i) for i in range(n)))
-        graded = [reply.value for reply in replies if reply.value is not None]
+        klass = worst([reply.parse for reply in replies])
+        graded = [reply.value if reply.value is not None else (0, False) for reply in replies
+                  if reply.status != "failed"]  # a reply the strict profile refuses is grade 0 invalid
         if not graded:
-            return Grade(passage.id, None, False, "failed", (), replies[0].reason)
+            return Grade(passage.id, None, False, "failed", (), replies[0].reason, FAILED)
         grade = statistics.mode(value for value, _ in graded)
         valid = any(ok for value, ok in graded if value == grade)
+        unparsed = f"{klass} reply not accepted by the strict parse profile" if klass in ("fallback", "echo") \
+            else "unparseable reply"
         return Grade(passage.id, grade, valid, "ok" if valid else "defaulted", tuple(value for value, _ in graded),
-                     None if valid else "unparseable reply: grade 0")
+                     None if valid else f"{unparsed}: grade 0", klass)
 
     async def _one(self, judge: Judge, query: str, passage: Passage, sample: int) -> Asked[tuple[int, bool]]:
         profile = self.options.parse
         return await ask(judge, lambda t, s: self.request(query, passage, t, s),
-                         lambda text: parse_umbrela(text, profile), sample=sample)
+                         lambda text: classify_umbrela(text, profile), sample=sample)
 
 
 def umbrela_result(output: RAGOutput, grades: Sequence[Grade], options: UmbrelaOptions,

@@ -1,6 +1,8 @@
 """Short diagnosis hints where a pattern is clear: a symptom in the scores and the part of the system it points to.
 
-Pure functions over metric means (of a whole evaluation, or of one query).
+Pure functions over metric means (of a whole evaluation, or of one query), and the run's judge-health section
+(manifest.json ``health``). Judge health comes first: when the judge's replies for a task are unhealthy, the judge is
+named as the likely cause, and the hints built on that task say so instead of blaming retrieval or the generator.
 """
 
 from __future__ import annotations
@@ -11,6 +13,9 @@ from typing import Any
 __all__ = ["answer_evidence", "diagnose", "run_means"]
 
 Means = Mapping[str, float | None]
+# the judge tasks each hint area rests on
+_TASKS = {"retrieval": ("umbrela",), "generation": ("umbrela", "nugget_create", "nugget_importance", "nugget_assign"),
+          "citations": ("support",), "no answer": ("no_answer", "umbrela")}
 
 
 def _get(means: Means, metric: str) -> float | None:
@@ -44,12 +49,42 @@ def run_means(outputs: Iterable[Mapping[str, Any]], means: Mapping[str, float | 
     return adjusted, refusals
 
 
-def diagnose(means: Means, *, evidence: bool | None = None) -> list[tuple[str, str]]:
-    """(area, hint) pairs, most upstream first: retrieval, then generation, citations, support, declines.
+def diagnose(means: Means, *, evidence: bool | None = None,
+             health: Mapping[str, Any] | None = None) -> list[tuple[str, str]]:
+    """(area, hint) pairs: the judge first when ``health`` (manifest.json's section) says it is unhealthy, then the
+    most upstream: retrieval, generation, citations, support, declines. A hint resting on an unhealthy judge task
+    says so instead of blaming the system.
 
     Declining when nothing retrieved holds an answer (``evidence`` False: no passage graded 2 or more; unknown:
     a mean grade under 1) is a correct refusal: it is said as such, never as a retrieval problem.
     """
+    hints = _system_hints(means, evidence)
+    unhealthy = _unhealthy_tasks(health)
+    if not unhealthy:
+        return hints
+    judge = ("judge", (f"the judge's replies are unhealthy for {', '.join(unhealthy)} (see Judge health): scores "
+             "built on them may show the judge's noise, not the system's; fix the judge (model, prompt, parse "
+             "profile) before acting on the hints below"))
+    return [judge] + [(area, _doubt(text, area, unhealthy)) for area, text in hints]
+
+
+def _unhealthy_tasks(health: Mapping[str, Any] | None) -> list[str]:
+    if not health or health.get("healthy", True):
+        return []
+    problems = [str(p) for p in health.get("problems") or []]
+    return [task for task in (health.get("tasks") or {}) if any(p.startswith(f"{task}:") for p in problems)]
+
+
+def _doubt(text: str, area: str, unhealthy: list[str]) -> str:
+    shaky = [task for task in _TASKS.get(area, ()) if task in unhealthy]
+    if not shaky:
+        return text
+    if area == "no answer":
+        text = text.replace("so the generator is too cautious", "but check the judge before the generator")
+    return f"{text} (uncertain: the judge's {', '.join(shaky)} replies are unhealthy)"
+
+
+def _system_hints(means: Means, evidence: bool | None) -> list[tuple[str, str]]:
     hints: list[tuple[str, str]] = []
     umbrela, vital = _get(means, "umbrela.mean"), _get(means, "nuggets.vital")
     precision, hhem = _get(means, "citation.precision"), _get(means, "hhem.score")

@@ -20,6 +20,7 @@ from typing import Any
 
 from open_rag_eval.csv_cells import read_cell
 from open_rag_eval.errors import InputError
+from open_rag_eval.health.check import is_health
 from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
@@ -103,7 +104,7 @@ class RunData:
 
     def headline(self) -> tuple[list[str], dict[str, float]]:
         chosen, targets = report_options(self.manifest)
-        present = [m for m in self.stats if not is_dispersion(m)]
+        present = [m for m in self.stats if not is_dispersion(m) and not is_health(m)]
         return headline_metrics(present, chosen), targets
 
 
@@ -183,12 +184,15 @@ def _header(run: RunData) -> str:
 
 
 def _health(run: RunData) -> str:
-    """The judge-health panel, when this version has one."""
-    try:
-        from open_rag_eval.report.health import health_panel  # type: ignore[import-not-found]
-    except ImportError:
-        return ""
-    return str(health_panel(run.manifest, run.results))
+    """The judge-health panel (docs/judge-health.md); empty when the run had no judge."""
+    from open_rag_eval.report.health import health_panel
+
+    return health_panel(run.manifest, run.results)
+
+
+def _without_health(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The judge-health rates have their own panel; they are not metrics of the system."""
+    return [s for s in summary if not is_health(str(s.get("metric", "")))]
 
 
 def _query_means(outputs: Sequence[dict[str, Any]]) -> dict[str, float | None]:
@@ -242,7 +246,8 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
 
 def _diagnosis(run: RunData) -> str:
     means, refusals = run_means(run.outputs, {m: s.get("mean") for m, s in run.stats.items()})
-    hints = "".join(f'<li><span class="hint-area">{esc(a)}</span>: {esc(t)}</li>' for a, t in diagnose(means))
+    found = diagnose(means, health=run.manifest.get("health"))  # an unhealthy judge is named first
+    hints = "".join(f'<li><span class="hint-area">{esc(a)}</span>: {esc(t)}</li>' for a, t in found)
     if refusals:
         hints += (f'<li><span class="hint-area">correct refusals</span>: {refusals} output(s) declined to answer '
                   'with no retrieved passage holding an answer (no UMBRELA grade of 2 or more); they are left out of '
@@ -294,7 +299,7 @@ def render_report(output_dir: Path) -> str:
             f'<h2>Diagnosis</h2>{_diagnosis(run)}'
             f'<h2>All metrics</h2><p class="legend">Grouped by family; click a family to open it. Counts of '
             f'what went wrong are noted on the family.</p>'
-            f'{metric_groups(run.summary, _values([*run.outputs, *run.queries]), run.missing)}'
+            f'{metric_groups(_without_health(run.summary), _values([*run.outputs, *run.queries]), run.missing)}'
             f'<h2>Queries</h2>{_queries_table(groups, columns)}'
             f'<h2>Drill-down</h2>{drill}')
     return _page("open-rag-eval report", body)
