@@ -265,3 +265,27 @@ def test_citation_prompt_variant_paper_figure() -> None:
     assert call.prompt_version == figure.sha256
     assert call.messages[-1][1] == figure.render(statement="S1.", citation="passage 1")
     assert "which the statement cites" in call.messages[-1][1]
+
+
+def test_health_through_the_simulated_judge_equals_its_malformed_replies(tmp_path: Path) -> None:
+    """The simulated judge answers some requests with a reply no parser accepts; UMBRELA and support ask once, so
+    each such reply is one invalid judgment and every other final reply a clean one."""
+    import shutil
+
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+
+    shutil.copy(Path(__file__).parent / "data" / "peer_layout.csv", tmp_path / "answers.csv")
+    with SimulatedJudgeServer(SimulatedServerConfig(malformed_rate=0.3, seed=5)) as server:
+        (tmp_path / "c.yaml").write_text(
+            f"input: answers.csv\noutput_dir: out\njudge:\n  model: simulated-judge\n  base_url: {server.base_url}\n"
+            "  cache: false\n  backoff_base_s: 0.001\n  backoff_cap_s: 0.002\nevaluators:\n  - type: trec\n",
+            encoding="utf-8")
+        assert main(["-q", "eval", "--config", str(tmp_path / "c.yaml")]) == 0
+        log = list(server.stats.log)
+    tasks = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))["health"]["tasks"]
+    for task in ("umbrela", "support"):
+        final = [r.outcome for r in log if r.kind == task and r.outcome in ("ok", "malformed_text")]
+        counts = tasks[task]["counts"]
+        assert final.count("malformed_text") > 0  # the knob did bite
+        assert (tasks[task]["judgments"], counts["invalid"], counts["clean"]) == (
+            len(final), final.count("malformed_text"), final.count("ok")), task
