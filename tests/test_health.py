@@ -289,3 +289,22 @@ def test_health_through_the_simulated_judge_equals_its_malformed_replies(tmp_pat
         assert final.count("malformed_text") > 0  # the knob did bite
         assert (tasks[task]["judgments"], counts["invalid"], counts["clean"]) == (
             len(final), final.count("malformed_text"), final.count("ok")), task
+
+
+def test_creation_failed_everywhere_is_counted_not_zero() -> None:
+    """Two creation windows whose replies never parse: the scores are missing, the failures are counted."""
+    from open_rag_eval.metrics.nuggets import nugget_result
+
+    judge = ScriptedJudge().add(task_is("nugget_create"), *["Here are the nuggets: a, b"] * 4)
+    segments = [f"segment {i}" for i in range(12)]  # windows of 10: two windows
+    with recording() as recorder:
+        built = asyncio.run(Nuggetizer(NuggetOptions(max_trials=2)).build(judge, "q", segments))
+    assert (built.status, built.n_create_failed, built.create_parse) == ("failed", 2, ["invalid", "invalid"])
+    scores, detail = nugget_result(_output(), built, [], NuggetOptions())
+    by = {s.metric: s for s in scores}
+    assert by["nuggets.vital"].value is None and "creation failed" in (by["nuggets.vital"].error or "")
+    assert by["nuggets.n_create_failed"].value == 2 and detail.data["creation_parse"] == ["invalid", "invalid"]
+    counts = recorder.tasks["nugget_create"]
+    assert (counts.judgments, counts.replies, counts.classes["invalid"], counts.reasked) == (2, 4, 2, 2)
+    report = assess(recorder, scores, HealthThresholds())
+    assert report.tasks["nugget_create"]["rates"]["invalid"] == 1.0 and not report.healthy
