@@ -237,3 +237,23 @@ def test_through_the_client_any_body_is_a_completion_or_a_judge_call_error(body:
     cost = snapshot["total"]["cost_usd"]
     assert cost is None or (math.isfinite(cost) and cost >= 0)
     assert all(isinstance(fp, str) for fp in snapshot["fingerprints"])
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(BODY)
+def test_umbrela_never_grades_a_reply_the_judge_did_not_give(body: Any) -> None:
+    """Through the real client and the UMBRELA grader: an empty, cut, filtered or refused reply, or any body that is
+    not a chat completion, is a missing grade with a reason -- never grade 0 or any other."""
+    from open_rag_eval.metrics.umbrela import UmbrelaGrader
+    from open_rag_eval.types import Passage
+
+    async def main() -> Any:
+        async with _mock_judge(body) as judge:
+            return await UmbrelaGrader().grade(judge, "what is x", Passage(id="1", text="x is y"))
+
+    logging.getLogger("open_rag_eval.judge").setLevel(logging.ERROR)
+    grade = asyncio.run(main())
+    if _empty_or_stopped(body) or isinstance(classify_body(body), Failure):
+        assert grade.grade is None and grade.status == "failed" and grade.reason
+    else:
+        assert grade.grade in (0, 1, 2, 3)
