@@ -9,12 +9,14 @@ off, and an unreachable judge ends with the CLI's one error line (the breaker's 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -309,12 +311,29 @@ class ProgressDisplay:
         return self.renderable()
 
 
-def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -> None:
-    """The dry-run plan: calls and tokens per judge task, the re-ask bound, the cost."""
+def measured_reask_rates(manifest_path: Path, model: str) -> dict[str, float] | None:
+    """Extra replies per judgment, per task, in the run whose manifest this is (the judge-health counts), when that
+    run used ``model``; None when there is no such run."""
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        tasks = (manifest.get("health") or {}).get("tasks") or {}
+        if (manifest.get("judge") or {}).get("model") != model or not tasks:
+            return None
+        return {name: (row["replies"] - row["judgments"]) / row["judgments"]
+                for name, row in tasks.items() if row.get("judgments")}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan, output_dir: Path | None = None) -> None:
+    """The dry-run plan: calls and tokens per judge task, the re-asks to expect and their bound, the cost."""
     from open_rag_eval.judge.accounting import price_for
 
     judge = loaded.judge
     total, tasks = plan.total(), plan.by_task()
+    previous = (output_dir or loaded.resolve_path(loaded.config.output_dir)) / "manifest.json"
+    rates = measured_reask_rates(previous, judge.model)
+    expected = plan.expected_reasks(rates or {})
     _out(f"dry run: {len(outputs)} outputs of {len({o.query_id for o in outputs})} queries; nothing was called")
     connector = loaded.config.connector
     if connector is not None and not outputs:
@@ -327,15 +346,18 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan) -
              f"{task.completion_tokens:>9,} completion tokens")
     _out(f"estimated tokens: {total.prompt_tokens} prompt, {total.completion_tokens} completion "
          "(replies of the size each method asks for)")
+    if rates is not None:
+        _out(f"expected re-asks: {expected.calls} calls, {expected.prompt_tokens} prompt tokens, at the rates "
+             f"{judge.model} needed in the last run in {previous.parent.name}/ (included in the cost)")
     if total.reask_calls:
-        _out(f"re-asks: none planned; replies that do not parse add at most {total.reask_calls} calls and "
-             f"{total.reask_prompt_tokens} prompt tokens")
+        _out(f"re-asks: {'none planned' if rates is None else 'beyond those expected'}; replies that do not parse "
+             f"add at most {total.reask_calls} calls and {total.reask_prompt_tokens} prompt tokens")
     price = price_for(judge.model, judge.prices)
 
     def cost(prompt: int, completion: int) -> float | None:
         return None if price is None else (prompt * price.input + completion * price.output) / 1e6
 
-    estimate = cost(total.prompt_tokens, total.completion_tokens)
+    estimate = cost(total.prompt_tokens + expected.prompt_tokens, total.completion_tokens + expected.completion_tokens)
     shown = "none (simulated judge)" if judge.simulated is not None else _money(estimate)
     if judge.simulated is None and estimate is not None and total.reask_calls:
         share = total.reask_prompt_tokens / max(total.prompt_tokens, 1)

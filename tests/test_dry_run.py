@@ -162,3 +162,33 @@ def test_a_large_input_is_planned_on_a_sample_of_queries_and_scaled(tmp_path: Pa
     for name in ("calls", "prompt_tokens"):
         exact, estimate = getattr(full.total(), name), getattr(sampled.total(), name)
         assert abs(estimate - exact) <= 0.10 * exact, (name, estimate, exact)
+
+
+def test_expected_reasks_come_from_the_last_run_of_the_same_model(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from open_rag_eval.console import measured_reask_rates
+
+    config = _demo(tmp_path)
+    config["evaluators"] = config["evaluators"][:1]
+    config["evaluators"][0]["metrics"] = ["umbrela", "nuggets", "no_answer"]
+    config["judge"]["simulated"]["malformed_rate"] = 0.3  # unparseable replies: nugget tasks re-ask
+    path = _write(tmp_path, "c.yaml", config)
+    assert main(["eval", "--config", str(path), "--dry-run"]) == 0
+    assert "expected re-asks" not in capsys.readouterr().out  # no earlier run: nothing measured
+    pipeline.run(load_config(path))
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    rates = measured_reask_rates(tmp_path / "out" / "manifest.json", "simulated-judge")
+    assert rates is not None and rates["nugget_assign"] > 0 and rates["umbrela"] == 0.0
+    row = manifest["health"]["tasks"]["nugget_assign"]
+    assert rates["nugget_assign"] == (row["replies"] - row["judgments"]) / row["judgments"]
+    assert measured_reask_rates(tmp_path / "out" / "manifest.json", "gpt-4o") is None  # another model: no rates
+    capsys.readouterr()
+    assert main(["eval", "--config", str(path), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    loaded = load_config(path)
+    expected = pipeline.plan(loaded, pipeline.load_outputs(loaded)).expected_reasks(rates)
+    assert expected.calls > 0
+    assert (f"expected re-asks: {expected.calls} calls, {expected.prompt_tokens} prompt tokens, at the rates "
+            "simulated-judge needed in the last run in out/") in out

@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
 
         loaded = load_config(args.config)
         outputs = pipeline.load_outputs(loaded, args.limit)
-        print_plan(loaded, outputs, pipeline.plan(loaded, outputs))
+        print_plan(loaded, outputs, pipeline.plan(loaded, outputs), args.output_dir)
         return 0
     progress = Progress()
     progress.begin("read", "config")

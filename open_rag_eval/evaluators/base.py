@@ -90,6 +90,16 @@ class Plan:
                     setattr(task, name, round(getattr(task, name) * self.scale))
         return dict(sorted(tasks.items()))
 
+    def expected_reasks(self, rates: dict[str, float]) -> TaskPlan:
+        """The re-asks to expect at per-task rates (extra replies per judgment, e.g. measured in an earlier run)."""
+        expected = TaskPlan()
+        for name, task in self.by_task().items():
+            rate = rates.get(name, 0.0)
+            expected.calls += round(task.calls * rate)
+            expected.prompt_tokens += round(task.prompt_tokens * rate)
+            expected.completion_tokens += round(task.completion_tokens * rate)
+        return expected
+
     def total(self) -> TaskPlan:
         total = TaskPlan()
         for task in self.by_task().values():
