@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 from typing import TYPE_CHECKING
 
@@ -234,7 +234,7 @@ class OpenAIJudge:
                 # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent
                 self.limiter.concurrency.overloaded(failure.reason, None if failure.rate_limited else started)
             if failure.kind != "retry":
-                return self._give_up(failure)
+                self._give_up(failure)
             last = failure.reason
             if attempt < self.retry.max_retries:
                 wait = self.retry.delay(attempt, failure.retry_after)
@@ -251,7 +251,7 @@ class OpenAIJudge:
             log.warning("judge: %s; its cost is unknown", usage.problem)
         self.accounting.usage(task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
 
-    def _give_up(self, failure: Failure) -> Judgment:
+    def _give_up(self, failure: Failure) -> NoReturn:
         if failure.kind == "down":
             self.breaker.trip(failure.reason)
             raise JudgeUnavailable(self._redact(failure.reason))
