@@ -15,12 +15,14 @@ output files (``fileio.atomic_write``) and the console go through it too.
 
 from __future__ import annotations
 
+import html
+import json
 import logging
 import re
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 __all__ = ["MASK", "RedactingFilter", "SecretStream", "cut", "is_secret_name", "redact", "redact_secrets",
            "register_interpolated", "register_secret", "register_url_credentials", "registered", "safe_url", "scrub_config"]
@@ -48,9 +50,12 @@ def register_secret(value: str | None) -> None:
     value = value.strip()
     if len(value) < MIN_SECRET:
         return
+    # as written in a JSON string, in HTML and in a URL, where its special characters are escaped
+    forms = {value, json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(value)[1:-1], html.escape(value),
+             quote(value, safe="")}
     with _lock:
-        if value not in _secrets:
-            _secrets = tuple(sorted({*_secrets, value}, key=len, reverse=True))
+        if not forms <= set(_secrets):
+            _secrets = tuple(sorted({*_secrets, *forms}, key=len, reverse=True))
 
 
 def registered() -> tuple[str, ...]:

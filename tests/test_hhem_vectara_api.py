@@ -141,3 +141,14 @@ def test_a_missing_key_fails_without_calling(monkeypatch: pytest.MonkeyPatch) ->
         result = run(server, outputs())
     assert not server.seen
     assert "TEST_VECTARA_KEY" in result.scores[0].error and "hallucination.vectara.api_key_env" in result.scores[0].error
+
+
+@pytest.mark.parametrize("offset", [0, 150, 160])  # from 160 on the key starts 8 characters before the cut
+def test_a_key_echoed_in_an_error_body_is_redacted_before_the_cut(offset: int) -> None:
+    """A 401 body that repeats the x-api-key (across the 200-character cut from ``offset`` on): no piece is kept."""
+    message = "." * offset + f" invalid x-api-key {KEY} for this account"
+    with FactualConsistencyServer([Reply(401, {"message": message})]) as server:
+        result = run(server, outputs())
+    error = result.scores[0].error
+    assert "HTTP 401" in error and "invalid x-api-key ***" in error
+    assert not [KEY[:k] for k in range(6, len(KEY) + 1) if KEY[:k] in error]

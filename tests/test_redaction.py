@@ -174,3 +174,34 @@ def test_an_unexpected_traceback_is_redacted_and_printable(capsys: pytest.Captur
     shown = capsys.readouterr().err
     assert "Traceback (most recent call last)" in shown and "RuntimeError: header Authorization: Bearer ***" in shown
     assert "CRASH" not in shown and "\x1b" not in shown and "\\x1b[2J" in shown
+
+
+def test_a_secret_with_special_characters_is_found_escaped_in_json_html_and_urls() -> None:
+    secret = 'pa"ss<wo&rd>\\é/+=x'
+    register_secret(secret)
+    import html
+    import json
+    from urllib.parse import quote
+
+    for shown in (json.dumps({"e": secret}), json.dumps({"e": secret}, ensure_ascii=False), html.escape(secret),
+                  "https://h/x?key=" + quote(secret, safe="")):
+        sink = io.StringIO()
+        stream = SecretStream(sink)
+        stream.write(shown)
+        stream.flush()
+        assert MASK in sink.getvalue() and "wo&" not in sink.getvalue() and "wo&amp;" not in sink.getvalue()
+
+
+def test_every_output_file_written_by_the_atomic_writer_is_redacted(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The safety net under the redaction at the sources: a registered secret that reached a result anyway (a
+    judge echoing it in a 200 reply, a reason built outside ``cut``) is masked in the file itself."""
+    from open_rag_eval.fileio import atomic_write, atomic_write_json, atomic_write_text
+
+    secret = "sk-WRITER-0123456789abcdef"
+    register_secret(secret)
+    atomic_write_text(tmp_path / "a.txt", f"reason: HTTP 500 for {secret}\n")
+    atomic_write_json(tmp_path / "b.json", {"error": secret, "details": [secret[:10] + secret[10:]]})
+    atomic_write(tmp_path / "c.jsonl", lambda handle: [handle.write(part) for part in (secret[:7], secret[7:], "\n")])
+    for name in ("a.txt", "b.json", "c.jsonl"):
+        text = (tmp_path / name).read_text(encoding="utf-8")
+        assert "WRITER" not in text and MASK in text, name
