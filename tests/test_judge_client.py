@@ -91,8 +91,9 @@ async def _both(judge: OpenAIJudge) -> tuple[object, dict]:
 
 
 def test_timeout_is_retried() -> None:
-    with ScriptedServer([Reply.ok("late", delay_s=1.0), Reply.ok("on time")]) as server:
-        completion, snapshot = with_judge(config(server.base_url, timeout_s=0.2), _both)
+    # a roomy timeout: under load a prompt reply must not time out too (the test counts exactly one retry)
+    with ScriptedServer([Reply.ok("late", delay_s=3.0), Reply.ok("on time")]) as server:
+        completion, snapshot = with_judge(config(server.base_url, timeout_s=1.0), _both)
     assert completion.text == "on time"
     assert snapshot["total"]["retries"] == 1
 
