@@ -237,7 +237,7 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
     # the limit halves per wave of timeouts (8, 4, 2, 1): the server holds about 8 + 4 + 2 + 1 x (1.5 / 0.25)
     # abandoned requests at most, against 8 more every 0.25 s without adaptation (capped by the 40 slow ones)
     assert peak_fixed >= 24 and peak_adaptive <= 0.6 * peak_fixed
-    assert 3 <= limit_after < 8  # lowered to 1, and creeping back up with the fast replies that followed
+    assert limit_after < 8  # lowered (its recovery on successes: tests/test_judge_limits.py)
 
 
 # -- the manifest records resolved numbers and defaults, never a string from the environment --------------------

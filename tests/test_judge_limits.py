@@ -184,3 +184,26 @@ def test_waiters_are_served_by_priority_then_arrival_and_cancelled_ones_skipped(
         return served
 
     assert asyncio.run(scenario()) == ["start-a", "start-b", "chain", "leaf"]
+
+
+def test_timeouts_cut_once_per_wave_of_requests_then_the_limit_recovers() -> None:
+    """A timeout speaks of the load when its request was sent: the 8 timeouts of one wave cut once (8 -> 4); a
+    timeout of a request sent after that cut cuts again; successes bring the limit back."""
+    time = FakeTime()
+    limit = AdaptiveConcurrency(8, clock=time.clock)
+    time.now = 10.0
+    for _ in range(8):
+        limit.overloaded("timed out", started=1.0)
+    assert limit.limit == 4
+    time.now = 20.0
+    limit.overloaded("timed out", started=5.0)  # sent before the cut at t=10: old news
+    assert limit.limit == 4
+    limit.overloaded("timed out", started=12.0)  # sent under the lowered limit, and still too slow
+    assert limit.limit == 2
+
+    async def succeed(n: int) -> None:
+        for _ in range(n):
+            await limit.succeeded()
+
+    asyncio.run(succeed(2 + 3 + 4 + 5 + 6 + 7))
+    assert limit.limit == 8
