@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["csv_text", "read_cell", "safe_cell"]
@@ -37,14 +37,16 @@ def read_cell(text: str) -> str:
     return text[1:] if _ESCAPED.match(text) else text
 
 
-def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> str:
     """A whole CSV file (``\\n`` line ends, minimal quoting; a row with a carriage return in a cell is quoted
-    whole) with every cell passed through ``safe_cell``."""
+    whole) with every cell passed through ``safe_cell``. A row may be a mapping: its values in ``header`` order
+    (a missing key is an empty cell)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
     for row in (header, *rows):
-        cells = [safe_cell(cell) for cell in row]
+        values = [row.get(name, "") for name in header] if isinstance(row, Mapping) else row
+        cells = [safe_cell(cell) for cell in values]
         # the minimal writer quotes only cells holding its line terminator: a lone \r would split the row
         (quoted if any(isinstance(cell, str) and "\r" in cell for cell in cells) else writer).writerow(cells)
     return buffer.getvalue()

@@ -137,6 +137,8 @@ def test_csv_text_round_trips_and_keeps_numbers(rows: list[tuple[str, float, int
     for (cell, score, n), line in zip(rows, back[1:]):
         assert read_cell(line[0]) == cell
         assert float(line[1]) == score and int(line[2]) == n  # numbers are written as numbers
+    as_mappings = [{"n": n, "id": cell, "score": score} for cell, score, n in rows]
+    assert csv_text(["id", "score", "n"], as_mappings) == text
 
 
 def _is_number(text: str) -> bool:
@@ -205,3 +207,22 @@ def test_every_output_file_written_by_the_atomic_writer_is_redacted(tmp_path) ->
     for name in ("a.txt", "b.json", "c.jsonl"):
         text = (tmp_path / name).read_text(encoding="utf-8")
         assert "WRITER" not in text and MASK in text, name
+
+
+def test_csv_and_console_output_have_one_way_out() -> None:
+    """Every CSV goes through ``csv_cells.csv_text`` (formula cells) and every console line through ``terminal.echo``
+    or the log (redaction, control characters): no other module writes CSV rows or to stdout/stderr itself."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    allowed = {"open_rag_eval/csv_cells.py", "open_rag_eval/terminal.py"}
+    pattern = re.compile(r"\bcsv\.(writer|DictWriter)\(|\bsys\.(stdout|stderr)\.write\(|(?<![.\w])print\(")
+    found = []
+    for folder in ("open_rag_eval", "connectors"):
+        for path in sorted((root / folder).rglob("*.py")):
+            name = path.relative_to(root).as_posix()
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if name not in allowed and pattern.search(line.split("#", 1)[0]):
+                    found.append(f"{name}:{number}: {line.strip()}")
+    assert not found, "use open_rag_eval.csv_cells.csv_text / open_rag_eval.terminal.echo instead:\n" + "\n".join(found)
