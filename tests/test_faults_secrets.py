@@ -19,7 +19,7 @@ import yaml
 
 from open_rag_eval.judge.sim_http import Response, json_response
 from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
-from tests.openai_server import Reply, ScriptedServer
+from tests.openai_server import ECHO_KEY, Reply, ScriptedServer
 from tests.rag_server import RagBehaviour, RagServer
 from tests.test_faults_api_errors import synthetic_outputs, write_inputs
 
@@ -302,3 +302,19 @@ def test_terminal_escapes_in_ids_and_reasons_are_never_printed_raw(tmp_path: Pat
     assert "\\x1b[2J" in console and "\\x1b]0;owned\\a" in console  # shown, escaped
     for raw in ("\x1b", "\x07", "\r", "\u202e"):
         assert raw not in console
+
+
+def test_a_key_repeated_in_a_successful_reply_is_kept_in_no_file(tmp_path: Path) -> None:
+    """A proxy or model that repeats the bearer token inside a 200 reply: the grade is read, the key is masked
+    before the reply reaches the cache, the results or the report."""
+    data = write_inputs(tmp_path, synthetic_outputs(2))
+    with ScriptedServer(default=Reply.ok(f"Relevant. (request key {ECHO_KEY})\n##final score: 2")) as server:
+        config = {"input": str(data), "output_dir": str(tmp_path / "out"),
+                  "judge": _judge(server.base_url, tmp_path / "cache" / "judge.sqlite"),
+                  "evaluators": [{"type": "trec", "metrics": ["umbrela"]}]}
+        done = _run_env(tmp_path, config, {KEY_ENV: JUDGE_KEY})
+        assert server.completions
+    assert done.returncode == 0, done.stderr
+    with (tmp_path / "out" / "results.csv").open(encoding="utf-8", newline="") as handle:
+        assert {row["umbrela.mean"] for row in csv.DictReader(handle)} == {"2.0"}
+    _assert_absent(JUDGE_KEY, done, tmp_path)

@@ -32,7 +32,7 @@ from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
-from open_rag_eval.redaction import cut, redact, register_secret
+from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
@@ -178,6 +178,7 @@ class OpenAIJudge:
         if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
             return reply, "cache"
         prompt_tokens, completion_tokens = reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0
+        reply = replace(reply, raw=redact_secrets(reply.raw), text=redact_secrets(reply.text))  # an echoed key
         if self.cache is not None:
             entry = CachedCompletion(reply.raw, prompt_tokens, completion_tokens, reply.fingerprint, self.model,
                                      _unix_now())
