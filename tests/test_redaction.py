@@ -226,3 +226,27 @@ def test_csv_and_console_output_have_one_way_out() -> None:
                 if name not in allowed and pattern.search(line.split("#", 1)[0]):
                     found.append(f"{name}:{number}: {line.strip()}")
     assert not found, "use open_rag_eval.csv_cells.csv_text / open_rag_eval.terminal.echo instead:\n" + "\n".join(found)
+
+
+def test_credentials_filled_in_from_the_environment_are_registered(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``${VAR}`` in a header, in a credential-named key or as a URL's password makes its value a secret; a
+    variable filling an ordinary value (a model name, a path) does not."""
+    from open_rag_eval.config import load_config_text
+
+    monkeypatch.setenv("T_HEADER", "hdr-0123456789abcdef")
+    monkeypatch.setenv("T_PASSWORD", "pwd-0123456789abcdef")
+    monkeypatch.setenv("T_MODEL", "model-name-not-secret")
+    text = """
+connector:
+  type: http
+  queries: q.csv
+  options:
+    url: "https://bot:${T_PASSWORD}@rag.example.com/query"
+    headers: {X-Trace-Id: "${T_HEADER}"}
+judge: {model: "${T_MODEL}"}
+evaluators: [{type: consistency, metrics: [rouge]}]
+"""
+    load_config_text(text, base_dir=tmp_path)
+    assert redact("a hdr-0123456789abcdef b pwd-0123456789abcdef c") == "a *** b *** c"
+    assert redact("model-name-not-secret") == "model-name-not-secret"
