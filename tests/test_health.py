@@ -231,7 +231,9 @@ def test_cli_health_figures_equal_the_canned_replies(tmp_path: Path, capsys: pyt
     printed = capsys.readouterr().out
     assert "judge health: UNHEALTHY" in printed and "umbrela: 1 of 4 judgments" in printed
     assert "health." not in printed.split("judge health")[0]  # rates are not mixed into the metric table
-    assert 'id="judge-health"' in (out / "report.html").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="judge-health"' in html and 'data-healthy="false"' in html
+    assert html.count('data-parse="fallback"') == 1 and html.count('data-parse="echo"') == 2  # passage 2; passage 3 and S2
 
 
 def test_strict_judge_exits_6_only_when_unhealthy(tmp_path: Path) -> None:

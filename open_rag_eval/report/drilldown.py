@@ -39,6 +39,17 @@ def _grade_badge(grade: Any) -> str:
     return f'<span class="grade g{int(grade)}" title="UMBRELA grade {int(grade)}">{int(grade)}</span>'
 
 
+_PARSE_NOTES = {"fallback": "read only through the parser's fallback", "echo": "the reply echoed the prompt's labels"}
+
+
+def _parse_note(judgment: dict[str, Any]) -> str:
+    """A mark on a judgment whose reply was a fallback or an echo (docs/judge-health.md); nothing otherwise."""
+    parse = judgment.get("parse")
+    if parse not in _PARSE_NOTES:
+        return ""
+    return f' <span class="muted parse" data-parse="{esc(parse)}">[{esc(parse)}: {esc(_PARSE_NOTES[parse])}]</span>'
+
+
 def _passages(output: dict[str, Any]) -> str:
     grades = {g.get("passage_id"): g for g in (output.get("details", {}).get("umbrela") or {}).get("grades", [])}
     items = []
@@ -46,7 +57,7 @@ def _passages(output: dict[str, Any]) -> str:
         grade = grades.get(passage.get("id"), {})
         reason = f' <span class="muted">({esc(grade.get("reason"))})</span>' if grade.get("reason") else ""
         items.append(f'<li data-pid="{esc(passage.get("id"))}">{_grade_badge(grade.get("grade"))}'
-                     f'<span class="pid">{esc(passage.get("id"))}</span>{reason}'
+                     f'<span class="pid">{esc(passage.get("id"))}</span>{reason}{_parse_note(grade)}'
                      f'<div class="ptext">{esc(passage.get("text"))}</div></li>')
     if not items:
         return '<p class="muted">no passages</p>'
@@ -63,7 +74,7 @@ def _cite_badge(passage_id: str, judgment: dict[str, Any] | None) -> str:
     else:
         label, css = "unparsed", "unlabelled"
     return (f'<span class="cite {css}" data-label="{esc(label)}" title="citation of {esc(passage_id)}: {esc(label)}">'
-            f'[{esc(passage_id)}] {esc(label)}</span>')
+            f'[{esc(passage_id)}] {esc(label)}</span>{_parse_note(judgment or {})}')
 
 
 def _answer(output: dict[str, Any]) -> str:
