@@ -290,3 +290,24 @@ def test_a_judge_failure_whose_server_says_unavailable_is_failed_not_unavailable
         "failed"
     assert kind("nugget creation failed: window 1: judge call failed: HTTP 503: service unavailable") == "failed"
     assert kind("HHEM weights unavailable (not in the cache; looked for x)") == "unavailable"
+
+
+def test_the_report_refuses_an_infinity_read_back_from_results_json_or_summary_csv(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with ScriptedServer(default=Reply.ok("##final score: 2")) as server:
+        code, out = _run(tmp_path, server)
+    assert code == 0
+    results = (out / "results.json").read_text(encoding="utf-8")
+    (out / "results.json").write_text(results.replace('"umbrela.mean": 2.0', '"umbrela.mean": Infinity', 1),
+                                      encoding="utf-8")
+    with caplog.at_level(logging.ERROR):
+        assert main(["report", str(out)]) == 3
+    assert "results.json: not a finite number: Infinity" in caplog.records[-1].getMessage()
+    (out / "results.json").unlink()
+    summary = list(csv.reader((out / "summary.csv").open(encoding="utf-8")))
+    summary[1][summary[0].index("mean")] = "inf"
+    with (out / "summary.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(summary)
+    with caplog.at_level(logging.ERROR):
+        assert main(["report", str(out)]) == 3
+    assert "summary.csv:2: field 'mean': not a finite number" in caplog.records[-1].getMessage()

@@ -71,8 +71,11 @@ def read_json(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; an absent file is an empty object, a broken one an InputError."""
     if not path.is_file():
         return {}
+    def non_finite(name: str) -> None:  # our writers never write NaN or an infinity: the file was altered
+        raise InputError(f"not a finite number: {name} (a missing value is null)", file=str(path))
+
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=non_finite)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise InputError(f"cannot read JSON: {error}", file=str(path)) from error
     if not isinstance(data, dict):

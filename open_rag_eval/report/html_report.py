@@ -23,6 +23,7 @@ from open_rag_eval.errors import InputError
 from open_rag_eval.health.check import is_health
 from open_rag_eval.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
+from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
 from open_rag_eval.report.hints import diagnose, run_means
@@ -44,11 +45,10 @@ def _summary(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     out = []
-    for row in rows:
+    for line, row in enumerate(rows, start=2):
         item: dict[str, Any] = {"metric": read_cell(row.get("metric", ""))}
         for key in ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed"):
-            text = (row.get(key) or "").strip()
-            item[key] = float(text) if text else None
+            item[key] = finite_cell(row.get(key) or "", file=str(path), line=line, field_name=key)
         out.append(item)
     return out
 

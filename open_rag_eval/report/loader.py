@@ -23,9 +23,14 @@ from open_rag_eval.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
 from open_rag_eval.report.data import ResultSet, Row, read_json
 
-__all__ = ["ResultSet", "Row", "load_results", "read_json"]
+__all__ = ["ResultSet", "Row", "finite_cell", "load_results", "read_json"]
 
 csv.field_size_limit(2**31 - 1)
+
+
+def finite_cell(text: str, *, file: str, line: int, field_name: str) -> float | None:
+    """A number read back from a results CSV: empty is missing; anything else must be a finite number."""
+    return _float(text, file=file, line=line, field_name=field_name)
 
 
 def _float(text: str, *, file: str, line: int, field_name: str) -> float | None:
