@@ -26,7 +26,7 @@ from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.health.record import recording
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.judge.config import is_simulated_fingerprint
+from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.manifest import build_manifest
 from open_rag_eval.progress import Progress
 from open_rag_eval.results import failed_everywhere, write_results
@@ -191,12 +191,10 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
     if not needed:
         yield None
         return
-    from open_rag_eval.judge import open_judge
-
     config = loaded.judge
     if config.simulated is None:
         try:
-            judge = open_judge(config, base_dir=loaded.base_dir)
+            judge = _open(config, loaded.base_dir, simulated=False)
         except ConfigError as error:  # the judge's checks know the YAML path; the config file is known here
             raise ConfigError(error.problem, path=error.path, file=error.file or str(loaded.path or "")) from None
         async with judge:
@@ -206,8 +204,19 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
     with SimulatedJudgeServer(config.simulated) as server:
         simulated = config.model_copy(update={"base_url": server.base_url})
-        async with open_judge(simulated, base_dir=loaded.base_dir, simulated=True) as judge:
+        async with _open(simulated, loaded.base_dir, simulated=True) as judge:
             yield judge
+
+
+def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool) -> Any:
+    """The judge client; a recording or replaying one when ``judge.record`` / ``judge.replay`` is set."""
+    if config.replay is not None or config.record is not None:
+        from open_rag_eval.judge.replay import open_taped_judge
+
+        return open_taped_judge(config, base_dir=base_dir, simulated=simulated)
+    from open_rag_eval.judge import open_judge
+
+    return open_judge(config, base_dir=base_dir, simulated=simulated)
 
 
 def _simulated(judge: Judge | None) -> bool:

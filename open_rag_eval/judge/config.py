@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.health.check import HealthThresholds
 
@@ -90,3 +90,13 @@ class JudgeConfig(_Strict):
     outage_after_s: float = Field(300.0, gt=0)
     # judge health: shares of judgments per task above which the run warns (eval --strict-judge: exit 6)
     health: HealthThresholds = Field(default_factory=HealthThresholds)
+    # record every HTTP exchange with the endpoint to this JSONL file, or answer from such a file offline
+    record: str | None = None
+    replay: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> JudgeConfig:
+        if self.replay is not None and (self.record is not None or self.simulated is not None):
+            raise ValueError("judge.replay answers from a file: it cannot be combined with judge.record or "
+                             "judge.simulated")
+        return self
