@@ -20,7 +20,7 @@ from open_rag_eval.terminal import ConsoleFilter, excepthook
 
 __all__ = ["error_line", "main"]
 
-COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge")
+COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge", "calibrate")
 
 log = logging.getLogger("open_rag_eval")
 

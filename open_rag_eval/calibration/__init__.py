@@ -1,0 +1,1 @@
+"""Calibrating the judge against people: agreement statistics (pure), label files, and the injection probe."""
