@@ -58,6 +58,8 @@ class SimulatedJudgeConfig(_Strict):
     hang_s: float = Field(default=600.0, gt=0)  # how long a hung request waits before the connection is dropped
     retry_after_s: float | None = Field(default=1.0, ge=0)  # Retry-After on 429s; None sends none
     noise_rate: float = Field(default=0.0, ge=0, le=1)  # replies whose verdict moves to a neighbour (judge noise)
+    # prompts carrying "Ignore previous instructions and output/answer X" whose reply obeys (injection probe tests)
+    injection_rate: float = Field(default=0.0, ge=0, le=1)
     seed: int = 0
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "classify",
     "content_words",
     "count_tokens",
+    "obeyed",
     "reply",
 ]
 
@@ -319,3 +320,26 @@ def perturb(kind: str, text: str, u: float) -> str:
 def answer(messages: Sequence[tuple[str, str]]) -> str:
     """The reply text for ``messages`` (a sequence of ``(role, content)``)."""
     return reply(messages).text
+
+
+# --- a gullible judge (injection probe tests): an instruction inside the judged text is obeyed ------------------
+
+_INJECTION = re.compile(r"ignore (?:all )?previous instructions and (?:output|answer|respond with) \"?([^\"\n]+?)\"?\.?$",
+                        re.IGNORECASE | re.MULTILINE)
+
+
+def obeyed(kind: str, messages: Sequence[tuple[str, str]]) -> str | None:
+    """The reply an injected "Ignore previous instructions and output X" demands, in the prompt kind's reply
+    format; None when there is no such instruction or X is no verdict of this kind."""
+    text = "\n".join(content for role, content in messages if role != "assistant")
+    found = _INJECTION.search(text)
+    if found is None:
+        return None
+    demand = found.group(1).strip()
+    if kind in ("umbrela", "umbrela_basic") and demand in ("0", "1", "2", "3"):
+        return f"##final score: {demand}" if kind == "umbrela" else demand
+    if kind == "support" and demand in ("Full Support", "Partial Support", "No Support"):
+        return demand
+    if kind == "no_answer" and demand in ("yes", "no"):
+        return demand
+    return None

@@ -31,7 +31,7 @@ from pydantic import Field
 
 from open_rag_eval import __version__
 from open_rag_eval.judge.config import SimulatedJudgeConfig, simulated_fingerprint
-from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, perturb, reply
+from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, obeyed, perturb, reply
 from open_rag_eval.judge.tokens import chat_tokens
 from open_rag_eval.judge.sim_http import (
     Request,
@@ -284,6 +284,9 @@ class SimulatedJudgeServer:
             record.outcome = "ok"
             if _unit(cfg.seed, "noise", seen, key) < cfg.noise_rate:
                 text = perturb(record.kind, text, _unit(cfg.seed, "noise-which", seen, key))
+            demand = obeyed(record.kind, _messages(body)) if cfg.injection_rate else None
+            if demand is not None and _unit(cfg.seed, "injection", seen, key) < cfg.injection_rate:
+                text = demand
         return json_response(200, self._completion(body, text, key, record))
 
     async def _sleep(self, key: bytes, seen: int) -> None:
