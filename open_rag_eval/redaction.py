@@ -20,12 +20,13 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
-__all__ = ["MASK", "RedactingFilter", "SecretStream", "cut", "is_secret_name", "redact", "redact_secrets",
-           "register_interpolated", "register_secret", "register_url_credentials", "registered", "safe_url", "scrub_config"]
+__all__ = ["MASK", "RedactingFilter", "SecretStream", "cut", "forget_secrets", "is_secret_name", "redact",
+           "redact_secrets", "register_interpolated", "register_secret", "register_url_credentials", "registered",
+           "safe_url", "scrub_config"]
 
 MASK = "***"
 MIN_SECRET = 8  # shorter values would mask ordinary words in output files ("pass" in "passages")
@@ -38,8 +39,8 @@ _URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<userin
 _QUERY_NAMES = r"(?:api[_-]?key|apikey|key|access[_-]?token|refresh[_-]?token|id[_-]?token|token|auth|password|" \
                r"passwd|pwd|secret|client[_-]?secret|sig|signature|x-amz-signature|x-api-key|code)"
 _QUERY_SECRET = re.compile(r"(?P<lead>[?&;]" + _QUERY_NAMES + r"=)(?P<value>[^&#\s\"'<>;]+)", re.IGNORECASE)
-_SECRET_NAME = re.compile(r"(?:^|[_\-. ])(?:api[_\-]?key|apikey|key|token|secret|password|passwd|pwd|auth|authorization|"
-                          r"cookie|credentials?|signature)(?:$|[_\-. ])", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(?:^|[_\-. ])(?:api[_\-]?key|apikey|key|token|secret|password|passwd|pwd|auth|"
+                          r"authorization|cookie|credentials?|signature)(?:$|[_\-. ])", re.IGNORECASE)
 
 
 def register_secret(value: str | None) -> None:
@@ -214,7 +215,3 @@ class SecretStream:
     def fileno(self) -> int:
         return int(self._stream.fileno())
 
-
-def register_all(values: Iterable[str | None]) -> None:
-    for value in values:
-        register_secret(value)
