@@ -71,9 +71,9 @@ class HttpOptions(BaseModel):
     passage_title_path: str | None = None
     passage_score_path: str | None = None
     concurrency: int = Field(4, ge=1, le=256)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=86_400)  # the whole request: connect, wait, every byte of the reply
     retries: int = Field(3, ge=0, le=20)
-    backoff_s: float = Field(0.5, ge=0)
+    backoff_s: float = Field(0.5, ge=0, le=3600)
     retry_statuses: list[int] = [408, 429, 500, 502, 503, 504]
 
 

@@ -14,11 +14,12 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
+from open_rag_eval.config_guard import BudgetComposer, check_numbers, load_yaml
 from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
@@ -41,8 +42,8 @@ class SweepOptions(BaseModel):
     history: str = ".open-rag-eval/history.sqlite"
     system: str = "default"
     baseline: str = "previous"  # or a pinned sweep id
-    thresholds: dict[str, float] = {}  # metric -> largest allowed drop of its mean (when significant)
-    fail_if_drop: dict[str, float] = {}  # metric -> a drop larger than this is a regression, whatever the test says
+    thresholds: dict[str, Annotated[float, Field(ge=0)]] = {}  # metric -> largest allowed drop of its mean (when significant)
+    fail_if_drop: dict[str, Annotated[float, Field(ge=0)]] = {}  # metric -> a drop larger than this is a regression, whatever the test says
     alpha: float = Field(0.05, gt=0, lt=1)
     seed: int = 0
 
@@ -116,19 +117,25 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
     if is_peer_config(raw):
         raw = translate_peer_config(raw, file=file)
         log.info("%s: translated the peer's config layout (input_queries/results_folder/evaluator) to ours", file)
+    interpolated = _interpolate(raw, "", file)
+    check_numbers(interpolated, "", file)  # YAML's .inf/.nan/huge numbers, named by their path before validation
     try:
-        config = Config.model_validate(_interpolate(raw, "", file))
+        config = Config.model_validate(interpolated)
     except ValidationError as error:
         raise config_error(error, Config, file) from None
+    check_numbers(config, "", file)  # and strings such as "inf" that validation turned into numbers
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
+    for i, spec in enumerate(specs):
+        check_numbers(spec.options, f"evaluators[{i}]", file)
     if config.connector is not None:
-        connector_spec(config.connector, file=file)
+        check_numbers(connector_spec(config.connector, file=file)[1], "connector.options", file)
     _check_inputs(config, specs, file)
     return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe loader that refuses a key given twice in one mapping (PyYAML would keep the last silently)."""
+class _UniqueKeyLoader(BudgetComposer, yaml.SafeLoader):
+    """A safe loader that refuses a key given twice in one mapping (PyYAML would keep the last silently), and
+    aliases beyond a small budget or recursive ones (``BudgetComposer``)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -144,13 +151,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 
 def _parse_yaml(text: str, file: str) -> dict[str, Any]:
-    try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{file}:{mark.line + 1}" if mark is not None else file
-        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
-        raise ConfigError(f"invalid YAML: {problem}", file=where) from None
+    data = load_yaml(text, _UniqueKeyLoader, file)
     if not isinstance(data, dict):
         raise ConfigError("a config must be a YAML mapping of sections (input, output_dir, judge, evaluators...)", file=file)
     return data

@@ -30,6 +30,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from open_rag_eval.config_guard import MAX_K
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.metrics import lexical as lx
 from open_rag_eval.scoring.golden import NO_RELEVANT, evaluated_queries, measure_names, query_measures, trec_ranking
@@ -71,8 +72,8 @@ class GoldenOptions(BaseModel):
     @field_validator("k_values")
     @classmethod
     def _positive_distinct(cls, value: list[int]) -> list[int]:
-        if any(k <= 0 for k in value) or len(set(value)) != len(value):
-            raise ValueError("k_values must be distinct positive integers")
+        if any(not 1 <= k <= MAX_K for k in value) or len(set(value)) != len(value):
+            raise ValueError(f"k_values must be distinct positive integers, at most {MAX_K}")
         return value
 
     @field_validator("metrics")

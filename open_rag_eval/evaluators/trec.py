@@ -20,6 +20,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from open_rag_eval.config_guard import MAX_K
 from open_rag_eval.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge
@@ -45,6 +46,7 @@ _FAMILY_SCORES = {
 }
 
 
+
 class TrecOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -68,8 +70,8 @@ class TrecOptions(BaseModel):
     @field_validator("k_values")
     @classmethod
     def _positive_k(cls, value: list[int]) -> list[int]:
-        if not value or any(k < 1 for k in value):
-            raise ValueError("k_values must be a non-empty list of positive integers")
+        if not value or any(not 1 <= k <= MAX_K for k in value):
+            raise ValueError(f"k_values must be a non-empty list of positive integers, at most {MAX_K}")
         return sorted(set(value))
 
 

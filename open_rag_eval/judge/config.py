@@ -20,8 +20,8 @@ class _Strict(BaseModel):
 class Price(_Strict):
     """US dollars per million tokens."""
 
-    input: float = Field(ge=0)
-    output: float = Field(ge=0)
+    input: float = Field(ge=0, le=100_000)
+    output: float = Field(ge=0, le=100_000)
 
 
 SIMULATED_FINGERPRINT_PREFIX = "fp_sim_"  # the simulated judge's system_fingerprint starts with this
@@ -71,7 +71,7 @@ class JudgeConfig(_Strict):
     requests_per_minute: float | None = Field(None, gt=0)
     tokens_per_minute: float | None = Field(None, gt=0)
     max_retries: int = Field(6, ge=0, le=50)
-    timeout_s: float = Field(60.0, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=86_400)  # the whole request: connect, wait, every byte of the reply
     cache: str | bool = ".open-rag-eval/cache.sqlite"  # a path, or false
     params: dict[str, Any] = {}  # passed through to every request (seed, max_tokens, ...), over the method's
     drop_params: list[str] = []  # params the model rejects (e.g. temperature for reasoning models)
@@ -82,9 +82,9 @@ class JudgeConfig(_Strict):
     prices: Price | dict[str, Price] | None = None  # for this model, or per model name; over the built-in table
     simulated: SimulatedJudgeConfig | None = None  # start the loopback simulated judge and use it
     # retry pacing: full-jitter exponential backoff, and the longest server Retry-After we honour
-    backoff_base_s: float = Field(0.5, gt=0)
-    backoff_cap_s: float = Field(30.0, gt=0)
-    retry_after_cap_s: float = Field(120.0, gt=0)
+    backoff_base_s: float = Field(0.5, gt=0, le=3600)
+    backoff_cap_s: float = Field(30.0, gt=0, le=3600)
+    retry_after_cap_s: float = Field(120.0, gt=0, le=3600)
     adaptive_concurrency: bool = True  # lower the concurrency on repeated 429s, recover it on successes
     # the endpoint counts as down after this many consecutive calls failed (after their retries) with no
     # success in between, or when calls keep failing and nothing succeeded for this many seconds

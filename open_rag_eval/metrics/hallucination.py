@@ -43,7 +43,7 @@ class VectaraApiOptions(BaseModel):
     api_key_env: str = "VECTARA_API_KEY"  # the NAME of the variable; its value never lands in any output
     base_url: str = "https://api.vectara.io"
     language: str | None = None  # ISO 639-3 ("eng"); omitted: the API's default
-    timeout_s: float = Field(30.0, gt=0)
+    timeout_s: float = Field(30.0, gt=0, le=86_400)
     max_retries: int = Field(3, ge=0, le=20)
     max_concurrency: int = Field(4, ge=1, le=256)
 

@@ -1,0 +1,150 @@
+"""Guards on what a config may contain, before and after validation.
+
+- ``load_yaml``: YAML with a budget. Aliases may be used, but at most ``MAX_ALIASES`` of them, expanding to at most
+  ``MAX_VALUES`` values and ``MAX_DEPTH`` levels in all; an anchor that contains itself is refused. A 600-byte
+  "billion laughs" document therefore fails in milliseconds instead of expanding in memory.
+- ``check_numbers``: every number in a validated config is finite and of a sane size (``.inf``, ``.nan``, ``1e999``
+  and the strings ``"inf"``/``"nan"`` all end here), naming the YAML path.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from open_rag_eval.errors import ConfigError
+
+__all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_K", "MAX_DEPTH", "MAX_VALUES", "check_numbers", "load_yaml"]
+
+MAX_ALIASES = 256  # alias uses (*name) per document
+MAX_VALUES = 100_000  # scalars, lists and mappings once every alias is expanded
+MAX_DEPTH = 64  # nesting levels once every alias is expanded
+MAX_K = 1000  # the deepest rank cutoff (k_values) trec_eval reports
+LARGEST_NUMBER = 1e15  # no setting has a sane value beyond this (prices, rates, counts, seconds)
+
+
+class _Refused(yaml.YAMLError):
+    def __init__(self, problem: str, mark: yaml.Mark | None) -> None:
+        super().__init__(problem)
+        self.problem, self.problem_mark = problem, mark
+
+
+class BudgetComposer:
+    """Mixed into a loader (before ``yaml.SafeLoader``): counts aliases and checks the document's expansion."""
+
+    _aliases = 0
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):  # type: ignore[attr-defined]
+            self._aliases += 1
+            if self._aliases > MAX_ALIASES:
+                raise _Refused(f"more than {MAX_ALIASES} aliases (*name) in one document",
+                               self.peek_event().start_mark)  # type: ignore[attr-defined]
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)  # type: ignore[attr-defined]
+            return super().compose_node(parent, index)  # type: ignore[misc]
+        finally:
+            self._depth -= 1
+
+    def compose_document(self) -> Any:
+        self.get_event()  # type: ignore[attr-defined]  # DOCUMENT-START
+        node = self.compose_node(None, None)
+        anchors = {id(anchored): name for name, anchored in self.anchors.items()}  # type: ignore[attr-defined]
+        check_expansion(node, anchors)
+        self.get_event()  # type: ignore[attr-defined]  # DOCUMENT-END
+        self.anchors = {}
+        return node
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    return []
+
+
+def check_expansion(root: yaml.Node, anchors: Mapping[int, str]) -> None:
+    """Refuse a node graph that contains itself or expands beyond the budget (iterative: no recursion limit)."""
+    sizes: dict[int, tuple[int, int]] = {}  # id -> (values, depth) once expanded
+    visiting: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            parts = [sizes[id(child)] for child in _children(node)]
+            values = 1 + sum(size for size, _ in parts)
+            depth = 1 + max((level for _, level in parts), default=0)
+            visiting.discard(key)
+            if values > MAX_VALUES:
+                raise _Refused(f"aliases expand to more than {MAX_VALUES:,} values", node.start_mark)
+            if depth > MAX_DEPTH:
+                raise _Refused(f"aliases expand to more than {MAX_DEPTH} levels of nesting", node.start_mark)
+            sizes[key] = (values, depth)
+            continue
+        if key in sizes:
+            continue
+        if key in visiting:
+            name = anchors.get(key)
+            label = f"the anchor &{name}" if name else "an anchor"
+            raise _Refused(f"{label} contains itself (a recursive alias)", node.start_mark)
+        visiting.add(key)
+        stack.append((node, True))
+        for child in _children(node):
+            if id(child) in visiting:
+                name = anchors.get(id(child))
+                label = f"the anchor &{name}" if name else "an anchor"
+                raise _Refused(f"{label} contains itself (a recursive alias)", child.start_mark)
+            if id(child) not in sizes:
+                stack.append((child, False))
+
+
+def load_yaml(text: str, loader: type[Any], file: str) -> Any:
+    """Parse one YAML document with ``loader`` (which must mix in ``BudgetComposer``); ``ConfigError`` on any
+    problem, naming the line."""
+    try:
+        instance = loader(text)
+        try:
+            return instance.get_single_data()
+        finally:
+            instance.dispose()
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{file}:{mark.line + 1}" if mark is not None else file
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise ConfigError(f"invalid YAML: {problem}", file=where) from None
+    except RecursionError:
+        raise ConfigError(f"invalid YAML: nested deeper than {MAX_DEPTH} levels", file=file) from None
+
+
+def check_numbers(value: Any, path: str, file: str) -> None:
+    """Raise ``ConfigError`` at the first number that is not finite or is absurdly large (models, dicts, lists)."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, bool) or item is None or isinstance(item, str):
+            continue
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ConfigError(f"must be a finite number (got {item})", path=where, file=file)
+        if isinstance(item, (int, float)):
+            if abs(item) > LARGEST_NUMBER:
+                raise ConfigError(f"out of range (got {item:g}; at most {LARGEST_NUMBER:g})", path=where, file=file)
+            continue
+        if isinstance(item, BaseModel):
+            entries = [(name, getattr(item, name)) for name in type(item).model_fields]
+        elif isinstance(item, Mapping):
+            entries = list(item.items())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(reversed([(part, f"{where}[{i}]") for i, part in enumerate(item)]))
+            continue
+        else:
+            continue
+        stack.extend(reversed([(part, f"{where}.{name}" if where else str(name)) for name, part in entries]))
