@@ -42,6 +42,7 @@ from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.limits import RetryPolicy, parse_retry_after
 from open_rag_eval.redaction import cut, is_secret_name, register_secret, register_url_credentials
 from open_rag_eval.segment import segment_answer
+from open_rag_eval.transport import ReplyRefused, bounded_client
 from open_rag_eval.types import Passage, RAGOutput
 
 __all__ = ["HttpConnector", "HttpOptions", "Malformed", "SecretHeader", "get_path"]
@@ -72,6 +73,7 @@ class HttpOptions(BaseModel):
     passage_score_path: str | None = None
     concurrency: int = Field(4, ge=1, le=256)
     timeout_s: float = Field(60.0, gt=0, le=86_400)  # the whole request: connect, wait, every byte of the reply
+    max_reply_mb: float = Field(32.0, gt=0, le=4096)  # a longer reply (after decompression) is a failed call
     retries: int = Field(3, ge=0, le=20)
     backoff_s: float = Field(0.5, ge=0, le=3600)
     retry_statuses: list[int] = [408, 429, 500, 502, 503, 504]
@@ -145,7 +147,9 @@ class HttpConnector:
 
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]:
         limit = asyncio.Semaphore(self.options.concurrency)
-        client = self._client or httpx2.AsyncClient(timeout=self.options.timeout_s)
+        # a total deadline per request, a bounded reply, no redirects (open_rag_eval.transport)
+        client = self._client or bounded_client(timeout_s=self.options.timeout_s,
+                                                max_bytes=int(self.options.max_reply_mb * 1_000_000))
         try:
             jobs = [self._one(client, limit, qid, query, run) for qid, query in queries for run in range(1, repeats + 1)]
             return list(await asyncio.gather(*jobs))
@@ -163,6 +167,8 @@ class HttpConnector:
                 return RAGOutput(query_id=qid, query=query, run=run, error=failure.reason)
             except Malformed as error:
                 return RAGOutput(query_id=qid, query=query, run=run, error=f"malformed reply: {error}")
+            except RecursionError:
+                return RAGOutput(query_id=qid, query=query, run=run, error="malformed reply: nested too deeply")
 
     async def _call(self, client: httpx2.AsyncClient, qid: str, query: str, run: int) -> tuple[Any, float]:
         body = _fill(self.options.body, {"query": query, "query_id": qid, "run": run})
@@ -192,6 +198,10 @@ class HttpConnector:
             raise _Failed(f"timed out after {options.timeout_s:g}s", True) from None
         except httpx2.TransportError as error:
             raise _Failed(f"connection failed: {type(error).__name__}", True) from None
+        except ReplyRefused as error:  # too large, a redirect: the same server would send it again
+            raise _Failed(error.reason, False) from None
+        if 300 <= response.status_code < 400:
+            raise _Failed(f"HTTP {response.status_code} redirect: not followed (use the final address)", False)
         if response.status_code >= 400:
             retryable = response.status_code in options.retry_statuses
             snippet = cut(response.text, 200)  # redacted before the cut
@@ -201,6 +211,8 @@ class HttpConnector:
             return response.json()
         except (ValueError, UnicodeDecodeError):
             raise Malformed("the reply is not JSON") from None
+        except RecursionError:
+            raise Malformed("the reply's JSON is nested too deeply") from None
 
     def _output(self, reply: Any, qid: str, query: str, run: int, latency_ms: float) -> RAGOutput:
         answer = get_path(reply, self.options.answer_path)

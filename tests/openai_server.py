@@ -50,6 +50,8 @@ class Reply:
     body: dict[str, Any] | str = field(default_factory=lambda: completion_body("ok"))
     headers: tuple[tuple[str, str], ...] = ()
     delay_s: float = 0.0
+    raw: bytes | None = None  # sent verbatim instead of ``body`` (e.g. gzip bytes with a Content-Encoding header)
+    drip_s: float = 0.0  # > 0: the body leaves one byte at a time, this long apart
 
     @classmethod
     def ok(cls, content: str | None = "ok", *, delay_s: float = 0.0, **usage: Any) -> Reply:
@@ -88,6 +90,21 @@ class Reply:
     @classmethod
     def malformed(cls) -> Reply:
         return cls(200, '{"id": "chatcmpl-broken", "choices": [')
+
+    # -- misbehaving transports (payloads in hostile_http.py) --
+
+    @classmethod
+    def dripping(cls, interval_s: float, content: str = "##final score: 2") -> Reply:
+        """A valid completion whose every byte arrives ``interval_s`` after the previous one."""
+        return cls(200, completion_body(content), drip_s=interval_s)
+
+    @classmethod
+    def redirect(cls, location: str, status: int = 307) -> Reply:
+        return cls(status, "", (("Location", location),))
+
+    @classmethod
+    def encoded(cls, payload: bytes, encoding: str = "gzip") -> Reply:
+        return cls(200, "", (("Content-Encoding", encoding),), raw=payload)
 
 
 @dataclass(frozen=True)
@@ -187,16 +204,27 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def _send(self, reply: Reply, token: str = "") -> None:
             data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
             data = data.replace(ECHO_KEY, token)
-            payload = data.encode()
+            payload = reply.raw if reply.raw is not None else data.encode()
             self.send_response(reply.status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             for name, value in reply.headers:
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(payload)
+            if reply.drip_s:
+                drip(self.wfile, payload, reply.drip_s)
+            else:
+                self.wfile.write(payload)
 
     return Handler
+
+
+def drip(out: Any, payload: bytes, interval_s: float) -> None:
+    """Write ``payload`` one byte at a time, ``interval_s`` apart (until the client hangs up)."""
+    for byte in payload:
+        out.write(bytes([byte]))
+        out.flush()
+        time.sleep(interval_s)
 
 
 # -- helpers for client tests -----------------------------------------------------------------------------

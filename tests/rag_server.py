@@ -13,6 +13,9 @@ so both flat and nested field paths can be tested. ``behaviour`` is switchable b
 - ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" (every call);
 - ``echo_header``: a failing reply's body repeats the value of this request header (as careless servers do in
   their 401/500 pages), after ``echo_offset`` characters of padding -- to put a secret across a message cut.
+- ``hostile``: query id -> a misbehaving transport (every call): "drip" (a valid reply, one byte every ``drip_s``),
+  "huge" (a 40 MB answer), "gzip_bomb" (1 MB of gzip inflating to 1 GiB), "deep_json" (arrays 100,000 deep),
+  "redirect" (307 to ``redirect_to``).
 
 The server records each request's body and headers, and the most requests it handled at once.
 """
@@ -25,6 +28,9 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.hostile_http import deep_json, gzip_bomb, huge_json
+from tests.openai_server import drip
 
 __all__ = ["RagBehaviour", "RagServer"]
 
@@ -45,6 +51,9 @@ class RagBehaviour:
     malformed: dict[str, str] = field(default_factory=dict)
     echo_header: str | None = None
     echo_offset: int = 0
+    hostile: dict[str, str] = field(default_factory=dict)
+    drip_s: float = 0.25
+    redirect_to: str = ""
 
 
 class RagServer:
@@ -120,17 +129,44 @@ class RagServer:
                         server.requests.append({"body": body, "headers": dict(self.headers)})
                     if server.behaviour.latency_s:
                         time.sleep(server.behaviour.latency_s)
+                    kind = server.behaviour.hostile.get(str(body.get("query_id", "")))
+                    if kind is not None:
+                        self._hostile(kind, body)
+                        return
                     status, text = server.answer(body, dict(self.headers))
-                    data = text.encode()
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    if status == 429:
-                        self.send_header("Retry-After", "0")
-                    self.end_headers()
-                    self.wfile.write(data)
+                    self._send(status, text.encode(), [("Retry-After", "0")] if status == 429 else [])
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
                 finally:
                     with server._lock:
                         server.in_flight -= 1
+
+            def _send(self, status: int, data: bytes, headers: list[tuple[str, str]], drip_s: float = 0.0) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in headers:
+                    self.send_header(name, value)
+                self.end_headers()
+                if drip_s:
+                    drip(self.wfile, data, drip_s)
+                else:
+                    self.wfile.write(data)
+
+            def _hostile(self, kind: str, body: dict[str, Any]) -> None:
+                behaviour = server.behaviour
+                if kind == "drip":
+                    _, text = server.answer(body)
+                    self._send(200, text.encode(), [], behaviour.drip_s)
+                elif kind == "huge":
+                    self._send(200, huge_json(40).encode(), [])
+                elif kind == "gzip_bomb":
+                    self._send(200, gzip_bomb(), [("Content-Encoding", "gzip")])
+                elif kind == "deep_json":
+                    self._send(200, deep_json().encode(), [])
+                elif kind == "redirect":
+                    self._send(307, b"", [("Location", behaviour.redirect_to)])
+                else:
+                    raise ValueError(f"unknown hostile kind {kind!r}")
 
         return Handler

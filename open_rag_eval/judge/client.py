@@ -33,6 +33,7 @@ from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
 from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
+from open_rag_eval.transport import ReplyRefused, bounded_client
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
@@ -67,7 +68,8 @@ class OpenAIJudge:
                  cache: JudgeCache | None = None, retry: RetryPolicy | None = None,
                  breaker: OutageBreaker | None = None, accounting: Accounting | None = None,
                  params: Mapping[str, Any] | None = None, drop_params: Sequence[str] = (),
-                 timeout_s: float = 60.0, http_client: httpx2.AsyncClient | None = None,
+                 timeout_s: float = 60.0, max_reply_bytes: int = 8_000_000,
+                 http_client: httpx2.AsyncClient | None = None,
                  simulated: bool = False, key_name: str = "the API key variable", owns_cache: bool = False,
                  context_tokens: int | None = None, max_tokens_param: str = "max_tokens",
                  sleep: Sleep = asyncio.sleep) -> None:
@@ -79,6 +81,7 @@ class OpenAIJudge:
         self.accounting = accounting or Accounting(model)
         self.params, self.drop_params = dict(params or {}), frozenset(drop_params)
         self.timeout_s, self._key_name, self._sleep = timeout_s, key_name, sleep
+        self.max_reply_bytes = max_reply_bytes
         self.context_tokens, self.max_tokens_param = context_tokens, max_tokens_param
         self._secret = api_key
         if api_key != NO_KEY:
@@ -149,8 +152,10 @@ class OpenAIJudge:
 
     def _sdk(self) -> openai.AsyncOpenAI:
         if self._client is None:
+            # our transport bounds each request: a total deadline, the reply's size, no redirects
+            http_client = self._http_client or bounded_client(timeout_s=self.timeout_s, max_bytes=self.max_reply_bytes)
             self._client = _openai().AsyncOpenAI(api_key=self._secret, base_url=self.base_url, max_retries=0,
-                                                 timeout=self.timeout_s, http_client=self._http_client)
+                                                 timeout=self.timeout_s, http_client=http_client)
         return self._client
 
     def _settle(self, key: str, done: asyncio.Future[tuple[Completion, str]]) -> None:
@@ -221,7 +226,7 @@ class OpenAIJudge:
                                               body={**params, "model": self.model, "messages": body},
                                               options={"timeout": self.timeout_s})
                 reply = classify_body(response)
-            except (_openai().OpenAIError, httpx2.HTTPError, ValueError) as error:
+            except (_openai().OpenAIError, httpx2.HTTPError, ValueError, ReplyRefused, RecursionError) as error:
                 reply = self._classify(error)
             if isinstance(reply, Judgment):
                 self.breaker.success()
@@ -271,6 +276,12 @@ class OpenAIJudge:
                                    retry_after=parse_retry_after(error.response.headers))
         if isinstance(error, httpx2.HTTPError):
             return Failure("retry", f"transport error ({type(error).__name__})")
+        if isinstance(error, ReplyRefused):  # open_rag_eval.transport: the same server would send it again
+            if error.kind == "redirect":  # every call would go there: the endpoint is configured wrong
+                return Failure("down", f"the judge endpoint answered {error.reason}; check judge.base_url")
+            return Failure("fail", f"judge {error.reason}")
+        if isinstance(error, RecursionError):
+            return Failure("retry", "malformed reply from the judge (JSON nested too deeply)")
         return Failure("retry", f"malformed reply from the judge ({_short(str(error))})")
 
     def _redact(self, text: str) -> str:
@@ -336,6 +347,7 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
         breaker=OutageBreaker(config.outage_after_failures, config.outage_after_s),
         accounting=Accounting(config.model, price_for(config.model, config.prices)),
         params=config.params, drop_params=config.drop_params, timeout_s=config.timeout_s,
+        max_reply_bytes=int(config.max_reply_mb * 1_000_000),
         http_client=http_client, simulated=simulated, key_name=config.api_key_env, owns_cache=True,
         context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param,
     )

@@ -72,6 +72,7 @@ class JudgeConfig(_Strict):
     tokens_per_minute: float | None = Field(None, gt=0)
     max_retries: int = Field(6, ge=0, le=50)
     timeout_s: float = Field(60.0, gt=0, le=86_400)  # the whole request: connect, wait, every byte of the reply
+    max_reply_mb: float = Field(8.0, gt=0, le=1024)  # a longer reply (after decompression) is a failed call
     cache: str | bool = ".open-rag-eval/cache.sqlite"  # a path, or false
     params: dict[str, Any] = {}  # passed through to every request (seed, max_tokens, ...), over the method's
     drop_params: list[str] = []  # params the model rejects (e.g. temperature for reasoning models)
