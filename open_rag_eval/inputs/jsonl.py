@@ -10,10 +10,13 @@ from open_rag_eval.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
 from open_rag_eval.inputs.text import (
+    LONE_SURROGATE,
+    MAX_WHOLE,
     Where,
     check_text,
     has_undecodable,
     parse_number,
+    printable,
     read_text,
     segment,
     type_name,
@@ -69,7 +72,30 @@ def _json_object(raw: str, where: Where, offset: int | None) -> dict[str, Any]:
         raise where.error(f"not valid JSON: {detail}") from None
     if not isinstance(obj, dict):
         raise where.error(f"a line must be a JSON object, got {type_name(obj)}")
+    if "\\ud" in raw.lower() and offset is None:  # a \uXXXX escape of a UTF-16 surrogate: valid in pairs only
+        _check_surrogates(obj, where)
     return obj
+
+
+def _check_surrogates(obj: dict[str, Any], where: Where) -> None:
+    """A lone surrogate (``"\\ud800"``) decodes to a string no file or terminal can write: name its field."""
+    stack: list[tuple[Any, str]] = [(obj, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, str):
+            found = LONE_SURROGATE.search(value)
+            if found:
+                raise where.error(f"not valid Unicode text: a lone surrogate \\u{ord(found.group()):04x} at "
+                                  f"character {found.start()}", path)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                name = printable(key)
+                if name != key:
+                    raise where.error("not valid Unicode text: a field name with a lone surrogate",
+                                      f"{path}.{name}" if path else name)
+                stack.append((item, f"{path}.{key}" if path else key))
+        elif isinstance(value, list):
+            stack.extend((item, f"{path}[{i}]") for i, item in enumerate(value))
 
 
 class _JsonOutput:
@@ -85,6 +111,8 @@ class _JsonOutput:
         run = self.obj.get("run", 1)
         if isinstance(run, bool) or not isinstance(run, int) or run < 0:
             raise self.where.error(f"expected a whole number >= 0, got {run!r}", "run")
+        if run > MAX_WHOLE:
+            raise self.where.error(f"expected a whole number of at most {MAX_WHOLE:,}, got {run!r}", "run")
         passages = self._passages(self.obj.get("passages", []))
         answer_text, parts = self._answer([passage.id for passage in passages])
         latency = self.obj.get("latency_ms")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ from open_rag_eval.types import AnswerPart
 log = logging.getLogger(__name__)
 
 MAX_CELL_CHARS = 1_000_000
+MAX_WHOLE = 1_000_000_000  # run numbers, relevance grades, citation counts: anything larger is a broken file
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # left alone after decoding: not writable as UTF-8
 _TYPE_NAMES = {bool: "a boolean", int: "a number", float: "a number", str: "a string", list: "a list",
                dict: "an object", type(None): "null"}
 
@@ -98,8 +101,10 @@ def required_text(value: str, where: Where, field: str, problem: str) -> str:
 def parse_int(text: str, where: Where, field: str) -> int:
     """A whole number >= 0 (``2.0`` counts)."""
     number = _float(text, where, field, "a whole number")
-    if not number.is_integer() or number < 0:
+    if not math.isfinite(number) or not number.is_integer() or number < 0:
         raise where.error(f"expected a whole number >= 0, got {text.strip()!r}", field)
+    if number > MAX_WHOLE:
+        raise where.error(f"expected a whole number of at most {MAX_WHOLE:,}, got {text.strip()!r}", field)
     return int(number)
 
 
@@ -117,6 +122,11 @@ def _float(text: str, where: Where, field: str, expected: str) -> float:
         return float(text.strip())
     except ValueError:
         raise where.error(f"expected {expected}, got {text.strip()!r}", field) from None
+
+
+def printable(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\udXXX`` escapes (so a message naming it can be printed)."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def type_name(value: Any) -> str:
