@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
-from open_rag_eval.config_guard import BudgetComposer, check_numbers, load_yaml
+from open_rag_eval.config_guard import BudgetComposer, check_evaluators, check_numbers, load_yaml
 from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
@@ -127,6 +127,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
     for i, spec in enumerate(specs):
         check_numbers(spec.options, f"evaluators[{i}]", file)
+    check_evaluators(specs, config.sweep.thresholds if config.sweep else {}, file)
     if config.connector is not None:
         check_numbers(connector_spec(config.connector, file=file)[1], "connector.options", file)
     _check_inputs(config, specs, file)

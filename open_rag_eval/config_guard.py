@@ -3,14 +3,17 @@
 - ``load_yaml``: YAML with a budget. Aliases may be used, but at most ``MAX_ALIASES`` of them, expanding to at most
   ``MAX_VALUES`` values and ``MAX_DEPTH`` levels in all; an anchor that contains itself is refused. A 600-byte
   "billion laughs" document therefore fails in milliseconds instead of expanding in memory.
+- ``check_evaluators``: an evaluator listed twice (its values would be counted twice) and a sweep threshold naming
+  a metric no listed evaluator produces (it would never be checked, or flag a false regression) are refused.
 - ``check_numbers``: every number in a validated config is finite and of a sane size (``.inf``, ``.nan``, ``1e999``
   and the strings ``"inf"``/``"nan"`` all end here), naming the YAML path.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -18,7 +21,8 @@ from pydantic import BaseModel
 
 from open_rag_eval.errors import ConfigError
 
-__all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_K", "MAX_DEPTH", "MAX_VALUES", "check_numbers", "load_yaml"]
+__all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_DEPTH", "MAX_K", "MAX_VALUES", "check_evaluators", "check_numbers",
+           "load_yaml"]
 
 MAX_ALIASES = 256  # alias uses (*name) per document
 MAX_VALUES = 100_000  # scalars, lists and mappings once every alias is expanded
@@ -148,3 +152,26 @@ def check_numbers(value: Any, path: str, file: str) -> None:
         else:
             continue
         stack.extend(reversed([(part, f"{where}.{name}" if where else str(name)) for name, part in entries]))
+
+
+def check_evaluators(specs: Sequence[Any], thresholds: Mapping[str, float], file: str) -> None:
+    """``specs``: the validated ``EvaluatorSpec`` list, in config order."""
+    first: dict[type, int] = {}
+    for i, spec in enumerate(specs):
+        if spec.cls in first:
+            raise ConfigError(f"the evaluator '{spec.type}' is listed twice (also evaluators[{first[spec.cls]}]): "
+                              "its values would be counted twice; give it once, with all its options",
+                              path=f"evaluators[{i}]", file=file)
+        first[spec.cls] = i
+    names: list[str] = []
+    for spec in specs:
+        produced = spec.cls.metric_names(spec.options, names) if hasattr(spec.cls, "metric_names") else None
+        if produced is None:  # an evaluator that cannot say what it produces: nothing to check against
+            return
+        names += produced
+    for metric in thresholds:
+        if metric not in names:
+            close = difflib.get_close_matches(metric, names, n=1)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ConfigError(f"no evaluator in this config produces '{metric}'; {hint}valid names: "
+                              f"{', '.join(names)}", path=f"sweep.thresholds.{metric}", file=file)

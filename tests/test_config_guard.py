@@ -234,3 +234,41 @@ def test_check_numbers_walks_lists_and_models() -> None:
     with pytest.raises(ConfigError, match=r"x\.y\[2\]: must be a finite number"):
         check_numbers({"x": {"y": [1, 2.5, float("-inf")]}}, "", "f")
     check_numbers({"x": [True, None, "inf", 10**15]}, "", "f")
+
+
+# -- evaluators listed twice, thresholds naming nothing -------------------------------------------------------------
+
+@pytest.mark.parametrize("evaluators", [
+    "[{type: trec}, {type: trec, metrics: [citation]}]",
+    "[{type: golden}, {type: consistency}, {type: 'open_rag_eval.evaluators.golden:GoldenEvaluator'}]",
+])
+def test_an_evaluator_listed_twice_is_refused(tmp_path: Path, evaluators: str) -> None:
+    done = cli(tmp_path, f"input: in.jsonl\nevaluators: {evaluators}\n")
+    assert done.returncode == 2
+    line = one_line_error(done)
+    assert "is listed twice (also evaluators[0]): its values would be counted twice" in line, line
+    assert "config.yaml: evaluators[" in line
+
+
+def test_a_threshold_naming_no_metric_is_refused_by_validate(tmp_path: Path) -> None:
+    text = ("input: in.jsonl\nevaluators: [{type: golden, metrics: [lexical, latency]}, "
+            "{type: consistency, metrics: [rouge]}]\nsweep: {thresholds: {consistency.rogueL: 0.1}}\n")
+    done = cli(tmp_path, text)
+    assert done.returncode == 2
+    line = one_line_error(done)
+    assert "sweep.thresholds.consistency.rogueL: no evaluator in this config produces 'consistency.rogueL'" in line
+    assert "did you mean 'consistency.rougeL'?" in line and "latency.ms" in line and "consistency.rouge1" in line
+
+
+@pytest.mark.parametrize("evaluators, metric", [
+    ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "latency.ms"),
+    ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "consistency.lexical.groundedness.std"),
+    ("[{type: trec, k_values: [1, 10]}, {type: consistency, metrics: [dispersion]}]", "consistency.umbrela.ndcg@10.std"),
+    ("[{type: trec}, {type: consistency, judge_repeats: 3, metrics: [rouge]}]", "consistency.judge.umbrela.flip_rate"),
+    ("[{type: golden, k_values: [5]}]", "golden.ndcg@5"),
+    ("[{type: consistency, results_dir: old}]", "consistency.anything.mean"),  # names come from a folder
+])
+def test_thresholds_on_produced_metrics_are_accepted(tmp_path: Path, evaluators: str, metric: str) -> None:
+    text = f"input: in.jsonl\nevaluators: {evaluators}\nsweep: {{thresholds: {{'{metric}': 0.1}}}}\n"
+    loaded = load_config_text(text, base_dir=tmp_path)
+    assert loaded.config.sweep is not None and metric in loaded.config.sweep.thresholds

@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
-from open_rag_eval.evaluators.retest import RETEST, Labeller, find_labeller, judge_retest
+from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
+from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, find_labeller, judge_retest
 from open_rag_eval.metrics.similarity import (
     ROUGE_TYPES,
     BertScoreOptions,
@@ -77,6 +78,23 @@ class ConsistencyEvaluator:
     def __init__(self, options: ConsistencyOptions) -> None:
         self.options = options
         self.needs_judge = options.judge_repeats > 1
+
+    @classmethod
+    def metric_names(cls, options: ConsistencyOptions, before: Sequence[str] = ()) -> list[str] | None:
+        """Every metric these options can produce after evaluators producing ``before`` (config checks name them);
+        None when that depends on a results folder read at run time."""
+        if options.results_dir is not None and "dispersion" in options.metrics and options.dispersion_of == "all numeric":
+            return None
+        names = [f"{PREFIX}.{name}" for name in ROUGE_TYPES] if "rouge" in options.metrics else []
+        if "bertscore" in options.metrics:
+            names.append(f"{PREFIX}.bertscore_f1")
+        if "dispersion" in options.metrics:
+            spread = (list(options.dispersion_of) if options.dispersion_of != "all numeric"
+                      else [m for m in before if not m.startswith(f"{PREFIX}.")])
+            names += [f"{PREFIX}.{m}.{s}" for m in spread for s in STATS]
+        if options.judge_repeats > 1:
+            names += [f"{RETEST_PREFIX}.{kind}.{stat}" for kind in RETEST for stat in RETEST_STATS]
+        return names
 
     def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Any] = ()) -> Plan:
         """Judge test-retest, rehearsed: every answered output re-judged ``judge_repeats`` times through the trec

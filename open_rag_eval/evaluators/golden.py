@@ -126,6 +126,12 @@ class GoldenEvaluator:
         self._names = [f"golden.{name}" for name in measure_names(options.k_values)
                        if options.wants(f"golden.{name}")]
 
+    @classmethod
+    def metric_names(cls, options: GoldenOptions, before: Sequence[str] = ()) -> list[str]:
+        """Every metric these options can produce (config checks name them)."""
+        retrieval = [f"golden.{name}" for name in measure_names(options.k_values)]
+        return [name for name in [*retrieval, *LEXICAL_METRICS, "latency.ms"] if options.wants(name)]
+
     def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
         return Plan(notes=["golden: labels only, no judge calls"])
 

@@ -139,6 +139,13 @@ class _Session:
             future.cancel()
 
 
+def _metric_names(families: Sequence[str], k_values: Sequence[int]) -> list[str]:
+    names = [f"{family}.{name}" for family in families for name in _FAMILY_SCORES[family]]
+    if "umbrela" in families:
+        names += [f"umbrela.{m}@{k}" for m in ("p", "ap", "map", "ndcg") for k in k_values]
+    return names
+
+
 class TrecEvaluator:
     """Per-output TREC 2024 RAG metrics with the judge (see the module docstring)."""
 
@@ -267,10 +274,12 @@ class TrecEvaluator:
         return result
 
     def _names(self, families: Sequence[str]) -> list[str]:
-        names = [f"{family}.{name}" for family in families for name in _FAMILY_SCORES[family]]
-        if "umbrela" in families:
-            names += [f"umbrela.{m}@{k}" for m in ("p", "ap", "map", "ndcg") for k in self.options.k_values]
-        return names
+        return _metric_names(families, self.options.k_values)
+
+    @classmethod
+    def metric_names(cls, options: TrecOptions, before: Sequence[str] = ()) -> list[str]:
+        """Every metric these options can produce (config checks name them)."""
+        return _metric_names(options.metrics, options.k_values)
 
     async def judge_labels(self, output: RAGOutput, judge: Judge, sample: int) -> dict[str, dict[str, str | int | None]]:
         """Labels of one output judged with sample index ``sample`` (0 = the normal judgments, free from the cache).
