@@ -42,8 +42,10 @@ class SweepOptions(BaseModel):
     history: str = ".open-rag-eval/history.sqlite"
     system: str = "default"
     baseline: str = "previous"  # or a pinned sweep id
-    thresholds: dict[str, Annotated[float, Field(ge=0)]] = {}  # metric -> largest allowed drop of its mean (when significant)
-    fail_if_drop: dict[str, Annotated[float, Field(ge=0)]] = {}  # metric -> a drop larger than this is a regression, whatever the test says
+    # metric -> largest allowed drop of its mean (when significant)
+    thresholds: dict[str, Annotated[float, Field(ge=0)]] = {}
+    # metric -> a drop larger than this is a regression, whatever the test says
+    fail_if_drop: dict[str, Annotated[float, Field(ge=0)]] = {}
     alpha: float = Field(0.05, gt=0, lt=1)
     seed: int = 0
 
@@ -127,7 +129,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
     for i, spec in enumerate(specs):
         check_numbers(spec.options, f"evaluators[{i}]", file)
-    check_evaluators(specs, config.sweep.thresholds if config.sweep else {}, file)
+    check_evaluators(specs, config.sweep, file)
     if config.connector is not None:
         check_numbers(connector_spec(config.connector, file=file)[1], "connector.options", file)
     _check_inputs(config, specs, file)

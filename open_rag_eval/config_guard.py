@@ -154,8 +154,8 @@ def check_numbers(value: Any, path: str, file: str) -> None:
         stack.extend(reversed([(part, f"{where}.{name}" if where else str(name)) for name, part in entries]))
 
 
-def check_evaluators(specs: Sequence[Any], thresholds: Mapping[str, float], file: str) -> None:
-    """``specs``: the validated ``EvaluatorSpec`` list, in config order."""
+def check_evaluators(specs: Sequence[Any], sweep: Any, file: str) -> None:
+    """``specs``: the validated ``EvaluatorSpec`` list, in config order; ``sweep``: the ``sweep:`` section or None."""
     first: dict[type, int] = {}
     for i, spec in enumerate(specs):
         if spec.cls in first:
@@ -169,9 +169,10 @@ def check_evaluators(specs: Sequence[Any], thresholds: Mapping[str, float], file
         if produced is None:  # an evaluator that cannot say what it produces: nothing to check against
             return
         names += produced
-    for metric in thresholds:
-        if metric not in names:
-            close = difflib.get_close_matches(metric, names, n=1)
-            hint = f"did you mean '{close[0]}'? " if close else ""
-            raise ConfigError(f"no evaluator in this config produces '{metric}'; {hint}valid names: "
-                              f"{', '.join(names)}", path=f"sweep.thresholds.{metric}", file=file)
+    for section in ("thresholds", "fail_if_drop"):
+        for metric in getattr(sweep, section, None) or {}:
+            if metric not in names:
+                close = difflib.get_close_matches(metric, names, n=1)
+                hint = f"did you mean '{close[0]}'? " if close else ""
+                raise ConfigError(f"no evaluator in this config produces '{metric}'; {hint}valid names: "
+                                  f"{', '.join(names)}", path=f"sweep.{section}.{metric}", file=file)

@@ -260,6 +260,12 @@ def test_a_threshold_naming_no_metric_is_refused_by_validate(tmp_path: Path) -> 
     assert "did you mean 'consistency.rougeL'?" in line and "latency.ms" in line and "consistency.rouge1" in line
 
 
+def test_a_fail_if_drop_naming_no_metric_is_refused(tmp_path: Path) -> None:
+    text = "input: in.jsonl\nevaluators: [{type: golden}]\nsweep: {fail_if_drop: {latency.msec: 100}}\n"
+    with pytest.raises(ConfigError, match=r"sweep\.fail_if_drop\.latency\.msec: .*did you mean 'latency\.ms'\?"):
+        load_config_text(text, base_dir=tmp_path)
+
+
 @pytest.mark.parametrize("evaluators, metric", [
     ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "latency.ms"),
     ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "consistency.lexical.groundedness.std"),
