@@ -52,7 +52,8 @@ class BudgetComposer:
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
-                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)  # type: ignore[attr-defined]
+                mark = self.peek_event().start_mark  # type: ignore[attr-defined]
+                raise _Refused(f"nested deeper than {MAX_DEPTH} levels", mark)
             return super().compose_node(parent, index)  # type: ignore[misc]
         finally:
             self._depth -= 1

@@ -269,7 +269,8 @@ def test_a_fail_if_drop_naming_no_metric_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize("evaluators, metric", [
     ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "latency.ms"),
     ("[{type: golden, metrics: [lexical, latency]}, {type: consistency}]", "consistency.lexical.groundedness.std"),
-    ("[{type: trec, k_values: [1, 10]}, {type: consistency, metrics: [dispersion]}]", "consistency.umbrela.ndcg@10.std"),
+    ("[{type: trec, k_values: [1, 10]}, {type: consistency, metrics: [dispersion]}]",
+     "consistency.umbrela.ndcg@10.std"),
     ("[{type: trec}, {type: consistency, judge_repeats: 3, metrics: [rouge]}]", "consistency.judge.umbrela.flip_rate"),
     ("[{type: golden, k_values: [5]}]", "golden.ndcg@5"),
     ("[{type: consistency, results_dir: old}]", "consistency.anything.mean"),  # names come from a folder

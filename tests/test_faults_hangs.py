@@ -60,7 +60,8 @@ def run_cli(config: Path) -> tuple[int, str, int]:
 
 
 def judge_config(folder: Path, base_url: str, **judge: Any) -> Path:
-    line = {"query_id": "q1", "query": "what is a heat pump?", "passages": [{"id": "1", "text": "A heat pump moves heat."}],
+    line = {"query_id": "q1", "query": "what is a heat pump?",
+            "passages": [{"id": "1", "text": "A heat pump moves heat."}],
             "answer": "It moves heat [1]."}
     (folder / "in.jsonl").write_text(json.dumps(line) + "\n", encoding="utf-8")
     config = {"input": "in.jsonl", "output_dir": "out",

@@ -83,7 +83,8 @@ class ConsistencyEvaluator:
     def metric_names(cls, options: ConsistencyOptions, before: Sequence[str] = ()) -> list[str] | None:
         """Every metric these options can produce after evaluators producing ``before`` (config checks name them);
         None when that depends on a results folder read at run time."""
-        if options.results_dir is not None and "dispersion" in options.metrics and options.dispersion_of == "all numeric":
+        spread_all = "dispersion" in options.metrics and options.dispersion_of == "all numeric"
+        if options.results_dir is not None and spread_all:
             return None
         names = [f"{PREFIX}.{name}" for name in ROUGE_TYPES] if "rouge" in options.metrics else []
         if "bertscore" in options.metrics:
