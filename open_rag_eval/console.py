@@ -48,16 +48,32 @@ def _money(value: float | None, usage_unknown: int = 0) -> str:
     return "unknown (no price for this model; set judge.prices)" if value is None else f"${value:.4f}"
 
 
-def quiet_third_party() -> dict[str, str | None]:
+def quiet_third_party() -> Callable[[], None]:
     """Switch off the progress bars and advisory warnings of tqdm, huggingface_hub and transformers (before they
-    are imported); Python warnings go to the log at ERROR unless -v. Returns the environment to restore."""
+    are imported; a variable the user set is kept); Python warnings go to the log at ERROR unless -v. Returns
+    the function that undoes it."""
+    import warnings
+
     saved = {name: os.environ.get(name) for name in QUIET_ENV}
     for name, value in QUIET_ENV.items():
         os.environ.setdefault(name, value)
+    shown, py_warnings = warnings.showwarning, logging.getLogger("py.warnings")
+    level = py_warnings.level
     logging.captureWarnings(True)
     if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
-        logging.getLogger("py.warnings").setLevel(logging.ERROR)
-    return saved
+        py_warnings.setLevel(logging.ERROR)
+
+    def undo() -> None:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        py_warnings.setLevel(level)
+        if warnings.showwarning is not shown:
+            logging.captureWarnings(False)
+
+    return undo
 
 
 def _duration(seconds: float) -> str:
@@ -124,13 +140,13 @@ class ProgressDisplay:
         self._thread: threading.Thread | None = None
         self._live: Any = None
         self._handlers: list[tuple[logging.Handler, Any]] = []
-        self._saved_env: dict[str, str | None] = {}
+        self._undo_quiet: Callable[[], None] = lambda: None
         self._judge_snapshot: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> ProgressDisplay:
-        self._saved_env = quiet_third_party()
+        self._undo_quiet = quiet_third_party()
         console = None
         if self.tty:
             from rich.console import Console
@@ -165,11 +181,7 @@ class ProgressDisplay:
             handler.removeFilter(self.tally)
             if stream is not None and hasattr(handler, "setStream"):
                 handler.setStream(stream)  # type: ignore[attr-defined]
-        for name, value in self._saved_env.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+        self._undo_quiet()
         if self._live is None and kind is None:
             log.info("%s", self.status_line(final=True))
         if self.tally.tripped is not None and not isinstance(error, JudgeUnavailable):

@@ -168,15 +168,24 @@ def test_third_party_progress_bars_are_switched_off_and_restored(monkeypatch: py
     with ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):
         assert os.environ["TQDM_DISABLE"] == "1" and os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1"
         assert os.environ["TRANSFORMERS_VERBOSITY"] == "info"
-        from tqdm import tqdm
+    assert "TQDM_DISABLE" not in os.environ and os.environ["TRANSFORMERS_VERBOSITY"] == "info"
+    import warnings
 
-        bar = io.StringIO()
-        for _ in tqdm(range(3), file=bar):
-            pass
-        assert bar.getvalue() == ""
-    assert "TQDM_DISABLE" not in os.environ
-    saved = quiet_third_party()
-    assert saved["TRANSFORMERS_VERBOSITY"] == "info"
+    shown = warnings.showwarning
+    undo = quiet_third_party()
+    assert warnings.showwarning is not shown  # Python warnings go to the log ...
+    undo()
+    assert warnings.showwarning is shown  # ... only while the display runs
+    # tqdm reads its environment when imported: the display starts before anything imports it
+    script = ("import io, sys; from open_rag_eval.console import ProgressDisplay; from open_rag_eval.progress import "
+              "Progress\nwith ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):\n"
+              "    from tqdm import tqdm\n    list(tqdm(range(3), file=sys.stderr))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, env=env)
+    assert done.stderr == ""
+    loud = subprocess.run([sys.executable, "-c", "import sys; from tqdm import tqdm; list(tqdm(range(3), "
+                           "file=sys.stderr))"], capture_output=True, text=True, check=True, env=env)
+    assert "3/3" in loud.stderr  # the check above can fail
 
 
 def _outage_config(tmp_path: Path, base_url: str) -> Path:
