@@ -4,7 +4,8 @@ Progress: on a terminal, a live display (rich) with a line per stage -- read, fe
 its counts, rate and ETA, the judge's calls by task with retries and cost so far, and the local models at
 work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
 judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
-off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back).
+off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back). With
+-v every retry line shows as well.
 """
 
 from __future__ import annotations
@@ -88,8 +89,9 @@ class RetryTally(logging.Filter):
     """Takes the judge's per-retry log lines out of the log and counts them (and holds back the breaker's line,
     which the CLI's final error line restates)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, verbose: bool = False) -> None:
         super().__init__()
+        self.verbose = verbose  # -v: every line still shows (and is counted)
         self.total = 0
         self.since_status = 0
         self.last = ""
@@ -103,8 +105,8 @@ class RetryTally(logging.Filter):
             self.total += 1
             self.since_status += 1
             self.last = message.split("; retry ", 1)[0].removeprefix("judge: ")
-            return False
-        if message.startswith("judge endpoint unavailable"):
+            return self.verbose
+        if message.startswith("judge endpoint unavailable") and not self.verbose:
             self.tripped = record
             return False
         return True
@@ -147,6 +149,7 @@ class ProgressDisplay:
 
     def __enter__(self) -> ProgressDisplay:
         self._undo_quiet = quiet_third_party()
+        self.tally.verbose = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
         console = None
         if self.tty:
             from rich.console import Console

@@ -142,6 +142,12 @@ def test_retries_and_the_breaker_line_stay_out_of_the_log_and_one_error_remains(
                 logging.getLogger("open_rag_eval.judge.limits").error("judge endpoint unavailable: %s", "down")
                 raise RuntimeError("other")
         assert stream.getvalue() == "judge endpoint unavailable: down\n"
+        # -v: every line shows, and is still counted
+        stream.truncate(0), stream.seek(0)
+        root.setLevel(logging.DEBUG)
+        with ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600) as display:
+            logging.getLogger("open_rag_eval.judge.client").info("judge: %s; retry %d/%d in %.2fs", "HTTP 503", 1, 6, 0.1)
+        assert stream.getvalue().splitlines()[0] == "judge: HTTP 503; retry 1/6 in 0.10s" and display.tally.total == 1
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
