@@ -102,6 +102,9 @@ class RetryTally(logging.Filter):
             return True
         message = record.getMessage()
         if record.levelno <= logging.INFO and "; retry " in message:
+            if getattr(record, "_retry_counted", False):  # one record, seen by each handler: count it once
+                return self.verbose
+            record._retry_counted = True  # type: ignore[attr-defined]
             self.total += 1
             self.since_status += 1
             self.last = message.split("; retry ", 1)[0].removeprefix("judge: ")

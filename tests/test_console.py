@@ -86,10 +86,11 @@ def test_live_display_snapshot_judge_outage_tallies_retries() -> None:
     display = ProgressDisplay(progress, io.StringIO(), tty=True, clock=clock)
     display.started = 100.0
     client = logging.getLogger("open_rag_eval.judge.client")
-    record = client.makeRecord(client.name, logging.INFO, __file__, 1, "judge: %s; retry %d/%d in %.2fs",
-                               ("cannot connect to http://127.0.0.1:9/v1", 1, 6, 0.5), None)
-    for _ in range(389):
+    for attempt in range(389):
+        record = client.makeRecord(client.name, logging.INFO, __file__, 1, "judge: %s; retry %d/%d in %.2fs",
+                                   ("cannot connect to http://127.0.0.1:9/v1", attempt % 6 + 1, 6, 0.5), None)
         assert display.tally.filter(record) is False  # taken out of the log, counted
+        assert display.tally.filter(record) is False  # the same record at a second handler: counted once
     judge_row = [line for line in _render(display, 160).splitlines() if line.startswith("  judge")]
     assert judge_row == ["  judge   52 requests (42 calls, 10 cached) · umbrela 40, support 12 · 10 failed · 389 "
                          "retries (last: cannot connect to http://127.0.0.1:9/v1) · $0.0510 so far"]
