@@ -181,6 +181,8 @@ class ProgressDisplay:
         if self._thread is not None:
             self._thread.join()
         if self._live is not None:
+            if kind is not None and self.progress.stage == "read":
+                self._live.transient = True  # a config or input error stands alone
             self._live.refresh()
             self._live.stop()
         for handler, stream in self._handlers:
@@ -198,6 +200,8 @@ class ProgressDisplay:
         while not self._stop.wait(0.5):
             now = self.clock()
             stage = self.progress.stage
+            if stage == "read" and now - self.started < self.interval:
+                continue  # a config or input error is the run's one line; a long read still gets its status
             if stage != shown_stage and stage is not None:
                 shown_stage, last = stage, now
                 log.info("%s", self.status_line())
@@ -402,6 +406,7 @@ def print_summary(report: RunReport) -> None:
     hidden = sum(1 for a in report.summary if is_dispersion(a.metric))
     if hidden:
         _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
+    _headline(report)
     _accounting_line(report.manifest.get("accounting"), report.simulated)
     _health(report)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
@@ -419,6 +424,33 @@ def _health(report: RunReport) -> None:
         _out(line)
     for problem in report.health.problems:
         log.warning("JUDGE UNHEALTHY: %s", problem)
+
+
+def _headline(report: RunReport) -> None:
+    """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
+    from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
+    from open_rag_eval.report.names import lower_is_better
+
+    stats = {a.metric: a for a in report.summary}
+    chosen, targets = report_options(report.manifest)
+    metrics = headline_metrics(list(stats), chosen)
+    if not metrics:
+        return
+    width = max(len(m) for m in metrics)
+    _out("headline (the numbers to look at first; report.html shows them with their distributions):")
+    for metric in metrics:
+        a = stats[metric]
+        arrow = "↓" if lower_is_better(metric) else "↑"
+        target = target_for(metric, targets)
+        if a.mean is None:
+            _out(f"  {metric:<{width}}  {'–':>7}  no value ({a.n_failed} missing: see report.html)")
+            continue
+        ci = "" if a.ci95_low is None else f"[{a.ci95_low:.3f}, {a.ci95_high:.3f}]"
+        goal = ""
+        if target is not None:
+            verdict = {"good": "met", "near": "near", "below": "below"}[status(metric, a.mean, target)]
+            goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}"
+        _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}  {arrow}  {goal}".rstrip())
 
 
 def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:

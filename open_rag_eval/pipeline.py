@@ -127,8 +127,9 @@ async def arun(
     progress.steps["read"] = "opening the judge"
     async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
         if outputs is None:
-            progress.begin("fetch")
+            progress.begin("fetch", "asking the system")
             outputs = await _fetch_outputs(loaded, limit)
+            progress.outputs_total = progress.done["fetch"] = len(outputs)
         _clear_stale_temps(out)
         _save_outputs(out, outputs)
         progress.outputs_total = len(outputs)

@@ -234,3 +234,56 @@ def test_plain_progress_of_a_run_in_a_pipe(tmp_path: Path) -> None:
     assert status and status[-1].split("] ", 1)[1] == "done"
     assert "\x1b[" not in done.stderr and "\r" not in done.stderr  # plain lines, no terminal control
     assert "%|" not in done.stderr  # no third-party progress bar
+
+
+def test_a_config_or_input_error_stands_alone(tmp_path: Path) -> None:
+    from open_rag_eval.errors import InputError
+
+    # in a pipe: no status line while reading, the error is the one line (tests/test_inputs.py checks the CLI)
+    root, stream, handler = _logger_with_handler()
+    level = root.level
+    root.setLevel(logging.INFO)
+    try:
+        progress = Progress()
+        progress.begin("read", "input")
+        with pytest.raises(InputError):
+            with ProgressDisplay(progress, io.StringIO(), tty=False):
+                import time
+
+                time.sleep(0.8)  # the plain loop wakes every 0.5 s
+                raise InputError("bad cell", file="a.csv", line=2)
+        assert stream.getvalue() == ""
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+    # on a terminal the live display is cleared away
+    progress = Progress()
+    progress.begin("read", "config")
+    screen = io.StringIO()
+    with pytest.raises(InputError):
+        with ProgressDisplay(progress, screen, tty=True, width=80) as display:
+            raise InputError("bad cell", file="a.csv", line=2)
+    assert display._live.transient
+
+
+def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.CaptureFixture[str],
+                                                             tmp_path: Path) -> None:
+    from open_rag_eval.console import print_summary
+    from open_rag_eval.pipeline import RunReport
+    from open_rag_eval.scoring.stats import Aggregate
+    from open_rag_eval.types import EvalResult
+
+    summary = [Aggregate("umbrela.mean", 1.25, 0.4, 1.0, 1.5, 11, 0), Aggregate("citation.f1", 0.8, 0.1, 0.7, 0.9, 11, 0),
+               Aggregate("citation.fabricated", 0.5, 0.5, 0.0, 1.0, 11, 0),
+               Aggregate("hhem.score", None, None, None, None, 0, 11)]
+    manifest = {"config": {"report": {"headline": ["umbrela.mean", "citation.f1", "citation.fabricated", "hhem.score"],
+                                      "targets": {"citation.fabricated": 0.0}}}}
+    print_summary(RunReport(EvalResult(), summary, tmp_path, manifest, False, []))
+    out = capsys.readouterr().out.splitlines()
+    start = out.index("headline (the numbers to look at first; report.html shows them with their distributions):")
+    assert out[start + 1:start + 5] == [
+        "  umbrela.mean           1.250  [1.000, 1.500]    ↑  target ≥ 1.5: near",
+        "  citation.f1            0.800  [0.700, 0.900]    ↑  target ≥ 0.7: met",
+        "  citation.fabricated    0.500  [0.000, 1.000]    ↓  target ≤ 0: below",
+        "  hhem.score                 –  no value (11 missing: see report.html)",
+    ]
