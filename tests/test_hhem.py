@@ -172,6 +172,9 @@ def test_missing_weights_offline_fail_every_output_with_an_actionable_message(
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-home"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    from open_rag_eval.metrics import hallucination
+
+    monkeypatch.setattr(hallucination, "_LOGGED", set())  # an earlier run in this process may have said it already
     metric = HallucinationMetric(HallucinationOptions())
     outputs = [output("a", "Paris .", "Paris ."), output("b", "Berlin .", "Paris .")]
     with caplog.at_level(logging.WARNING, logger="open_rag_eval.metrics.hallucination"):
