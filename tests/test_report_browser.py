@@ -132,6 +132,10 @@ def _absolute_input(directory: Path, tmp_path: Path) -> None:
     manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
     manifest["input"]["path"] = str(tmp_path / "private-folder" / "answers.csv")
     (directory / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    results = json.loads((directory / "results.json").read_text(encoding="utf-8"))
+    for line, item in enumerate(results["outputs"], start=2):
+        item["source"] = f"{tmp_path / 'private-folder' / 'answers.csv'}:{line}"
+    (directory / "results.json").write_text(json.dumps(results), encoding="utf-8")
 
 
 @pytest.mark.parametrize("width", [1400, 390])

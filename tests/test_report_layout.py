@@ -235,3 +235,17 @@ def test_report_of_two_runs_compares_headline_metrics(results: Path, tmp_path: P
     assert main(["report", str(results), "-o", str(single)]) == 0
     assert 'id="headline"' in single.read_text(encoding="utf-8")
     assert main(["report", str(results), str(tmp_path / "missing"), "-o", str(out)]) == 3
+
+
+def test_no_absolute_source_path_and_no_citation_hint_for_a_refusal(results: Path) -> None:
+    def change(data: dict) -> None:
+        for item in data["outputs"]:
+            item["source"] = f"/home/someone/project/answers.csv:{item['run']}"
+
+    _edit(results / "results.json", change)
+    page = render_report(results)
+    assert "/home/someone" not in page and ".../answers.csv:1" in page
+    # a refusal has no facts or citations to judge: only the refusal is diagnosed
+    declined = {"no_answer.answered": 0.0, "umbrela.mean": 1.0, "citation.precision": 0.0, "hhem.score": 0.1,
+                "nuggets.vital": 0.0}
+    assert [a for a, _ in diagnose(declined, evidence=True)] == ["no answer"]

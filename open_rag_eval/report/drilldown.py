@@ -172,7 +172,7 @@ def _run(output: dict[str, Any]) -> str:
     more = (f'<details class="more"><summary>Every score of this run ({sum(v is not None for v in scores.values())})'
             f'{" · " + counts if counts else ""}</summary>{_chips(scores)}{_errors(errors, {})}</details>')
     return (f'<section class="run" data-run="{esc(output.get("run"))}"><h3>Run {esc(output.get("run"))}'
-            f' <span class="muted">{esc(output.get("source") or "")}</span></h3>{system_error}'
+            f' <span class="muted">{esc(scrub_paths(str(output.get("source") or "")))}</span></h3>{system_error}'
             f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{more}</section>')
 
 

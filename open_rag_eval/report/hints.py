@@ -97,23 +97,23 @@ def _system_hints(means: Means, evidence: bool | None) -> list[tuple[str, str]]:
     elif umbrela is not None and umbrela < 1.0:
         hints.append(("retrieval", (f"passages are mostly judged not relevant (mean UMBRELA grade {umbrela:.2f} < 1): "
                       "look at retrieval (index, chunking, query rewriting, top-k) before the generator")))
-    if umbrela is not None and umbrela >= 1.5 and vital is not None and vital < 0.5:
+    declined = answered is not None and answered < 0.5  # a refusal has no facts or citations to judge
+    if umbrela is not None and umbrela >= 1.5 and vital is not None and vital < 0.5 and not declined:
         hints.append(("generation", (f"relevant passages are retrieved (UMBRELA {umbrela:.2f}) but vital nugget "
                       f"recall is low ({vital:.2f}): the answer leaves out facts the passages hold (prompt, context "
                       "truncation, answer length)")))
-    if precision is not None and precision < 0.5:
+    if precision is not None and precision < 0.5 and not declined:
         hints.append(("citations", (f"citation support precision is low ({precision:.2f}): statements cite passages "
                       "that do not support them (citation placement or the citation instruction)")))
     if fabricated:
         hints.append(("citations", (f"citations to passages that were not retrieved ({fabricated:.2f} per answer): "
                       "the generator invents source ids")))
-    if hhem is not None and hhem < 0.5:
+    if hhem is not None and hhem < 0.5 and not declined:
         hints.append(("support", (f"low HHEM factual consistency ({hhem:.2f}): the answer says things the passages "
                       "do not support (hallucination or outside knowledge)")))
     if answered is not None and answered < 0.8 and not declined_on_no_evidence:
-        declined = 1.0 - answered
-        where = ("and relevant passages were found, so the generator is too cautious"
+        where = (" although relevant passages were found: the generator is too cautious"
                  if evidence is True or (umbrela is not None and umbrela >= 1.5)
-                 else "open these queries to see whether their passages hold an answer")
-        hints.append(("no answer", f"{declined:.0%} of answers decline to answer; {where}"))
+                 else ": open these queries to see whether their passages hold an answer")
+        hints.append(("no answer", f"{1.0 - answered:.0%} of answers decline to answer{where}"))
     return hints
