@@ -112,8 +112,8 @@ def _system_hints(means: Means, evidence: bool | None) -> list[tuple[str, str]]:
         hints.append(("support", (f"low HHEM factual consistency ({hhem:.2f}): the answer says things the passages "
                       "do not support (hallucination or outside knowledge)")))
     if answered is not None and answered < 0.8 and not declined_on_no_evidence:
-        where = (" although relevant passages were found: the generator is too cautious"
+        where = ("and relevant passages were found, so the generator is too cautious"
                  if evidence is True or (umbrela is not None and umbrela >= 1.5)
-                 else ": open these queries to see whether their passages hold an answer")
-        hints.append(("no answer", f"{1.0 - answered:.0%} of answers decline to answer{where}"))
+                 else "open these queries to see whether their passages hold an answer")
+        hints.append(("no answer", f"{1.0 - answered:.0%} of answers decline to answer; {where}"))
     return hints
