@@ -202,4 +202,7 @@ def test_comparison_view(browser, report: Path, tmp_path: Path, width: int) -> N
     assert "A results" in table.text and "B candidate" in table.text
     assert all(f.get_attribute("open") is None for f in browser.find_elements(By.CSS_SELECTOR, "details.family"))
     assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    clipped = browser.execute_script("var t = document.getElementById('headline-compare'); "
+                                     "return t.scrollWidth - t.parentElement.clientWidth;")
+    assert clipped <= 0  # the headline comparison fits, on a phone too
     _shot(browser, tmp_path, f"compare-{width}.png")
