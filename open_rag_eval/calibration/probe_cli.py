@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import csv
 import logging
-import sys
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.calibration.injection import PAYLOADS, ProbeResult, probe
 from open_rag_eval.errors import ConfigError
-from open_rag_eval.fileio import atomic_write, atomic_write_json
+from open_rag_eval.csv_cells import csv_text
+from open_rag_eval.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.terminal import echo
 
 __all__ = ["run_probe", "table"]
 
@@ -49,7 +49,7 @@ def run_probe(args: argparse.Namespace) -> int:
                             "payloads": {task: [vars(p) for p in payloads] for task, payloads in PAYLOADS.items()},
                             "examples": {f"{c.task}/{c.payload}": c.examples for c in result.cells},
                             "ci": "Wilson score 95%"})
-    sys.stdout.write("\n".join(table(rows, simulated)) + "\n")
+    echo("\n".join(table(rows, simulated)))
     log.info("injection probe: %s", out / "injection.csv")
     return 0
 
@@ -57,13 +57,9 @@ def run_probe(args: argparse.Namespace) -> int:
 def write_probe(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
-    def write_csv(handle: Any) -> None:
-        writer = csv.DictWriter(handle, _COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows([{k: ("" if v is None else f"{v:.6g}" if isinstance(v, float) else v)
-                           for k, v in row.items()} for row in rows])
-
-    atomic_write(out / "injection.csv", write_csv)
+    cells = [{k: ("" if v is None else f"{v:.6g}" if isinstance(v, float) else v) for k, v in row.items()}
+             for row in rows]
+    atomic_write_text(out / "injection.csv", csv_text(_COLUMNS, cells))
     atomic_write_json(out / "injection.json", {**meta, "rows": rows})
 
 

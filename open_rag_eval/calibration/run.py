@@ -10,8 +10,9 @@ from typing import Any
 
 from open_rag_eval.calibration.compare import RESAMPLES, SEED, TaskAgreement, compare
 from open_rag_eval.calibration.labels import Item, Judged, judged_items, read_labels
+from open_rag_eval.csv_cells import csv_text
 from open_rag_eval.errors import InputError
-from open_rag_eval.fileio import atomic_write, atomic_write_json
+from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 
 __all__ = ["CSV_COLUMNS", "calibrate", "load_judged", "table", "write_calibration"]
 
@@ -53,14 +54,7 @@ def write_calibration(out: Path, agreements: Sequence[TaskAgreement], meta: dict
     out.mkdir(parents=True, exist_ok=True)
     rows = [(a.task, s.name, s.value, s.ci_low, s.ci_high, s.n, s.note) for a in agreements for s in a.statistics]
 
-    def write_csv(handle: Any) -> None:
-        import csv
-
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(CSV_COLUMNS)
-        writer.writerows([[_cell(v) for v in row] for row in rows])
-
-    atomic_write(out / "calibrate.csv", write_csv)
+    atomic_write_text(out / "calibrate.csv", csv_text(CSV_COLUMNS, [[_cell(v) for v in row] for row in rows]))
     atomic_write_json(out / "calibrate.json", {**meta, "tasks": [a.as_dict() for a in agreements]})
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
+
+from open_rag_eval.terminal import echo
 
 HELP = ("compare the judge's labels with human labels (Cohen's kappa, Kendall's tau, confusion, bootstrap CIs), "
         "or probe it with prompt injections (--injection)")
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             "resamples": args.resamples, "seed": args.seed,
             "ci": "percentile bootstrap 95%, resampling queries"}
     write_calibration(out, agreements, meta)
-    sys.stdout.write("\n".join(table(agreements)) + "\n")
+    echo("\n".join(table(agreements)))
     log.info("calibration: %s", out / "calibrate.csv")
     return 0
 
