@@ -73,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OpenRagEvalError as error:
         log.error("%s", error_line(error))
         return exit_code(error)
+    except OSError as error:  # a file problem no command turned into its own message: still one line, exit 5
+        where = f"{error.filename}: " if error.filename else ""
+        log.error("error: %s%s", where, error.strerror or error)
+        return 5
     except KeyboardInterrupt:
         log.error("interrupted; everything judged so far is kept in the cache, re-run to resume")
         return 130

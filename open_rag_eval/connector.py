@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -67,17 +68,47 @@ def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
     return cls(options)  # type: ignore[no-any-return]
 
 
-async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: int | None = None) -> list[RAGOutput]:
-    """Query the system for the (first ``limit``) queries of ``config.queries``, ``repeats`` times each."""
+async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: int | None = None,
+                        journal: Path | None = None) -> list[RAGOutput]:
+    """Query the system for the (first ``limit``) queries of ``config.queries``, ``repeats`` times each.
+
+    With ``journal`` (a folder), outputs are saved there as they arrive, and queries whose outputs an unfinished
+    run of the same connector saved there are not asked again (``store.journal``)."""
     from open_rag_eval.inputs import read_queries
 
     file = str(loaded.path or "")
     connector = build_connector(config, file=file)
     queries = read_queries(loaded.resolve_path(config.queries))[:limit]
-    log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
-    outputs = await connector.fetch(queries, config.repeats)
+    if journal is None:
+        log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
+        outputs = await connector.fetch(queries, config.repeats)
+    else:
+        outputs = await _fetch_resumable(connector, config, queries, journal)
     failed = [o for o in outputs if o.error is not None]
     if failed:
         log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
                     len(failed), len(outputs), "query", failed[0].query_id, failed[0].run, failed[0].error)
     return outputs
+
+
+async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],
+                           folder: Path) -> list[RAGOutput]:
+    """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives."""
+    from open_rag_eval.store.journal import OutputJournal, connector_identity, reusable
+
+    journal = OutputJournal(folder, connector_identity(config.type, config.options, config.repeats))
+    saved = reusable(journal.saved(), queries, config.repeats)
+    journal.start([o for qid, _ in queries for o in saved.get(qid, [])])
+    missing = [q for q in queries if q[0] not in saved]
+    if saved:
+        log.info("reusing the saved outputs of %d queries from the unfinished run; querying the other %d",
+                 len(saved), len(missing))
+    log.info("querying %d queries x %d runs through the %s connector", len(missing), config.repeats, config.type)
+    size = max(1, int(getattr(getattr(connector, "options", None), "concurrency", 8) or 8))
+    fetched: dict[str, list[RAGOutput]] = {}
+    for start in range(0, len(missing), size):
+        batch = await connector.fetch(missing[start:start + size], config.repeats)
+        journal.append(batch)
+        for output in batch:
+            fetched.setdefault(output.query_id, []).append(output)
+    return [o for qid, _ in queries for o in saved.get(qid) or fetched.get(qid, [])]

@@ -5,6 +5,7 @@
     ├── InputError           bad input: file, line, field + problem                  (exit 3)
     ├── MissingDependency    an optional extra is not installed: says what to install (exit 2)
     ├── ModelUnavailable     local model weights not found: says where to put them
+    ├── StorageError         a file, folder or database cannot be used: names the path and what to do (exit 5)
     └── JudgeError
         ├── JudgeCallError   one judge call failed after its retries -> a failed judgment, never a number
         └── JudgeUnavailable the endpoint is down or refuses us (auth)               (exit 4)
@@ -21,6 +22,7 @@ __all__ = [
     "MissingDependency",
     "ModelUnavailable",
     "OpenRagEvalError",
+    "StorageError",
     "exit_code",
 ]
 
@@ -54,6 +56,14 @@ class ModelUnavailable(OpenRagEvalError):
     """Local model weights cannot be found; the message says where to put them."""
 
 
+class StorageError(OpenRagEvalError):
+    """A file, folder or SQLite database cannot be read or written; the message names the path and what to do."""
+
+    def __init__(self, problem: str, *, path: str | object = "") -> None:
+        self.problem, self.path = problem, str(path)
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
 class JudgeError(OpenRagEvalError):
     """Base of judge failures."""
 
@@ -81,4 +91,6 @@ def exit_code(error: BaseException) -> int:
         return 3
     if isinstance(error, JudgeUnavailable):
         return 4
+    if isinstance(error, StorageError):
+        return 5
     return 1

@@ -1,9 +1,12 @@
 """Atomic file writes: a temp file in the same folder, fsync, then rename. Readers never see half a file.
 
-Everything written here passes through ``redaction.SecretStream``: no registered secret reaches an output file."""
+Everything written here passes through ``redaction.SecretStream`` (no registered secret reaches an output file),
+and every byte through ``write_bytes`` (one place to see, and in tests to fail, every write).
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -13,7 +16,7 @@ from typing import Any, TextIO
 
 from open_rag_eval.redaction import SecretStream
 
-__all__ = ["atomic_write", "atomic_write_json", "atomic_write_text"]
+__all__ = ["append_text", "atomic_write", "atomic_write_json", "atomic_write_text", "fsync_dir", "write_bytes"]
 
 
 def _umask() -> int:
@@ -22,21 +25,70 @@ def _umask() -> int:
     return mask
 
 
+def _encoded(write: Callable[[TextIO], None]) -> bytes:
+    """What ``write`` writes to a text handle, secrets removed, as UTF-8."""
+    buffer = io.StringIO(newline="")
+    stream = SecretStream(buffer)
+    write(stream)  # type: ignore[arg-type]
+    stream.flush()
+    return buffer.getvalue().encode("utf-8")
+
+
+def write_bytes(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd`` (the low-level write every file of ours goes through)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
 def atomic_write(path: Path, write: Callable[[TextIO], None]) -> None:
-    """Call ``write`` with a UTF-8 text handle on a temp file beside ``path``; rename it into place when done."""
+    """Call ``write`` with a text handle; put what it wrote into a temp file beside ``path``, then rename it there."""
+    data = _encoded(write)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            stream = SecretStream(handle)
-            write(stream)  # type: ignore[arg-type]
-            stream.flush()
-            os.fsync(handle.fileno())
+        try:
+            write_bytes(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; results are ordinary files
         os.replace(tmp, path)
+    except OSError as error:
+        Path(tmp).unlink(missing_ok=True)
+        if error.filename is None:  # a failed write names no file: name the one being written
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+        raise
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def append_text(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` and fsync (a journal line survives a kill once this returns)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o666)
+    try:
+        write_bytes(fd, _encoded(lambda handle: handle.write(text)))
+        os.fsync(fd)
+    except OSError as error:
+        raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+    finally:
+        os.close(fd)
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (a no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -44,7 +96,7 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_json(path: Path, data: Any) -> None:
-    """Strict JSON, streamed to the file: NaN and infinities are refused (the writer turns them into null first)."""
+    """Strict JSON: NaN and infinities are refused (the writer turns them into null first)."""
 
     def write(handle: TextIO) -> None:
         json.dump(data, handle, indent=2, ensure_ascii=False, allow_nan=False)

@@ -1,8 +1,10 @@
 """One evaluation run: outputs -> evaluators (sharing one judge) -> result files.
 
-``arun`` is the async core; ``run`` is the one ``asyncio.run`` for the CLI and notebooks. Outputs are saved to
-``outputs.jsonl`` before any judging; results are written atomically at the end. Judged work lives in the judge's
-cache as soon as it is judged, so a run that stops (crash, outage, Ctrl-C) resumes by running it again.
+``arun`` is the async core; ``run`` is the one ``asyncio.run`` for the CLI and notebooks. A run writes one
+complete generation of result files into a fresh folder beside the output folder and swaps it in at the end
+(``store.generation``); until then the previous results stay as they were, and a second run on the same folder is
+refused (a lock). Judged work lives in the judge's cache as soon as it is judged, and a connector's outputs in the
+fresh folder as soon as they are fetched, so a run that stops (crash, outage, Ctrl-C) resumes by running it again.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
-from open_rag_eval.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.health.record import recording
 from open_rag_eval.judge.base import Judge
@@ -31,6 +32,9 @@ from open_rag_eval.manifest import build_manifest
 from open_rag_eval.progress import Progress
 from open_rag_eval.results import failed_everywhere, write_results
 from open_rag_eval.scoring.stats import Aggregate
+from open_rag_eval.store.checks import check_inputs_outside, output_folder
+from open_rag_eval.store.generation import Generation
+from open_rag_eval.store.journal import IDENTITY_FILE, RESUME_FILES
 from open_rag_eval.types import EvalResult, RAGOutput
 
 __all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
@@ -114,8 +118,9 @@ async def arun(
 ) -> RunReport:
     started = time.monotonic()
     _check_limit(limit)
-    out = output_dir or loaded.resolve_path(loaded.config.output_dir)
+    out = output_folder(loaded, output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
+    check_inputs_outside(loaded, out)  # the new results must not replace an input
     progress = progress or Progress()
     fetch = outputs is None and loaded.config.connector is not None
     progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
@@ -125,61 +130,58 @@ async def arun(
         outputs = load_outputs(loaded, limit)  # bad input fails before anything is opened or written
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
     progress.steps["read"] = "opening the judge"
-    async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
-        if outputs is None:
-            progress.begin("fetch", "asking the system")
-            outputs = await _fetch_outputs(loaded, limit)
-            progress.outputs_total = progress.done["fetch"] = len(outputs)
-        _clear_stale_temps(out)
-        _save_outputs(out, outputs)
-        progress.outputs_total = len(outputs)
-        progress.judge = judge
-        result = EvalResult()
-        with recording() as recorder:  # every judgment's parse class, for the judge-health report
-            for evaluator in evaluators:
-                progress.begin(evaluator.name)
-                ctx = Context(
-                    judge=judge,
-                    previous=EvalResult(scores=list(result.scores), details=list(result.details)),
-                    output_dir=out,
-                    extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
-                    progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
-                )
-                result.extend(await evaluator.evaluate(outputs, ctx))
-        progress.begin("write", "results")
-        simulated = _simulated(judge)
-        health = assess(recorder, result.scores, loaded.judge.health) if judge is not None else None
-        summary = write_results(out, outputs, result, simulated, health.summary_rows() if health else ())
-        manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
-        manifest["health"] = health.snapshot() if health is not None else None
-    incomplete = failed_everywhere(summary, result.scores)
-    manifest.update(complete=not incomplete, incomplete=incomplete)
-    atomic_write_json(out / "manifest.json", manifest)
-    progress.steps["write"] = "report.html"
-    _write_report(out)
+    with Generation(out, keep=RESUME_FILES if fetch else ()) as generation:  # the folder is usable and ours
+        async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
+            if outputs is None:
+                progress.begin("fetch", "asking the system")
+                outputs = await _fetch_outputs(loaded, limit, generation.path)
+                progress.outputs_total = progress.done["fetch"] = len(outputs)
+            with generation.writing():
+                _save_outputs(generation.path, outputs)
+            progress.outputs_total = len(outputs)
+            progress.judge = judge
+            result = EvalResult()
+            with recording() as recorder:  # every judgment's parse class, for the judge-health report
+                for evaluator in evaluators:
+                    progress.begin(evaluator.name)
+                    ctx = Context(
+                        judge=judge,
+                        previous=EvalResult(scores=list(result.scores), details=list(result.details)),
+                        output_dir=generation.path,
+                        extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
+                        progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
+                    )
+                    result.extend(await evaluator.evaluate(outputs, ctx))
+            progress.begin("write", "results")
+            simulated = _simulated(judge)
+            health = assess(recorder, result.scores, loaded.judge.health) if judge is not None else None
+            with generation.writing():
+                summary = write_results(generation.path, outputs, result, simulated,
+                                        health.summary_rows() if health else ())
+            manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
+            manifest["health"] = health.snapshot() if health is not None else None
+        incomplete = failed_everywhere(summary, result.scores)
+        manifest.update(complete=not incomplete, incomplete=incomplete)
+        with generation.writing():
+            generation.write_json("manifest.json", manifest)
+            generation.remove(IDENTITY_FILE)
+            progress.steps["write"] = "report.html"
+            _write_report(generation.path)
+        generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
     return RunReport(result, summary, out, manifest, simulated, outputs, incomplete, health)
 
 
-async def _fetch_outputs(loaded: LoadedConfig, limit: int | None) -> list[RAGOutput]:
-    """Query the live system through the configured connector (the first ``limit`` queries)."""
+async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path) -> list[RAGOutput]:
+    """Query the live system through the configured connector (the first ``limit`` queries), saving to ``journal``."""
     from open_rag_eval.connector import fetch_outputs
 
     assert loaded.config.connector is not None
-    return await fetch_outputs(loaded, loaded.config.connector, limit=limit)
-
-
-def _clear_stale_temps(out: Path) -> None:
-    """Remove the temp files of atomic writes that a killed run left half-written (``.<name>.<random>.tmp``)."""
-    if not out.is_dir():
-        return
-    for stale in out.glob(".*.tmp"):
-        if stale.is_file():
-            log.debug("removing %s, left half-written by an interrupted run", stale.name)
-            stale.unlink(missing_ok=True)
+    return await fetch_outputs(loaded, loaded.config.connector, limit=limit, journal=journal)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
+    from open_rag_eval.fileio import atomic_write_text
     from open_rag_eval.inputs import output_to_json
 
     lines = (json.dumps(output_to_json(o), ensure_ascii=False) for o in outputs)
@@ -235,6 +237,8 @@ def _write_report(out: Path) -> None:
 
     try:
         write_report(out)
+    except OSError:
+        raise  # a file problem (disk full...) fails the whole generation: the previous one stays
     except Exception as error:  # the report is a view; its failure must not lose the results
         log.warning("report.html was not written: %s", error)
 

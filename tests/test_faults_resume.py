@@ -1,7 +1,8 @@
 """Crash and resume: SIGKILL the CLI at seeded points of a run, rerun the same command.
 
 The rerun's results equal an uninterrupted run's (timestamps aside), it asks the judge only for judgments that were
-not cached when the process died, and no half-written file is ever left in the output directory.
+not cached when the process died, and no half-written file is ever left in the output directory (a run writes into
+the fresh folder ``.<out>.partial`` beside it and swaps it in at the end).
 """
 
 from __future__ import annotations
@@ -65,7 +66,8 @@ def _kill_when(config: Path, out: Path, cache: Path, rows: int) -> None:
     deadline = time.monotonic() + 120
     try:
         while time.monotonic() < deadline and process.poll() is None:
-            if (rows == 0 and (out / "outputs.jsonl").exists()) or (rows > 0 and _cached(cache) >= rows):
+            saved = (out.parent / f".{out.name}.partial" / "outputs.jsonl").exists()
+            if (rows == 0 and saved) or (rows > 0 and _cached(cache) >= rows):
                 break
             time.sleep(0.002)
         assert process.poll() is None, "the run finished before the kill point"
@@ -84,6 +86,8 @@ def _strip_times(value: Any) -> Any:
 
 def _assert_whole_files(out: Path) -> None:
     """Every file in the output directory is complete: no temp file, JSON parses, JSONL lines parse."""
+    if not out.exists():  # killed before its first results were swapped in
+        return
     for path in out.iterdir():
         assert not path.name.startswith("."), f"half-written temp file left behind: {path.name}"
         text = path.read_text(encoding="utf-8")

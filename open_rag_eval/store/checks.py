@@ -1,0 +1,112 @@
+"""Path checks made before any work: inputs the new results would replace, and (for ``validate``) every path a run
+would write -- the output folder, the judge cache, the sweep history. Nothing is created or changed here."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from open_rag_eval.errors import ConfigError, OpenRagEvalError, StorageError
+from open_rag_eval.store.generation import GENERATION_FILES, check_output_folder, real_folder
+from open_rag_eval.store.lock import lock_path
+
+if TYPE_CHECKING:
+    from open_rag_eval.config import LoadedConfig
+
+__all__ = ["check_inputs_outside", "output_folder", "path_problems"]
+
+
+def output_folder(loaded: LoadedConfig, override: Path | None = None) -> Path:
+    return real_folder(override or loaded.resolve_path(loaded.config.output_dir))
+
+
+def _inputs(loaded: LoadedConfig) -> Iterator[tuple[str, Path]]:
+    """(YAML path, file) of everything a run reads."""
+    config = loaded.config
+    if loaded.path is not None:
+        yield "the config file", loaded.path
+    if config.input:
+        yield "input", loaded.resolve_path(config.input)
+    if config.connector is not None:
+        yield "connector.queries", loaded.resolve_path(config.connector.queries)
+    for i, spec in enumerate(loaded.evaluators):
+        for name in getattr(spec.cls, "PATH_OPTIONS", ()):
+            value = getattr(spec.options, name, None)
+            if value:
+                yield f"evaluators[{i}].{name}", loaded.resolve_path(str(value))
+
+
+def check_inputs_outside(loaded: LoadedConfig, out: Path) -> None:
+    """Refuse (exit 2) a run whose new results would replace one of its own inputs, or move the folder it runs in.
+
+    Inputs elsewhere in the output folder (e.g. ``answers.csv`` beside vectara's results) are carried over into the
+    new results untouched; an input that *is* a result file (``outputs.jsonl``, ``results.csv``...) is refused."""
+    file = str(loaded.path or "")
+    cwd = real_folder(Path.cwd())
+    if cwd == out or out in cwd.parents:
+        raise ConfigError(f"the output folder {out} holds the current folder, and a run replaces its output folder: "
+                          "choose a folder of its own (e.g. results/)", path="output_dir", file=file)
+    for where, path in _inputs(loaded):
+        real = real_folder(path)
+        if real == out:
+            raise ConfigError(f"{where} {path} is the output folder, which this run replaces: write the results to "
+                              "another folder (--output-dir)", path="output_dir", file=file)
+        if out in real.parents:
+            top = real.relative_to(out).parts[0]
+            if top in GENERATION_FILES:
+                raise ConfigError(f"{where} {path} is inside the output folder {out} and this run would replace it: "
+                                  "copy it elsewhere first, or write the results to another folder (--output-dir)",
+                                  path="output_dir", file=file)
+
+
+def path_problems(loaded: LoadedConfig, out: Path | None = None) -> list[OpenRagEvalError]:
+    """Everything that would stop a run at a path: the output folder, its inputs, the judge cache, the history."""
+    from open_rag_eval.history import HISTORY_DB
+    from open_rag_eval.judge.cache import CACHE_DB, cache_path
+    from open_rag_eval.store.sqlite import db_path, probe
+
+    out = out or output_folder(loaded)
+    problems: list[OpenRagEvalError] = []
+    for check in (lambda: check_inputs_outside(loaded, out), lambda: check_output_folder(out),
+                  lambda: _lock_holder(out)):
+        try:
+            check()
+        except OpenRagEvalError as error:
+            problems.append(error)
+    databases = []
+    if any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
+        try:
+            databases.append((cache_path(loaded.judge.cache, loaded.base_dir), CACHE_DB))
+        except StorageError as error:
+            problems.append(error)
+    if loaded.config.sweep is not None:
+        try:
+            databases.append((db_path(loaded.config.sweep.history, loaded.base_dir, HISTORY_DB), HISTORY_DB))
+        except StorageError as error:
+            problems.append(error)
+    for path, db in databases:
+        if path is not None and (problem := probe(path, db)) is not None:
+            problems.append(problem)
+    return problems
+
+
+def _lock_holder(out: Path) -> None:
+    """A run holding the output folder's lock right now (a stale lock file is not a problem: it is taken over)."""
+    path = lock_path(out)
+    if not path.is_file():
+        return
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        pid = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+        raise StorageError(f"the output folder is in use by a running run (pid {pid})", path=out) from None
+    finally:
+        os.close(fd)
