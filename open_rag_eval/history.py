@@ -18,9 +18,10 @@ from typing import Any
 
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.scoring.stats import Aggregate
+from open_rag_eval.store.sqlite import Database, connect, guard
 from open_rag_eval.types import Score
 
-__all__ = ["History", "SweepRecord"]
+__all__ = ["HISTORY_DB", "History", "SweepRecord"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sweeps (
@@ -56,6 +57,14 @@ CREATE TABLE IF NOT EXISTS aggregates (
 """
 
 
+HISTORY_DB = Database("sweep history", "sweep.history", {
+    "sweeps": frozenset({"seq", "id", "started_at", "finished_at", "system", "config_digest", "output_dir",
+                         "n_queries", "n_outputs", "n_failed_outputs", "simulated", "verdict", "verdict_json"}),
+    "scores": frozenset({"sweep_id", "query_id", "run", "metric", "value", "error"}),
+    "aggregates": frozenset({"sweep_id", "metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed"}),
+})
+
+
 @dataclass
 class SweepRecord:
     id: str
@@ -75,15 +84,18 @@ class SweepRecord:
 
 
 class History:
+    """Every SQLite failure (corrupt, locked, read-only, disk full...) raises ``StorageError`` naming the file.
+    ``create=False`` opens an existing history read-only (``history`` only reads)."""
+
     def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise ConfigError(f"no sweep history at {self.path} (a sweep creates it)")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, timeout=30)
+        self._db = connect(self.path, HISTORY_DB, schema=_SCHEMA, readonly=not create)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(_SCHEMA)
+        with guard(self.path, HISTORY_DB):  # read-only and never written: no tables yet means no sweeps
+            self._empty = not create and not HISTORY_DB.tables.keys() <= {row[0] for row in self._db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'")}
 
     def close(self) -> None:
         self._db.close()
@@ -96,8 +108,21 @@ class History:
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        with self._db:
-            yield self._db
+        with guard(self.path, HISTORY_DB):
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _rows(self, query: str, params: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        if self._empty:
+            return []
+        with guard(self.path, HISTORY_DB):
+            return self._db.execute(query, params).fetchall()
 
     def append(self, record: SweepRecord) -> None:
         with self._transaction() as db:
@@ -125,27 +150,27 @@ class History:
         params: tuple[Any, ...] = (system,) if system else ()
         if limit is not None:
             query += f" LIMIT {int(limit)}"
-        return [_record(row) for row in reversed(self._db.execute(query, params).fetchall())]
+        return [_record(row) for row in reversed(self._rows(query, params))]
 
     def get(self, sweep_id: str) -> SweepRecord | None:
-        row = self._db.execute("SELECT * FROM sweeps WHERE id = ?", (sweep_id,)).fetchone()
-        return _record(row) if row else None
+        rows = self._rows("SELECT * FROM sweeps WHERE id = ?", (sweep_id,))
+        return _record(rows[0]) if rows else None
 
     def previous(self, sweep_id: str, system: str) -> SweepRecord | None:
         """The last sweep of ``system`` recorded before ``sweep_id``."""
         current = self.get(sweep_id)
         if current is None:
             return None
-        row = self._db.execute("SELECT * FROM sweeps WHERE system = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
-                               (system, current.seq)).fetchone()
-        return _record(row) if row else None
+        rows = self._rows("SELECT * FROM sweeps WHERE system = ? AND seq < ? ORDER BY seq DESC LIMIT 1",
+                          (system, current.seq))
+        return _record(rows[0]) if rows else None
 
     def per_query(self, sweep_id: str, metric: str) -> tuple[dict[str, float], int]:
         """Per-query values of ``metric`` (the mean over runs for per-run metrics) and the number of failed rows."""
         values: dict[str, list[float]] = defaultdict(list)
         failed = 0
-        for row in self._db.execute("SELECT query_id, value FROM scores WHERE sweep_id = ? AND metric = ?",
-                                    (sweep_id, metric)):
+        for row in self._rows("SELECT query_id, value FROM scores WHERE sweep_id = ? AND metric = ?",
+                              (sweep_id, metric)):
             if row["value"] is None:
                 failed += 1
             else:
@@ -153,7 +178,7 @@ class History:
         return {qid: sum(v) / len(v) for qid, v in values.items()}, failed
 
     def aggregates(self, sweep_id: str) -> dict[str, Aggregate]:
-        rows = self._db.execute("SELECT * FROM aggregates WHERE sweep_id = ?", (sweep_id,)).fetchall()
+        rows = self._rows("SELECT * FROM aggregates WHERE sweep_id = ?", (sweep_id,))
         return {row["metric"]: Aggregate(row["metric"], row["mean"], row["std"], row["ci95_low"], row["ci95_high"],
                                          row["n"], row["n_failed"]) for row in rows}
 
@@ -162,7 +187,7 @@ class History:
         return [(sweep, self.aggregates(sweep.id).get(metric)) for sweep in self.sweeps(system, limit)]
 
     def metrics(self) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT DISTINCT metric FROM aggregates ORDER BY metric")]
+        return [row[0] for row in self._rows("SELECT DISTINCT metric FROM aggregates ORDER BY metric")]
 
 
 def _record(row: sqlite3.Row) -> SweepRecord:

@@ -31,9 +31,10 @@ from typing import Any
 
 from open_rag_eval.config import LoadedConfig, SweepOptions
 from open_rag_eval.errors import ConfigError, OpenRagEvalError
-from open_rag_eval.history import History, SweepRecord
+from open_rag_eval.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
+from open_rag_eval.store.sqlite import db_path
 
 __all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep"]
 
@@ -116,18 +117,19 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None) -> SweepO
     assert connector is not None
     started = now or _now()
     sweep_id = f"{started:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    outputs = await fetch_outputs(loaded, connector)
-    failed = [o for o in outputs if o.error is not None]
-    if outputs and len(failed) == len(outputs):
-        raise OpenRagEvalError(f"every call to the RAG system failed; first: {failed[0].error}")
-    out = loaded.resolve_path(loaded.config.output_dir) / "sweeps" / sweep_id
-    report = await arun(loaded, outputs=outputs, output_dir=out)
-    record = SweepRecord(
-        id=sweep_id, started_at=started.isoformat(timespec="seconds"), finished_at=_now().isoformat(timespec="seconds"),
-        system=options.system, config_digest=loaded.digest, output_dir=str(out),
-        n_queries=len({o.query_id for o in outputs}), n_outputs=len(outputs), n_failed_outputs=len(failed),
-        simulated=report.simulated, scores=report.result.scores, summary=report.summary)
-    with History(loaded.resolve_path(options.history)) as history:
+    with History(db_path(options.history, loaded.base_dir, HISTORY_DB)) as history:  # unusable: fails before work
+        outputs = await fetch_outputs(loaded, connector)
+        failed = [o for o in outputs if o.error is not None]
+        if outputs and len(failed) == len(outputs):
+            raise OpenRagEvalError(f"every call to the RAG system failed; first: {failed[0].error}")
+        out = loaded.resolve_path(loaded.config.output_dir) / "sweeps" / sweep_id
+        report = await arun(loaded, outputs=outputs, output_dir=out)
+        record = SweepRecord(
+            id=sweep_id, started_at=started.isoformat(timespec="seconds"),
+            finished_at=_now().isoformat(timespec="seconds"), system=options.system, config_digest=loaded.digest,
+            output_dir=str(out), n_queries=len({o.query_id for o in outputs}), n_outputs=len(outputs),
+            n_failed_outputs=len(failed), simulated=report.simulated, scores=report.result.scores,
+            summary=report.summary)
         history.append(record)
         baseline = _baseline(history, sweep_id, options, str(loaded.path or ""))
         outcome = SweepOutcome(sweep_id, options.system, out, record.n_queries, len(outputs), len(failed),

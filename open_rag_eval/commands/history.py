@@ -30,9 +30,12 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, str | None]:
         return args.db, args.system
     from open_rag_eval.config import SweepOptions, load_config
 
+    from open_rag_eval.history import HISTORY_DB
+    from open_rag_eval.store.sqlite import db_path
+
     loaded = load_config(args.config)
     options = loaded.config.sweep or SweepOptions()
-    return loaded.resolve_path(options.history), args.system or options.system
+    return db_path(options.history, loaded.base_dir, HISTORY_DB), args.system or options.system
 
 
 def run(args: argparse.Namespace) -> int:

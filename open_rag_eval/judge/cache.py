@@ -10,14 +10,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CachedCompletion", "JudgeCache", "cache_key"]
+from open_rag_eval.store.sqlite import Database, connect, db_path, guard
+
+__all__ = ["CACHE_DB", "CachedCompletion", "JudgeCache", "cache_key", "cache_path"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (
@@ -30,6 +31,17 @@ CREATE TABLE IF NOT EXISTS completions (
     created REAL NOT NULL
 )
 """
+
+
+CACHE_DB = Database("judge cache", "judge.cache", {"completions": frozenset(
+    {"key", "text", "prompt_tokens", "completion_tokens", "fingerprint", "model", "created"})})
+
+
+def cache_path(setting: str | bool, base_dir: Path) -> Path | None:
+    """The cache file ``judge.cache`` names (None: no cache); relative paths resolve against ``base_dir``."""
+    if setting is False:
+        return None
+    return db_path(".open-rag-eval/cache.sqlite" if setting is True else setting, base_dir, CACHE_DB)
 
 
 def cache_key(*, base_url: str, model: str, messages: Sequence[tuple[str, str]], params: Mapping[str, Any],
@@ -59,28 +71,25 @@ class CachedCompletion:
 
 
 class JudgeCache:
-    """One connection guarded by a lock; calls run in a worker thread so a busy database never blocks the loop."""
+    """One connection guarded by a lock; calls run in a worker thread so a busy database never blocks the loop.
+    Every SQLite failure (corrupt, locked, read-only, disk full...) raises ``StorageError`` naming the file."""
 
-    def __init__(self, path: Path, *, busy_timeout_s: float = 30.0) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, check_same_thread=False,
-                                   isolation_level=None)
-        self._db.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute(_SCHEMA)
+        self._db = connect(self.path, CACHE_DB, schema=_SCHEMA)
+        with guard(self.path, CACHE_DB):
+            self._db.execute("PRAGMA synchronous = NORMAL")
 
     def get_sync(self, key: str) -> CachedCompletion | None:
-        with self._lock:
+        with self._lock, guard(self.path, CACHE_DB):
             row = self._db.execute(
                 "SELECT text, prompt_tokens, completion_tokens, fingerprint, model, created "
                 "FROM completions WHERE key = ?", (key,)).fetchone()
         return None if row is None else CachedCompletion(*row)
 
     def put_sync(self, key: str, entry: CachedCompletion) -> None:
-        with self._lock:
+        with self._lock, guard(self.path, CACHE_DB):
             self._db.execute(
                 "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (key, entry.text, entry.prompt_tokens, entry.completion_tokens, entry.fingerprint,
@@ -93,7 +102,7 @@ class JudgeCache:
         await asyncio.to_thread(self.put_sync, key, entry)
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, guard(self.path, CACHE_DB):
             return int(self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
     def close(self) -> None:

@@ -28,7 +28,7 @@ import httpx2
 from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
-from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key
+from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
@@ -368,5 +368,5 @@ def is_local_url(url: str) -> bool:
 def _open_cache(setting: str | bool, base_dir: Path) -> JudgeCache | None:
     if setting is False:
         return None
-    path = Path(DEFAULT_CACHE if setting is True else setting).expanduser()
-    return JudgeCache(path if path.is_absolute() else Path(base_dir) / path)
+    path = cache_path(setting, base_dir)
+    return None if path is None else JudgeCache(path)
