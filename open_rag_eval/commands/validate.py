@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
 
 
-HELP = "validate a config and its input file; judge nothing"
+HELP = "validate a config, its input file and the paths a run writes (output folder, cache, history); judge nothing"
 
 log = logging.getLogger("open_rag_eval")
 
@@ -27,6 +27,9 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load_config(args.config)
     outputs = pipeline.load_outputs(loaded)
+    code = _path_problems(loaded)
+    if code:
+        return code
     queries = len({o.query_id for o in outputs})
     kinds = ", ".join(spec.type for spec in loaded.evaluators)
     source = f"{len(outputs)} outputs of {queries} queries" if loaded.config.input else "outputs from the connector"
@@ -54,3 +57,15 @@ def _warnings(loaded: LoadedConfig) -> list[str]:
 
         warnings += never_trips(sweep, len(read_queries(loaded.resolve_path(connector.queries))))
     return warnings
+
+
+def _path_problems(loaded: LoadedConfig) -> int:
+    """Report every path a run could not use (output folder, judge cache, sweep history); the worst exit code."""
+    from open_rag_eval.cli import error_line
+    from open_rag_eval.errors import exit_code
+    from open_rag_eval.store.checks import path_problems
+
+    problems = path_problems(loaded)
+    for problem in problems:
+        log.error("%s", error_line(problem))
+    return max((exit_code(problem) for problem in problems), default=0)
