@@ -102,16 +102,19 @@ def _check_schema(connection: sqlite3.Connection, path: Path, db: Database) -> N
                                f"move it away or set {db.setting} to another path", path=path)
 
 
-def _truncated(path: Path) -> bool:
-    """The file is shorter than its own header says (a copy or a disk that cut it): SQLite would read zeros."""
+def _damaged(path: Path) -> bool:
+    """Not empty, yet no whole SQLite file: no SQLite header, or shorter than its own header says (SQLite would
+    silently start over on a few stray bytes, or read zeros for the missing pages)."""
     try:
         with path.open("rb") as handle:
             header = handle.read(100)
         size = path.stat().st_size
     except OSError:
         return False
+    if size == 0:
+        return False  # an empty file is a new database
     if len(header) < 100 or not header.startswith(b"SQLite format 3\0"):
-        return False
+        return True
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
@@ -127,8 +130,8 @@ def connect(path: Path, db: Database, *, schema: str = "", readonly: bool = Fals
         try:
             if path.is_dir():
                 raise sqlite3.OperationalError("is a directory")
-            if _truncated(path):
-                raise sqlite3.DatabaseError("database disk image is malformed (truncated)")
+            if _damaged(path):
+                raise sqlite3.DatabaseError("file is not a database (damaged or truncated)")
             timeout = db_timeout_s()
             if readonly:
                 connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
@@ -141,6 +144,8 @@ def connect(path: Path, db: Database, *, schema: str = "", readonly: bool = Fals
             if not readonly:
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.executescript(schema)
+                version = connection.execute("PRAGMA user_version").fetchone()[0]
+                connection.execute(f"PRAGMA user_version = {int(version)}")  # can we write? (read-only, full...)
             return connection
         except BaseException:
             if connection is not None:
