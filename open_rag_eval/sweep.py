@@ -34,6 +34,8 @@ from open_rag_eval.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
+from open_rag_eval.store.generation import real_folder
+from open_rag_eval.store.lock import FolderLock
 from open_rag_eval.store.sqlite import db_path
 
 __all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep"]
@@ -117,12 +119,13 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None) -> SweepO
     assert connector is not None
     started = now or _now()
     sweep_id = f"{started:%Y%m%dT%H%M%SZ}-{secrets.token_hex(2)}"
-    with History(db_path(options.history, loaded.base_dir, HISTORY_DB)) as history:  # unusable: fails before work
+    root = real_folder(loaded.resolve_path(loaded.config.output_dir))
+    with FolderLock(root), History(db_path(options.history, loaded.base_dir, HISTORY_DB)) as history:
         outputs = await fetch_outputs(loaded, connector)
         failed = [o for o in outputs if o.error is not None]
         if outputs and len(failed) == len(outputs):
             raise OpenRagEvalError(f"every call to the RAG system failed; first: {failed[0].error}")
-        out = loaded.resolve_path(loaded.config.output_dir) / "sweeps" / sweep_id
+        out = root / "sweeps" / sweep_id
         report = await arun(loaded, outputs=outputs, output_dir=out)
         record = SweepRecord(
             id=sweep_id, started_at=started.isoformat(timespec="seconds"),

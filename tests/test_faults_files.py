@@ -310,6 +310,23 @@ def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tu
     assert _leftovers(out) == []
 
 
+def test_a_run_inside_the_output_folder_keeps_it_from_being_swapped(tmp_path: Path,
+                                                                    two_inputs: tuple[Path, Path]) -> None:
+    """A run writing into out/inner (its lock out/.inner.lock is held) must not have its folder pulled away."""
+    import fcntl
+
+    (tmp_path / "out").mkdir()
+    with (tmp_path / "out" / ".inner.lock").open("w") as lock:
+        lock.write("4242\n")
+        lock.flush()
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _errors() as lines:
+            assert _eval(_config(tmp_path, two_inputs[0])) == 5
+    _one_line(lines, "another run (pid 4242) is writing into", str(tmp_path / "out" / "inner"))
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".inner.lock"]
+    assert _eval(_config(tmp_path, two_inputs[0])) == 0  # released: the run goes ahead
+
+
 def test_a_stale_lock_is_taken_over(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -399,3 +416,30 @@ def test_a_connector_run_stopped_by_the_judge_does_not_query_again(tmp_path: Pat
     with RagServer() as server:  # a finished run is not resumed: the next one is a new measurement
         assert _eval(_connector_config(tmp_path, server.url, 4)) == 0
         assert server.calls == 8
+
+
+def test_a_sweep_holds_its_output_folder(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
+    """A sweep writes into <output_dir>/sweeps/<id>: an eval into the same output_dir waits its turn."""
+    with RagServer(RagBehaviour(latency_s=0.3)) as server:
+        config = _connector_config(tmp_path, server.url, 4)
+        body = yaml.safe_load(config.read_text())
+        body["connector"]["options"]["concurrency"] = 1
+        body["evaluators"] = [{"type": "consistency", "metrics": ["rouge"]}]
+        body["sweep"] = {"history": "history.sqlite"}
+        config.write_text(yaml.safe_dump(body), encoding="utf-8")
+        command = [sys.executable, "-m", "open_rag_eval", "-q", "sweep", "--config", str(config)]
+        process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            lock = tmp_path / ".out.lock"
+            deadline = time.monotonic() + 60
+            while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with _errors() as lines:
+                assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
+            _one_line(lines, f"in use by another run (pid {process.pid})")
+            _, stderr = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    assert process.returncode == 0, stderr
+    assert len(list((tmp_path / "out" / "sweeps").iterdir())) == 1

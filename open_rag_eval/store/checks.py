@@ -3,14 +3,13 @@ would write -- the output folder, the judge cache, the sweep history. Nothing is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from open_rag_eval.errors import ConfigError, OpenRagEvalError, StorageError
 from open_rag_eval.store.generation import GENERATION_FILES, check_output_folder, real_folder
-from open_rag_eval.store.lock import lock_path
+from open_rag_eval.store.lock import held_by, lock_path
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
@@ -94,19 +93,6 @@ def path_problems(loaded: LoadedConfig, out: Path | None = None) -> list[OpenRag
 
 def _lock_holder(out: Path) -> None:
     """A run holding the output folder's lock right now (a stale lock file is not a problem: it is taken over)."""
-    path = lock_path(out)
-    if not path.is_file():
-        return
-    import fcntl
-
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        pid = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
-        raise StorageError(f"the output folder is in use by a running run (pid {pid})", path=out) from None
-    finally:
-        os.close(fd)
+    pid = held_by(lock_path(out))
+    if pid is not None:
+        raise StorageError(f"the output folder is in use by a running run (pid {pid})", path=out)

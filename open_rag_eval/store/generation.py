@@ -25,7 +25,7 @@ from typing import Any
 
 from open_rag_eval.errors import StorageError
 from open_rag_eval.fileio import atomic_write_json, atomic_write_text, fsync_dir
-from open_rag_eval.store.lock import FolderLock
+from open_rag_eval.store.lock import FolderLock, held_by
 
 __all__ = ["GENERATION_FILES", "Generation", "check_output_folder", "real_folder"]
 
@@ -94,6 +94,7 @@ class Generation:
             raise StorageError(f"cannot create the folder: {error.strerror}", path=self.folder.parent) from None
         self._lock.acquire()
         try:
+            self._check_nested()
             self._recover()
             self._prepare()
         except BaseException:
@@ -155,7 +156,19 @@ class Generation:
 
     # -- internals ---------------------------------------------------------------------------------------------
 
+    def _check_nested(self) -> None:
+        """Another run writing into a folder inside this one: swapping would pull its files from under it."""
+        if not self.folder.is_dir():
+            return
+        for entry in self.folder.glob(".*.lock"):
+            pid = held_by(entry)
+            if pid is not None:
+                inner = self.folder / entry.name[1:-len(".lock")]
+                raise StorageError(f"another run (pid {pid}) is writing into {inner}, inside this output folder: "
+                                   "wait for it to finish or choose another output folder", path=self.folder)
+
     def _carry_over(self) -> None:
+        self._check_nested()
         for entry in sorted(self.folder.iterdir()):
             if _ours(entry.name):
                 continue

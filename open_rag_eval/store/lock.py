@@ -14,7 +14,7 @@ from types import TracebackType
 
 from open_rag_eval.errors import StorageError
 
-__all__ = ["FolderLock", "lock_path"]
+__all__ = ["FolderLock", "held_by", "lock_path"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,23 @@ def _holder(fd: int) -> str:
     return text if text.isdigit() else "unknown"
 
 
+def held_by(path: Path) -> str | None:
+    """The pid of the live run holding the lock file ``path`` (None: nobody holds it; a stale file is not held)."""
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return _holder(fd)
+    finally:
+        os.close(fd)
+    return None
+
+
 class FolderLock:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -40,6 +57,7 @@ class FolderLock:
 
         for _ in range(10):
             try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as error:
                 raise StorageError(f"cannot create the lock file of the output folder: {error.strerror}",
