@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from open_rag_eval import __version__
-from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, exit_code
+from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
 from open_rag_eval.redaction import redact
 from open_rag_eval.terminal import ConsoleFilter, excepthook
 
@@ -75,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exit_code(error)
     except OSError as error:  # a file problem no command turned into its own message: still one line, exit 5
         where = f"{error.filename}: " if error.filename else ""
-        log.error("error: %s%s", where, error.strerror or error)
+        log.error("%s", error_line(StorageError(f"{where}{error.strerror or error}")))
         return 5
     except KeyboardInterrupt:
         log.error("interrupted; everything judged so far is kept in the cache, re-run to resume")
