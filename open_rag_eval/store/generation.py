@@ -174,8 +174,7 @@ class Generation:
                 continue
             target = self.path / entry.name
             if target.exists() or target.is_symlink():
-                raise StorageError("a file of this name is in both the old and the new results; move it away",
-                                   path=entry)
+                continue  # this run wrote a file of that name too: it is a result, and the new one wins
             os.rename(entry, target)
 
     def _recover(self) -> None:
