@@ -252,3 +252,26 @@ def test_the_health_report_equals_the_classes_of_the_raw_replies(replayed: list[
         assert health[task]["judgments"] == len(judgments)
         assert health[task]["replies"] == sum(len(replies) for replies in judgments)
     assert manifest["health"]["healthy"] is False
+
+
+def test_calibrating_the_recorded_judge_against_the_demo_labels(replayed: list[dict[str, Any]]) -> None:
+    metrics = pytest.importorskip("sklearn.metrics", reason="scikit-learn (the dev extra) is not installed")
+    from open_rag_eval.calibration.run import calibrate
+
+    labels = CORPUS_DIR.parent.parent.parent / "configs" / "data" / "demo_labels"
+    [umbrela, citation] = calibrate([labels / "umbrela_qrels.txt", labels / "citation_support.tsv"],
+                                    [replayed[0]["folder"]], resamples=200)
+    people = {(q, p): int(g) for q, _, p, g in (line.split() for line in
+                                                (labels / "umbrela_qrels.txt").read_text().splitlines())}
+    judge = {(o["query_id"], g["passage_id"]): g["grade"] for o in replayed[0]["results"]["outputs"]
+             for g in o["details"]["umbrela"]["grades"]}
+    graded = sorted(k for k in people if judge.get(k) is not None)
+    failed = [k for k in people if k in judge and judge[k] is None]
+    assert (umbrela.n_pairs, umbrela.n_judge_failed, umbrela.n_not_judged) == (
+        len(graded), len(failed), len([k for k in people if k not in judge]))
+    expected = metrics.cohen_kappa_score([judge[k] for k in graded], [people[k] for k in graded],
+                                         labels=[0, 1, 2, 3], weights="quadratic")
+    quadratic = next(s for s in umbrela.statistics if s.name == "kappa_quadratic")
+    assert quadratic.value == pytest.approx(expected, abs=1e-12)
+    assert quadratic.value < 0.2  # a 135M model does not grade relevance the way people do
+    assert citation.n_judge_failed > citation.n_pairs  # most of its support replies carry no label
