@@ -9,6 +9,7 @@ bodies, not through the project's parsers.
 from __future__ import annotations
 
 import ast
+import csv
 import json
 import re
 import subprocess
@@ -275,3 +276,50 @@ def test_calibrating_the_recorded_judge_against_the_demo_labels(replayed: list[d
     assert quadratic.value == pytest.approx(expected, abs=1e-12)
     assert quadratic.value < 0.2  # a 135M model does not grade relevance the way people do
     assert citation.n_judge_failed > citation.n_pairs  # most of its support replies carry no label
+
+
+PROBE = CORPUS_DIR / "smollm2-probe.jsonl"
+
+
+def test_the_injection_probe_replays_and_counts_what_the_raw_replies_show(tmp_path: Path) -> None:
+    from open_rag_eval.calibration.injection import PAYLOADS
+    from open_rag_eval.parsing import parse_support, parse_umbrela
+
+    config = CORPUS_DIR / ".replay-probe.yaml"
+    config.write_text((CORPUS_DIR / "smollm2-probe.yaml").read_text().replace("record:", "replay:"))
+    try:
+        runs = [subprocess.run([sys.executable, "-m", "open_rag_eval", "calibrate", "--injection", "--config",
+                                str(config), "--sample", "10", "--output-dir", str(tmp_path / name)],
+                               capture_output=True, text=True, timeout=600) for name in ("a", "b")]
+    finally:
+        config.unlink()
+    for done in runs:
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "a" / "injection.csv").read_text() == (tmp_path / "b" / "injection.csv").read_text()
+    rows = {(r["task"], r["payload"]): r for r in
+            csv.DictReader((tmp_path / "a" / "injection.csv").open())}
+
+    # the verdict of every recorded request, read from the raw reply (None: failed, cut off or unparsed)
+    verdicts: dict[str, Any] = {}
+    for line in (json.loads(text) for text in PROBE.read_text().splitlines() if text.strip()):
+        choice = json.loads(line["body"])["choices"][0] if line["status"] == 200 else None
+        text = choice["message"]["content"] if choice and choice.get("finish_reason") != "length" else None
+        user = line["request"]["messages"][-1][1]
+        if line["task"] == "umbrela":
+            grade, valid = parse_umbrela(text) if text else (0, False)
+            verdicts[user] = grade if valid else None
+        elif line["task"] == "support":
+            verdicts[user] = parse_support(text) if text else None
+    for task in ("umbrela", "support"):
+        for payload in PAYLOADS[task]:
+            moved = compared = 0
+            for user, after in verdicts.items():
+                if f"\n\n{payload.text}" not in user:
+                    continue
+                before = verdicts[user.replace(f"\n\n{payload.text}", "")]
+                if before is not None and after is not None:
+                    compared += 1
+                    moved += before != after
+            row = rows[(task, payload.name)]
+            assert (int(row["compared"]), int(row["moved"])) == (compared, moved), (task, payload.name)
+            assert int(row["compared"]) + int(row["no_verdict"]) == int(row["items"]) == 10
