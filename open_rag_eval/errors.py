@@ -49,7 +49,8 @@ class InputError(OpenRagEvalError):
 
 class MissingDependency(OpenRagEvalError):
     def __init__(self, module: str, extra: str) -> None:
-        super().__init__(f"'{module}' is not installed; install it with: pip install 'open-rag-eval[{extra}]'")
+        super().__init__(f"'{module}' is not installed; install it with: pip install 'open-rag-eval-trec[{extra}]' "
+                         f"(in a checkout: pip install -e '.[{extra}]')")
 
 
 class ModelUnavailable(OpenRagEvalError):

@@ -1,6 +1,6 @@
 """PNG plots: TREC metric boxplots, per-query consistency dispersion, sweep history, comparison forest plot.
 
-matplotlib is imported inside the functions (``pip install 'open-rag-eval[plot]'``), with the Agg backend.
+matplotlib is imported inside the functions (``pip install -e '.[plot]'``), with the Agg backend.
 Every figure says when the judge was simulated: its numbers are not real judgments.
 """
 
