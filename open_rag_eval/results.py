@@ -31,7 +31,7 @@ def metric_order(names: Iterable[str]) -> list[str]:
     def key(name: str) -> tuple[int, str, list[Any]]:
         family = name.split(".", 1)[0]
         rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
-        natural = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+        natural = [int(part) if part.isascii() and part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
         return (rank, family, natural)
 
     return sorted(set(names), key=key)

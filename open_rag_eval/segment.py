@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 NO_ANSWER = "NO_ANSWER"
 
-_ID = r"[\w.#:/-]*\d[\w.#:/-]*"
+_ID = r"[\w.#:/-]*[0-9][\w.#:/-]*"
 _MARKER = rf"\[\s*{_ID}(?:\s*[,;]\s*{_ID})*\s*\](?!\()"
 _MARKER_RE = re.compile(_MARKER)
 _RUN_RE = re.compile(rf"{_MARKER}(?:[ \t]*[,;]?[ \t]*{_MARKER})*")
@@ -47,7 +47,7 @@ _SOURCES_LINE_RE = re.compile(
     r"(?im)^[ \t>]*[#*_]*[ \t]*(?:sources|references|citations|bibliography)[ \t]*[*_]*[ \t]*(?::|$)"
 )
 _SOURCES_INLINE_RE = re.compile(r"(?i)(?<=[.!?\]])[ \t]+[*_]*(?:sources|references|citations)[*_]*[ \t]*:")
-_LIST_ITEM_RE = re.compile(r"^\s*(?:[-*\u2022+]|\d{1,3}[.)])\s+")
+_LIST_ITEM_RE = re.compile(r"^\s*(?:[-*\u2022+]|[0-9]{1,3}[.)])\s+")
 _BLANKS_RE = re.compile(r"[ \t]*")
 _NEXT_CHAR_RE = re.compile(r"\s*(\S)")
 _HEADING_RE = re.compile(r"^\s*#{1,6}\s")
@@ -86,19 +86,24 @@ class _Resolver:
     def __init__(self, passage_ids: Sequence[str]) -> None:
         self.ids = [normalize_id(pid) for pid in passage_ids]
         self.known = set(self.ids)
-        self.positional = not any(pid.isdigit() for pid in self.ids)
+        self.positional = not any(_is_number(pid) for pid in self.ids)
 
     def resolve(self, citations: Sequence[str]) -> tuple[tuple[str, ...], list[str]]:
         resolved: dict[str, None] = {}
         unknown: list[str] = []
         for citation in citations:
             cid = normalize_id(citation)
-            if cid not in self.known and self.positional and cid.isdigit() and 1 <= int(cid) <= len(self.ids):
+            if cid not in self.known and self.positional and _is_number(cid) and 1 <= int(cid) <= len(self.ids):
                 cid = self.ids[int(cid) - 1]
             elif cid not in self.known:
                 unknown.append(cid)
             resolved.setdefault(cid, None)
         return tuple(resolved), unknown
+
+
+def _is_number(text: str) -> bool:
+    """ASCII digits only: ``str.isdigit`` is also true of ``'¹'`` or ``'٣'``, which ``int`` rejects or misreads."""
+    return text.isascii() and text.isdigit()
 
 
 def split_answer(text: str, passage_ids: Sequence[str]) -> tuple[tuple[AnswerPart, ...], list[str]]:

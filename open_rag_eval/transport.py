@@ -93,7 +93,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         limit = self.max_bytes
         too_large = ReplyRefused(f"reply larger than {megabytes(limit)} (after decompression)", "size")
         declared = response.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and int(declared) > limit:
             raise too_large
         encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
         encodings = [e for e in encodings if e != "identity"]

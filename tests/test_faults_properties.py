@@ -90,6 +90,8 @@ def test_reasoning_strippers_total(text: str) -> None:
 
 @FAST
 @given(st.lists(ANY_TEXT, max_size=6), st.lists(st.text(max_size=8), max_size=6))
+@example(["\u00b9"], ["a"])  # '¹'.isdigit() is True, int('¹') raises
+@example(["\u0663", "\uff12"], ["a", "b", "c"])
 def test_citation_resolution_total(citations: list[str], passage_ids: list[str]) -> None:
     resolved, unknown = resolve_citations(citations, passage_ids)
     assert len(resolved) <= len(citations) and len(unknown) <= len(citations)

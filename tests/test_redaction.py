@@ -112,7 +112,8 @@ def test_short_values_are_not_registered() -> None:
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 cells = st.one_of(st.text(max_size=30), st.sampled_from(["=1+1", "-2", "-0.5", "+3", "@SUM(A1)", "'=x", "''-y",
-                                                         "-1e-05", "-inf", "- 1", "-", "'", ""]),
+                                                         "-1e-05", "-inf", "- 1", "-", "'", "",
+                                                         "-\u0663", "+\u00b9"]),
                   st.builds(lambda head, tail: head + tail, st.sampled_from(FORMULA_START + ("'", "''")),
                             st.text(max_size=10)))
 
@@ -144,7 +145,7 @@ def test_csv_text_round_trips_and_keeps_numbers(rows: list[tuple[str, float, int
 def _is_number(text: str) -> bool:
     import re
 
-    return re.fullmatch(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", text) is not None
+    return re.fullmatch(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text) is not None  # ASCII only
 
 
 # -- the console ----------------------------------------------------------------------------------------------------

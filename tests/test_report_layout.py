@@ -70,6 +70,8 @@ def test_status_against_targets_follows_direction_and_range() -> None:
                "nuggets.vital_strict"]
     assert headline_metrics(present) == ["umbrela.mean", "nuggets.vital_strict", "golden.ndcg@10",
                                          "golden.recall@100"]
+    # '@¹' passes str.isdigit but is no cutoff (int() raises on it): ignored, not a crash
+    assert headline_metrics(["golden.ndcg@\u00b9", "golden.ndcg@\u0663", "golden.ndcg@5"]) == ["golden.ndcg@5"]
 
 
 def test_families_are_folded_and_tallies_are_notes_not_rows(results: Path) -> None:

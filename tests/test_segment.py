@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval.segment import find_citations, normalize_id, segment_answer, split_answer
+from open_rag_eval.segment import find_citations, normalize_id, resolve_citations, segment_answer, split_answer
 from open_rag_eval.types import AnswerPart
 
 
@@ -158,6 +158,15 @@ def test_passage_ids_written_with_or_without_brackets() -> None:
 def test_numbered_markers_resolve_by_position_when_ids_are_not_numbers() -> None:
     assert parts("Tides follow the Moon [2]. The Sun helps [1][5].", ["d1", "d2", "d3"]) == [
         ("Tides follow the Moon.", ("d2",)), ("The Sun helps.", ("d1", "5"))]
+
+
+@pytest.mark.parametrize("digit", ["\u00b9", "\u0663", "\u2463", "\uff13"])  # superscript, Arabic-Indic, circled, fullwidth
+def test_only_ascii_digits_are_citation_numbers(digit: str) -> None:
+    """``str.isdigit`` and ``\\d`` accept these; ``int`` rejects some and misreads others: they are ids, never positions."""
+    assert resolve_citations([digit, "2"], ["d1", "d2", "d3"]) == ((digit, "d2"), [digit])
+    assert resolve_citations(["2"], [digit, "x"]) == (("x",), [])  # a non-ASCII "number" id keeps positions on
+    assert find_citations(f"A [{digit}] and [2] and [d{digit}].") == ["2"]
+    assert parts(f"A [{digit}]. B [3].", ["a", "b", "c"]) == [(f"A [{digit}].", ()), ("B.", ("c",))]
 
 
 def test_unknown_citations_are_kept_and_warned_with_count(caplog: pytest.LogCaptureFixture) -> None:

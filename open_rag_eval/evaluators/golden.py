@@ -106,7 +106,7 @@ class GoldenOptions(BaseModel):
         """Whether a concrete metric (``golden.p@5``) is selected."""
         if self.metrics is None:
             return True
-        template = re.sub(r"@\d+$", "@k", metric)
+        template = re.sub(r"@[0-9]+$", "@k", metric)
         return template in self.metrics or metric.split(".")[0] in self.metrics
 
 
@@ -308,4 +308,4 @@ def _answer(output: RAGOutput) -> str:
     return output.plain_answer if output.answer else _MARKERS.sub(" ", output.answer_text)
 
 
-_MARKERS = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
+_MARKERS = re.compile(r"\[\s*[0-9]+(?:\s*,\s*[0-9]+)*\s*\]")

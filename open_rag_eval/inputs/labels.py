@@ -113,4 +113,5 @@ def _relevant_pairs(raw: Any, where: Where) -> list[tuple[Any, Any]]:
 
 def _split_grade(item: str) -> tuple[str, str | int]:
     head, sep, tail = item.strip().rpartition(":")
-    return (head, tail.strip()) if sep and tail.strip().lstrip("-").isdigit() else (item.strip(), 1)
+    digits = tail.strip().lstrip("-")
+    return (head, tail.strip()) if sep and digits.isascii() and digits.isdigit() else (item.strip(), 1)

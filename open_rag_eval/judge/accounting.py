@@ -37,7 +37,7 @@ DEFAULT_PRICES: dict[str, Price] = {
     }.items()
 }
 
-_SNAPSHOT = re.compile(r"-\d{4}-\d{2}-\d{2}$")  # dated snapshots share their family's price
+_SNAPSHOT = re.compile(r"-[0-9]{4}-[0-9]{2}-[0-9]{2}$")  # dated snapshots share their family's price
 
 
 def price_for(model: str, overrides: Price | Mapping[str, Price] | None = None) -> Price | None:

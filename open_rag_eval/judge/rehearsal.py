@@ -36,10 +36,10 @@ NUGGETS_PER_PASSAGE = 1
 _NUGGET = "nugget {} states one atomic fact about eight words"
 _EXPLANATION = "The passage is related to the query and partly answers it, with some extra information.\n2"
 _LABELS = {"nugget_importance": "vital", "nugget_assign": "partial_support"}
-_INITIAL = re.compile(r"Initial Nugget List Length: (\d+)")
-_CAP = re.compile(r"at most (\d+) nuggets")
-_SEGMENT = re.compile(r"^\[\d+\] ", re.MULTILINE)
-_COUNT = re.compile(r"label each of the (\d+) nuggets")
+_INITIAL = re.compile(r"Initial Nugget List Length: ([0-9]+)")
+_CAP = re.compile(r"at most ([0-9]+) nuggets")
+_SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
+_COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ _STOP_WORDS = (
 _STOP = frozenset(_STOP_WORDS.split())
 _WORD = re.compile(r"[a-z0-9]+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-_MARKER = re.compile(r"\[\d+(?:\s*,\s*\d+)*\]")
+_MARKER = re.compile(r"\[[0-9]+(?:\s*,\s*[0-9]+)*\]")
 _DOTALL = re.DOTALL
 
 # (kind, phrase) in the order tried; phrases are matched on whitespace-normalised text
@@ -173,7 +173,7 @@ def create_nuggets(query: str, context: str, initial: Sequence[str], limit: int)
     none from a segment sharing none); most query overlap first; at most ``limit``."""
     query_words = content_words(query)
     nuggets, seen = list(initial), {n.lower() for n in initial}
-    for segment in re.split(r"(?m)^\[\d+\]\s*", context):
+    for segment in re.split(r"(?m)^\[[0-9]+\]\s*", context):
         for nugget in _segment_nuggets(segment, query_words):
             if nugget.lower() not in seen:
                 seen.add(nugget.lower())
@@ -186,7 +186,7 @@ def _create(text: str) -> Reply | None:
     query = re.search(r"Search Query: (.*?)\n", text)
     context = re.search(r"Context:\s*\n(.*?)\n\s*(?:Search Query:|Initial Nugget List:)", text, _DOTALL)
     initial = re.search(r"Initial Nugget List: (.*?)\n", text)
-    limit = re.search(r"at most (\d+) nuggets", text)
+    limit = re.search(r"at most ([0-9]+) nuggets", text)
     if query is None or context is None:
         return None
     start = _literal_list(initial.group(1)) if initial else []
@@ -196,7 +196,7 @@ def _create(text: str) -> Reply | None:
 
 def _nugget_list(text: str) -> tuple[list[str], int] | None:
     found = re.search(r"Nugget List: (.*?)\n", text + "\n")
-    count = re.search(r"label each of the (\d+) nuggets", text)
+    count = re.search(r"label each of the ([0-9]+) nuggets", text)
     nuggets = _literal_list(found.group(1)) if found else None
     if nuggets is None:
         return None

@@ -59,7 +59,7 @@ class HallucinationOptions(BaseModel):
     revision: str | None = None
     cache_dir: str | None = None  # the hub cache; default HF_HUB_CACHE, else HF_HOME/hub
     tokenizer: str | None = None  # a directory or cached hub name; default: the model dir, else its `foundation`
-    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?)$")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$")
     batch_size: int = Field(8, ge=1, le=1024)
     torch_threads: int | None = Field(None, ge=1, le=512)  # process-wide torch.set_num_threads
     max_tokens: int = Field(2048, ge=64, le=65536)  # longest model input; longer premises are chunked/truncated

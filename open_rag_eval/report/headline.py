@@ -33,7 +33,8 @@ DEFAULT_TARGETS: dict[str, float] = {
 def _at_k(pattern: str, present: Sequence[str]) -> str | None:
     """``golden.ndcg@k`` -> the present ``golden.ndcg@K`` with the largest K <= 10 (else the smallest K)."""
     stem = pattern[:-1]
-    ks = sorted(int(m[len(stem):]) for m in present if m.startswith(stem) and m[len(stem):].isdigit())
+    tails = [m[len(stem):] for m in present if m.startswith(stem)]
+    ks = sorted(int(tail) for tail in tails if tail.isascii() and tail.isdigit())
     if not ks:
         return None
     small = [k for k in ks if k <= 10]
@@ -66,7 +67,7 @@ def report_options(manifest: Mapping[str, Any]) -> tuple[list[str] | None, dict[
 def target_for(metric: str, targets: Mapping[str, float]) -> float | None:
     if metric in targets:
         return targets[metric]
-    generic = re.sub(r"@\d+$", "@k", metric)
+    generic = re.sub(r"@[0-9]+$", "@k", metric)
     return targets.get(generic)
 
 

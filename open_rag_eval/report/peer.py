@@ -24,7 +24,7 @@ __all__ = ["PEER_NAMES", "is_consistency", "is_trec", "load_consistency", "load_
 
 log = logging.getLogger(__name__)
 
-_RUN = re.compile(r"^run_(\d+)_(.+)$")
+_RUN = re.compile(r"^run_([0-9]+)_(.+)$")
 
 # the peer's field (without run prefix) or consistency metric -> our metric name
 PEER_NAMES: dict[str, str] = {

@@ -26,7 +26,7 @@ def lock_path(folder: Path) -> Path:
 def _holder(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     text = os.read(fd, 64).decode("ascii", "replace").strip()
-    return text if text.isdigit() else "unknown"
+    return text if text.isascii() and text.isdigit() else "unknown"
 
 
 def held_by(path: Path) -> str | None:
