@@ -19,7 +19,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
-from open_rag_eval.config_guard import BudgetComposer, check_evaluators, check_numbers, load_yaml
+from open_rag_eval.config_guard import BudgetComposer, check_evaluators, check_numbers, load_yaml, pick_error
 from open_rag_eval.connector import ConnectorConfig, connector_spec
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
@@ -253,7 +253,7 @@ def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None
 
 
 def config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
-    first = error.errors()[0]
+    first = pick_error(error.errors())  # a union's branches report one error each: the one that got furthest
     parts = [prefix] if prefix else []
     for loc in first["loc"]:
         parts.append(f"[{loc}]" if isinstance(loc, int) else f".{loc}" if parts else str(loc))

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from open_rag_eval.errors import ConfigError
 
 __all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_DEPTH", "MAX_K", "MAX_VALUES", "check_evaluators", "check_numbers",
-           "load_yaml"]
+           "load_yaml", "pick_error"]
 
 MAX_ALIASES = 256  # alias uses (*name) per document
 MAX_VALUES = 100_000  # scalars, lists and mappings once every alias is expanded
@@ -177,3 +177,25 @@ def check_evaluators(specs: Sequence[Any], sweep: Any, file: str) -> None:
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 raise ConfigError(f"no evaluator in this config produces '{metric}'; {hint}valid names: "
                                   f"{', '.join(names)}", path=f"sweep.{section}.{metric}", file=file)
+
+
+def _model_names() -> set[str]:
+    names, stack = set(), list(BaseModel.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        names.add(cls.__name__)
+        stack.extend(cls.__subclasses__())
+    return names
+
+
+def pick_error(errors: Sequence[Any]) -> dict[str, Any]:
+    """The error to report from pydantic's list, its ``loc`` without union branch tags (``Price``,
+    ``dict[str,Price]``): for a value matching no branch of a union, the branch that got furthest."""
+    models = _model_names()
+
+    def plain(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+        return tuple(part for part in loc if not (isinstance(part, str) and ("[" in part or part in models)))
+
+    tagged = any(plain(e["loc"]) != tuple(e["loc"]) for e in errors)
+    chosen = max(errors, key=lambda e: len(plain(e["loc"]))) if tagged else errors[0]
+    return {**chosen, "loc": plain(chosen["loc"])}

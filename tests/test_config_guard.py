@@ -38,7 +38,7 @@ def cli(folder: Path, text: str, *args: str, command: str = "validate") -> subpr
     config = folder / "config.yaml"
     config.write_text(text, encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "open_rag_eval", command, "--config", str(config), *args],
+    return subprocess.run([sys.executable, "-m", "open_rag_eval", "-q", command, "--config", str(config), *args],
                           capture_output=True, text=True, timeout=120, env=env, cwd=folder)
 
 
@@ -100,7 +100,7 @@ NUMBERS = [
     ("judge: {requests_per_minute: .inf}", "judge.requests_per_minute", "finite"),
     ("judge: {tokens_per_minute: -.inf}", "judge.tokens_per_minute", "finite"),
     ("judge: {requests_per_minute: 'inf'}", "judge.requests_per_minute", "finite"),
-    ("judge: {tokens_per_minute: '${TPM:-nan}'}", "judge.tokens_per_minute", "greater than 0"),
+    ("judge: {tokens_per_minute: '${TPM:-nan}'}", "judge.tokens_per_minute", "Input should be a finite number"),
     ("judge: {tokens_per_minute: 1e300}", "judge.tokens_per_minute", "out of range"),
     ("judge: {max_concurrency: -4}", "judge.max_concurrency", "greater than or equal to 1"),
     ("judge: {prices: {input: 1, output: .inf}}", "judge.prices.output", "finite"),
@@ -279,3 +279,15 @@ def test_thresholds_on_produced_metrics_are_accepted(tmp_path: Path, evaluators:
     text = f"input: in.jsonl\nevaluators: {evaluators}\nsweep: {{thresholds: {{'{metric}': 0.1}}}}\n"
     loaded = load_config_text(text, base_dir=tmp_path)
     assert loaded.config.sweep is not None and metric in loaded.config.sweep.thresholds
+
+
+@pytest.mark.parametrize("prices, path, problem", [
+    ("{input: 'nan', output: 1}", "judge.prices.input", "finite number"),
+    ("{m: {input: 'inf', output: 1}}", "judge.prices.m.input", "finite number"),
+    ("{m: {input: -1, output: 1}}", "judge.prices.m.input", "greater than or equal to 0"),
+    ("{input: 1, output: 2, bogus: 3}", "judge.prices.bogus", "unknown key; valid keys here: input, output"),
+])
+def test_price_errors_name_the_yaml_path_not_the_union_branch(prices: str, path: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_config_text(BASE + f"judge: {{prices: {prices}}}\n", base_dir=Path("."), file="c.yaml")
+    assert raised.value.path == path and problem in raised.value.problem, str(raised.value)

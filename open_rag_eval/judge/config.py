@@ -14,7 +14,7 @@ __all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJud
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Price(_Strict):
