@@ -52,7 +52,12 @@ class Labels(_Frozen):
 
 
 class RAGOutput(_Frozen):
-    """One system response to one query in one run."""
+    """One system response to one query in one run.
+
+    Plain answer text is always segmented the way input files are (``segment.segment_answer``): given as
+    ``answer="text [1]"`` or as ``answer_text`` with no ``answer`` statements, it becomes the statements with
+    their citations -- an output built in code scores like the same answer read from a CSV.
+    """
 
     query_id: str
     query: str
@@ -64,6 +69,27 @@ class RAGOutput(_Frozen):
     latency_ms: float | None = None
     error: str | None = None  # the system gave no output (e.g. a connector call failed)
     source: str | None = None  # "file:line" the output was read from
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain_answer(cls, data: Any) -> Any:
+        """``answer`` given as a string is the answer text (segmented by ``_segmented``)."""
+        if isinstance(data, dict) and isinstance(data.get("answer"), str):
+            data = dict(data)
+            text = data.pop("answer")
+            if data.get("answer_text") not in (None, text):
+                raise ValueError("answer is plain text and answer_text differs from it; give one of them")
+            data["answer_text"] = text
+        return data
+
+    @model_validator(mode="after")
+    def _segmented(self) -> RAGOutput:
+        if not self.answer and self.answer_text.strip():
+            from open_rag_eval.segment import segment_answer  # segment imports this module
+
+            parts = segment_answer(self.answer_text.strip(), [passage.id for passage in self.passages])
+            object.__setattr__(self, "answer", parts)  # frozen: set once, while validating
+        return self
 
     @property
     def key(self) -> tuple[str, int]:

@@ -148,8 +148,16 @@ def read_csv_outputs(path: Path) -> list[RAGOutput]:
     """The outputs of a CSV: one row per passage (open-rag-eval's layout, one output per contiguous
     (query_id, query_run) group), or one row per answer with its passages as a list (a ``contexts`` column)."""
     header, rows = read_csv(path, required=_required_columns, hint=_LAYOUT_HINT)
+    return outputs_from_rows(str(path), header, rows)
+
+
+def outputs_from_rows(file: str, header: list[str], rows: Rows) -> list[RAGOutput]:
+    """The outputs of checked CSV rows (either layout); ``file`` names them in errors. The header is checked
+    here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's)."""
+    _check_header(header, _required_columns(header), Where(file, 1), _LAYOUT_HINT)
+    path = file
     if any(name in header for name in CONTEXT_FIELDS):
-        return read_context_rows(path, header, rows)
+        return read_context_rows(Path(path), header, rows)
     ignored = [name for name in header if name not in CSV_REQUIRED + CSV_OPTIONAL]
     if ignored:
         log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))

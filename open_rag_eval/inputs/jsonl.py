@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,24 @@ _PART_FIELDS = ("text", "citations")
 def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
     """The outputs of a JSONL file in line order, each with the labels of its query_id."""
     text, offset = read_text(path)
+    lines = ((Where(str(path), number), raw) for number, raw in enumerate(text.split("\n"), 1) if raw.strip())
+    outputs = outputs_from_objects(((where, _json_object(raw, where, offset)) for where, raw in lines), offset)
+    if offset is not None:
+        raise undecodable_error(path, text, offset)
+    if not outputs:
+        raise InputError("empty file (only blank lines)", file=str(path))
+    return outputs
+
+
+def outputs_from_objects(objects: Iterable[tuple[Where, dict[str, Any]]], offset: int | None = None) -> list[RAGOutput]:
+    """Outputs from objects in the JSONL schema (or the list-of-contexts layout), each with its location, validated
+    as JSONL lines are; each output gets the labels of its query_id."""
     outputs: list[RAGOutput] = []
     first_line: dict[tuple[str, int], int] = {}
     queries, runs = QueryBook(), RunNumbers()
-    for number, raw in enumerate(text.split("\n"), 1):
-        if not raw.strip():
-            continue
-        where = Where(str(path), number)
-        obj = from_context_layout(_json_object(raw, where, offset), where, offset, runs)
+    for where, raw_obj in objects:
+        number = where.line or 0
+        obj = from_context_layout(raw_obj, where, offset, runs)
         output = _JsonOutput(obj, where, offset).build()
         queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
         if output.key in first_line:
@@ -50,10 +61,6 @@ def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
                               f"(first at line {first_line[output.key]})", "run")
         first_line[output.key] = number
         outputs.append(output)
-    if offset is not None:
-        raise undecodable_error(path, text, offset)
-    if not outputs:
-        raise InputError("empty file (only blank lines)", file=str(path))
     return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in outputs]
 
 

@@ -1,0 +1,125 @@
+"""The ``data`` of ``evaluate``: a pandas DataFrame, a list of dicts / ``RAGOutput``, or a path -> RAG outputs.
+
+Everything goes through the input readers' validation (``open_rag_eval.inputs``), so an object is accepted or
+refused exactly as the same data in a file would be:
+
+- a path (``str`` / ``os.PathLike``): a ``.csv`` or ``.jsonl`` file, read like ``input:``;
+- a DataFrame: its columns are a CSV's header and its rows the CSV's rows, in either CSV layout (one row per
+  passage; or one row per answer with a ``contexts`` column holding a list of passages, ragas' columns included);
+- a list (or tuple) of dicts in the JSONL schema or the list-of-contexts layout, and/or ``RAGOutput`` objects.
+
+Errors name the item: ``data[3]: field 'answer': ...`` for a list, ``DataFrame row 3: field 'passage': ...`` for a
+DataFrame (``row`` is the position, as in ``df.iloc[3]``).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.text import Where, check_text
+from open_rag_eval.types import RAGOutput
+
+__all__ = ["to_outputs"]
+
+_HERE = "<data>"  # the file name the readers are given; errors are renamed to the item they concern
+_LIST_COLUMNS = ("contexts", "retrieved_contexts", "context_ids", "retrieved_context_ids")
+
+
+def to_outputs(data: Any) -> list[RAGOutput]:
+    """The RAG outputs ``data`` holds (see the module docstring); ``InputError`` naming the item and field."""
+    from open_rag_eval.inputs import read_outputs
+
+    if isinstance(data, (str, os.PathLike)):
+        return read_outputs(Path(data))
+    if _is_dataframe(data):
+        return _renamed(lambda: _from_frame(data), lambda n: f"DataFrame row {n}")
+    if isinstance(data, (list, tuple)):
+        return _renamed(lambda: _from_items(data), lambda n: f"data[{n}]")
+    raise InputError(f"expected a pandas DataFrame, a list of dicts or RAGOutputs, or a path to a .csv/.jsonl "
+                     f"file; got {type(data).__name__}", file="data")
+
+
+def _is_dataframe(data: Any) -> bool:
+    return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
+
+
+def _renamed(read: Callable[[], list[RAGOutput]], name: Callable[[int], str]) -> list[RAGOutput]:
+    """Run a reader on in-memory data (item n at "line" n + 1) and name the item in its errors."""
+    try:
+        outputs = read()
+    except InputError as error:
+        if error.file != _HERE:
+            raise
+        problem = re.sub(r"\bline (\d+)", lambda m: name(int(m.group(1)) - 1), error.problem)
+        raise InputError(problem, file=name((error.line or 1) - 1), field=error.field) from None
+    if not outputs:
+        raise InputError("no RAG outputs to evaluate (empty data)", file="data")
+    return outputs
+
+
+def _from_items(items: Sequence[Any]) -> list[RAGOutput]:
+    from open_rag_eval.inputs import output_to_json
+    from open_rag_eval.inputs.jsonl import outputs_from_objects
+
+    objects = []
+    for index, item in enumerate(items):
+        where = Where(_HERE, index + 1)
+        if isinstance(item, RAGOutput):
+            objects.append((where, {**output_to_json(item), "answer_text": item.answer_text}))
+        elif isinstance(item, dict):
+            objects.append((where, {str(key): _plain(value) for key, value in item.items() if not _missing(value)}))
+        else:
+            raise where.error(f"expected a dict or a RAGOutput, got {type(item).__name__}: it cannot be scored")
+    return outputs_from_objects(objects)
+
+
+def _from_frame(frame: Any) -> list[RAGOutput]:
+    from open_rag_eval.inputs.csv_layout import outputs_from_rows
+
+    header = [str(name).strip() for name in frame.columns]
+    if len(frame) == 0:
+        raise InputError("the DataFrame has no rows", file="data")
+    rows = []
+    for position, values in enumerate(frame.itertuples(index=False, name=None)):
+        where = Where(_HERE, position + 1)
+        rows.append((position + 1, {name: _cell(name, value, where) for name, value in zip(header, values)}))
+    return outputs_from_rows(_HERE, header, rows)
+
+
+def _cell(name: str, value: Any, where: Where) -> Any:
+    """A DataFrame cell as the CSV reader sees it: text ("" when missing); list columns stay lists."""
+    value = _plain(value)
+    if name in _LIST_COLUMNS and isinstance(value, (list, dict)):
+        return value
+    if _missing(value):
+        return ""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        value = int(value)  # an int column with missing cells is float in pandas: 1.0 is the run 1
+    text = value if isinstance(value, str) else str(value)
+    return check_text(text, where, name, None)
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and arrays (as pandas holds them) as Python values; containers converted throughout."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if isinstance(value, tuple):
+        value = list(value)
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    return value
+
+
+def _missing(value: Any) -> bool:
+    """None, NaN, pandas' NA / NaT: an empty cell."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    return type(value).__name__ in ("NAType", "NaTType")
