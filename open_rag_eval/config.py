@@ -114,7 +114,8 @@ def load_config(path: Path) -> LoadedConfig:
     return load_config_text(text, base_dir=Path(path).resolve().parent, file=str(path))
 
 
-def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> LoadedConfig:
+def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outputs_given: bool = False) -> LoadedConfig:
+    """``outputs_given``: the caller brings the outputs (the Python API), so neither input nor connector is needed."""
     raw = _parse_yaml(text, file)
     if is_peer_config(raw):
         raw = translate_peer_config(raw, file=file)
@@ -132,7 +133,8 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>") -> Lo
     check_evaluators(specs, config.sweep, file)
     if config.connector is not None:
         check_numbers(connector_spec(config.connector, file=file)[1], "connector.options", file)
-    _check_inputs(config, specs, file)
+    if not outputs_given:
+        _check_inputs(config, specs, file)
     return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
 
 

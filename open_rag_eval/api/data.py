@@ -38,9 +38,9 @@ def to_outputs(data: Any) -> list[RAGOutput]:
     if isinstance(data, (str, os.PathLike)):
         return read_outputs(Path(data))
     if _is_dataframe(data):
-        return _renamed(lambda: _from_frame(data), lambda n: f"DataFrame row {n}")
+        return _renamed(lambda: _from_frame(data), "DataFrame", lambda n: f"DataFrame row {n}")
     if isinstance(data, (list, tuple)):
-        return _renamed(lambda: _from_items(data), lambda n: f"data[{n}]")
+        return _renamed(lambda: _from_items(data), "data", lambda n: f"data[{n}]")
     raise InputError(f"expected a pandas DataFrame, a list of dicts or RAGOutputs, or a path to a .csv/.jsonl "
                      f"file; got {type(data).__name__}", file="data")
 
@@ -49,7 +49,7 @@ def _is_dataframe(data: Any) -> bool:
     return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
 
 
-def _renamed(read: Callable[[], list[RAGOutput]], name: Callable[[int], str]) -> list[RAGOutput]:
+def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[int], str]) -> list[RAGOutput]:
     """Run a reader on in-memory data (item n at "line" n + 1) and name the item in its errors."""
     try:
         outputs = read()
@@ -57,10 +57,25 @@ def _renamed(read: Callable[[], list[RAGOutput]], name: Callable[[int], str]) ->
         if error.file != _HERE:
             raise
         problem = re.sub(r"\bline (\d+)", lambda m: name(int(m.group(1)) - 1), error.problem)
-        raise InputError(problem, file=name((error.line or 1) - 1), field=error.field) from None
+        item = name(error.line - 1) if error.line else whole
+        raise InputError(problem, file=item, field=error.field) from None
     if not outputs:
         raise InputError("no RAG outputs to evaluate (empty data)", file="data")
-    return outputs
+    named = [_named(output, name) for output in outputs]
+    for output in named:
+        if not output.answer_text.strip() and output.error is None:
+            raise InputError("no answer: an output without an answer cannot be scored (give the answer text, "
+                             "'NO_ANSWER' for a refusal, or error='...' when the system gave no output)",
+                             file=output.source or "data", field="answer")
+    return named
+
+
+def _named(output: RAGOutput, name: Callable[[int], str]) -> RAGOutput:
+    """``source`` (shown in results.json) names the item the output came from."""
+    file, _, line = (output.source or "").rpartition(":")
+    if file != _HERE or not line.isdigit():
+        return output
+    return output.model_copy(update={"source": name(int(line) - 1)})
 
 
 def _from_items(items: Sequence[Any]) -> list[RAGOutput]:
@@ -84,7 +99,7 @@ def _from_frame(frame: Any) -> list[RAGOutput]:
 
     header = [str(name).strip() for name in frame.columns]
     if len(frame) == 0:
-        raise InputError("the DataFrame has no rows", file="data")
+        raise InputError("the DataFrame has no rows", file="DataFrame")
     rows = []
     for position, values in enumerate(frame.itertuples(index=False, name=None)):
         where = Where(_HERE, position + 1)

@@ -154,7 +154,7 @@ def read_csv_outputs(path: Path) -> list[RAGOutput]:
 def outputs_from_rows(file: str, header: list[str], rows: Rows) -> list[RAGOutput]:
     """The outputs of checked CSV rows (either layout); ``file`` names them in errors. The header is checked
     here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's)."""
-    _check_header(header, _required_columns(header), Where(file, 1), _LAYOUT_HINT)
+    _check_header(header, _required_columns(header), Where(file), _LAYOUT_HINT)
     path = file
     if any(name in header for name in CONTEXT_FIELDS):
         return read_context_rows(Path(path), header, rows)

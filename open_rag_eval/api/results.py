@@ -1,0 +1,191 @@
+"""``Results``: one evaluation in memory -- the files the CLI writes, with pandas views of them.
+
+A ``Results`` holds the text of every file of the run's output folder (``outputs.jsonl``, ``results.csv``,
+``summary.csv``, ``results.json``, ``manifest.json``, ``report.html``), so its tables are exactly the CLI's:
+``to_pandas()`` is results.csv, ``summary()`` is summary.csv, ``details()`` is results.json (docs/RESULTS.md).
+pandas is imported by the methods that return DataFrames, only.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from open_rag_eval.csv_cells import read_cell
+from open_rag_eval.results import KEY_COLUMNS, SIMULATED_COLUMN
+
+if TYPE_CHECKING:
+    import pandas
+
+    from open_rag_eval.report.compare import Comparison
+    from open_rag_eval.report.data import ResultSet
+
+__all__ = ["Results"]
+
+_TEXT_COLUMNS = ("query_id", "query", "metric", "status")
+
+
+class Results:
+    """The results of ``evaluate``: per (query, run) scores, the summary, the details, the report."""
+
+    def __init__(self, files: Mapping[str, str]) -> None:
+        self.files = dict(files)  # file name -> text, as the CLI writes them
+
+    @classmethod
+    def from_folder(cls, folder: str | Path) -> Results:
+        """The results of a run's output folder (``open-rag-eval eval``'s, or one written by ``save``)."""
+        from open_rag_eval.store.generation import GENERATION_FILES
+
+        folder = Path(folder)
+        return cls({name: (folder / name).read_text(encoding="utf-8")
+                    for name in sorted(GENERATION_FILES) if (folder / name).is_file()})
+
+    # -- facts --------------------------------------------------------------------------------------------------
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return json.loads(self.files.get("manifest.json", "{}"))
+
+    @property
+    def simulated(self) -> bool:
+        return bool(self.details().get("simulated"))
+
+    @property
+    def complete(self) -> bool:
+        """False when a judged metric failed for every output (the CLI's exit 6)."""
+        return bool(self.manifest.get("complete", True))
+
+    @property
+    def metrics(self) -> list[str]:
+        return [row["metric"] for row in self.summary_rows()]
+
+    # -- rows without pandas ------------------------------------------------------------------------------------
+
+    def rows(self) -> list[dict[str, Any]]:
+        """results.csv as dicts: ``run`` an int or ``"all"``, metrics floats (NaN when missing), ``*.error`` text,
+        ``simulated_judge`` a bool."""
+        return [_typed(row, numbers=_metric_columns(row)) for row in _csv_rows(self.files["results.csv"])]
+
+    def summary_rows(self) -> list[dict[str, Any]]:
+        """summary.csv as dicts, numbers as floats (NaN when missing)."""
+        numbers = ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "min", "median", "p95", "max")
+        return [_typed(row, numbers=numbers) for row in _csv_rows(self.files["summary.csv"])]
+
+    def mean(self, metric: str) -> float | None:
+        """The summary mean of ``metric``; None when it has no value; KeyError when there is no such metric."""
+        for row in self.summary_rows():
+            if row["metric"] == metric:
+                return None if math.isnan(row["mean"]) else row["mean"]
+        raise KeyError(metric)
+
+    # -- pandas views -------------------------------------------------------------------------------------------
+
+    def to_pandas(self) -> pandas.DataFrame:
+        """One row per (query, run) -- and per query across runs (``run == "all"``) -- with results.csv's columns."""
+        import pandas
+
+        frame = pandas.DataFrame(self.rows(), columns=_header(self.files["results.csv"]))
+        return frame
+
+    def summary(self) -> pandas.DataFrame:
+        """One row per metric, summary.csv's columns (mean, std, 95% CI, n, n_failed, ..., status)."""
+        import pandas
+
+        return pandas.DataFrame(self.summary_rows(), columns=_header(self.files["summary.csv"]))
+
+    def details(self) -> dict[str, Any]:
+        """results.json: every output with its passages, statements, scores, errors and per-metric evidence."""
+        return json.loads(self.files["results.json"])
+
+    # -- comparison, report, files ------------------------------------------------------------------------------
+
+    def compare(self, baseline: Results, metrics: Sequence[str] | None = None, *, seed: int = 0,
+                resamples: int = 10_000) -> pandas.DataFrame:
+        """These results (B) against ``baseline`` (A), paired by query as ``open-rag-eval compare A B``: mean
+        difference B - A, bootstrap CI, permutation p-value, Holm across the metrics compared, verdict. ``metrics``
+        None: the headline metrics both have. Queries in one side only: ``.attrs["only_baseline"]`` / ``["only_new"]``."""
+        import pandas
+
+        from open_rag_eval.report.compare import COLUMNS
+
+        comparison = self.comparison(baseline, metrics, seed=seed, resamples=resamples)
+        frame = pandas.DataFrame([{c: row[c] for c in COLUMNS} for row in comparison.rows], columns=list(COLUMNS))
+        frame.attrs.update(only_baseline=comparison.only_a, only_new=comparison.only_b, skipped=comparison.skipped)
+        return frame
+
+    def comparison(self, baseline: Results, metrics: Sequence[str] | None = None, *, seed: int = 0,
+                   resamples: int = 10_000) -> Comparison:
+        """The ``Comparison`` behind ``compare`` (``report.compare``)."""
+        from open_rag_eval.report import compare as cmp
+
+        a, b = baseline.result_set("baseline"), self.result_set("new")
+        chosen = list(metrics) if metrics is not None else cmp.default_metrics(a, b)
+        return cmp.compare(a, b, chosen, seed=seed, resamples=resamples)
+
+    def result_set(self, label: str) -> ResultSet:
+        """These results as the report and compare read a result folder."""
+        from open_rag_eval.report.loader import load_results
+
+        with tempfile.TemporaryDirectory(prefix="open-rag-eval-") as tmp:
+            for name in ("results.csv", "results.json", "manifest.json"):
+                if name in self.files:
+                    (Path(tmp) / name).write_text(self.files[name], encoding="utf-8")
+            loaded = load_results(Path(tmp), label=label)
+        return loaded
+
+    def report(self, path: str | Path) -> Path:
+        """Write the HTML report (the run's report.html) to ``path``; return it."""
+        from open_rag_eval.fileio import atomic_write_text
+
+        path = Path(path)
+        atomic_write_text(path, self.files["report.html"])
+        return path
+
+    def save(self, folder: str | Path) -> Path:
+        """Write the CLI's files into ``folder`` through the one output writer (complete or not at all; other
+        files in the folder are kept). Return the folder."""
+        from open_rag_eval.store.generation import Generation
+
+        with Generation(Path(folder)) as generation:
+            with generation.writing():
+                for name, text in self.files.items():
+                    generation.write_text(name, text)
+            generation.commit()
+        return generation.folder
+
+    def __repr__(self) -> str:
+        rows = self.summary_rows()
+        shown = ", ".join(f"{r['metric']}={r['mean']:.3f}" for r in rows[:4] if not math.isnan(r["mean"]))
+        return f"Results({len(self.rows())} rows, {len(rows)} metrics{': ' + shown if shown else ''})"
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text, newline="")))
+
+
+def _header(text: str) -> list[str]:
+    return next(csv.reader(io.StringIO(text, newline="")), [])
+
+
+def _metric_columns(row: dict[str, str]) -> list[str]:
+    return [name for name in row if name not in (*KEY_COLUMNS, SIMULATED_COLUMN) and not name.endswith(".error")]
+
+
+def _typed(row: dict[str, str], *, numbers: Sequence[str]) -> dict[str, Any]:
+    typed: dict[str, Any] = {}
+    for name, cell in row.items():
+        if name in numbers:
+            typed[name] = float(cell) if cell.strip() else math.nan
+        elif name == "run":
+            typed[name] = int(cell) if cell.isdigit() else cell
+        elif name == SIMULATED_COLUMN:
+            typed[name] = cell == "true"
+        else:
+            typed[name] = read_cell(cell)
+    return typed
