@@ -41,7 +41,7 @@ class FactualConsistencyServer:
                 with server.lock:
                     server.seen.append((self.path, dict(self.headers), body))
                     reply = server.replies.popleft() if server.replies else server.default
-                payload = json.dumps(reply.body).encode()
+                payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
                 self.send_response(reply.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(payload)))
@@ -152,3 +152,20 @@ def test_a_key_echoed_in_an_error_body_is_redacted_before_the_cut(offset: int) -
     error = result.scores[0].error
     assert "HTTP 401" in error and "invalid x-api-key ***" in error
     assert not [KEY[:k] for k in range(6, len(KEY) + 1) if KEY[:k] in error]
+
+
+def test_a_redirect_is_not_followed_and_the_api_key_goes_nowhere_else() -> None:
+    with FactualConsistencyServer([Reply(200, {"score": 0.5})]) as elsewhere:
+        target = elsewhere.base_url.replace("127.0.0.1", "localhost") + "/v2/evaluate_factual_consistency"
+        with FactualConsistencyServer([Reply(307, {}, {"Location": target})]) as server:
+            result = run(server, outputs())
+    assert elsewhere.seen == [] and len(server.seen) == 1  # not re-sent, not retried
+    errors = {s.error for s in result.scores}
+    assert errors == {f"Vectara API HTTP 307 redirect to {target}: not followed (redirects are never followed; "
+                      "use the final address)"}, errors
+
+
+def test_a_deeply_nested_reply_is_not_json() -> None:
+    with FactualConsistencyServer([Reply(200, b"[" * 100_000 + b"]" * 100_000)]) as server:
+        result = run(server, outputs())
+    assert {s.error for s in result.scores} == {"reply is not JSON"}

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from open_rag_eval.config import load_config_text
-from open_rag_eval.errors import ConfigError, InputError, JudgeCallError
+from open_rag_eval.errors import ConfigError, InputError, JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.replay import open_taped_judge, read_tape, replay_key
 from tests.openai_server import FAST, Reply, ScriptedServer, ask, outcome
@@ -181,3 +181,15 @@ def test_a_recorded_run_replays_through_the_cli_to_the_same_results(tmp_path: Pa
     assert errors and all("no recorded reply" in e for e in errors), (empty.stderr, errors[:3])
     assert all(v is None or k.endswith(("n_failed", "n_invalid", "n_defaulted", "n_unparsed", "fabricated"))
                for o in results["outputs"] for k, v in o["scores"].items() if k.startswith("umbrela"))
+
+
+def test_recording_is_bounded_like_a_live_judge(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recorder's network transport has the live judge's bounds: a reply over max_reply_mb fails the call, and a
+    redirect is refused (the endpoint is down for us), never followed."""
+    huge = Reply.ok("##final score: 2 " + "x" * 1_500_000)
+    [too_large] = _record(tmp_path, [huge], [ask("big")], monkeypatch, max_reply_mb=1)[0]
+    assert isinstance(too_large, JudgeCallError) and "judge reply larger than 1 MB" in str(too_large)
+    [moved], server = _record(tmp_path, [Reply.redirect("http://localhost:9/v1/chat/completions")], [ask("moved")],
+                              monkeypatch)
+    assert isinstance(moved, JudgeUnavailable) and "HTTP 307 redirect to http://localhost:9/" in str(moved)
+    assert len(server.completions) == 1

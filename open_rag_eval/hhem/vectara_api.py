@@ -64,6 +64,8 @@ def parse_score(body: Any) -> float:
 async def _post_once(client: Any, settings: VectaraSettings, api_key: str, payload: dict[str, Any]) -> Any:
     import httpx2
 
+    from open_rag_eval.transport import ReplyRefused
+
     try:
         return await client.post(
             settings.endpoint, json=payload, timeout=settings.timeout_s,
@@ -71,6 +73,8 @@ async def _post_once(client: Any, settings: VectaraSettings, api_key: str, paylo
         )
     except httpx2.TransportError as error:
         raise VectaraApiError(f"{type(error).__name__} calling the Vectara API", retryable=True) from None
+    except ReplyRefused as error:  # too large, a redirect: the same server would send it again
+        raise VectaraApiError(f"Vectara API {error.reason}", retryable=False) from None
 
 
 async def evaluate_factual_consistency(
@@ -85,12 +89,14 @@ async def evaluate_factual_consistency(
         try:
             response = await _post_once(client, settings, api_key, payload)
         except VectaraApiError as error:
+            if not error.retryable:
+                raise
             failure = error
         else:
             if response.status_code == 200:
                 try:
                     return parse_score(response.json())
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise VectaraApiError("reply is not JSON", status=200) from None
             retryable = response.status_code == 429 or response.status_code >= 500
             failure = VectaraApiError(

@@ -35,6 +35,7 @@ from open_rag_eval.errors import ConfigError, InputError, JudgeCallError
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import cache_key
 from open_rag_eval.judge.config import JudgeConfig
+from open_rag_eval.transport import BoundedTransport
 
 __all__ = ["REPLAY_ENDPOINT", "Exchange", "TapedJudge", "open_taped_judge", "read_tape", "replay_key"]
 
@@ -278,7 +279,9 @@ def open_taped_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = F
         log.info("judge: recording to %s with the judge cache off, so every request reaches the endpoint",
                  config.record)
     writer = _TapeWriter(_resolve(config.record, base_dir), os.environ.get(config.api_key_env, "").strip())
-    http = httpx2.AsyncClient(transport=_RecordTransport(writer, config.model, transport), timeout=config.timeout_s)
+    network = transport or BoundedTransport(httpx2.AsyncHTTPTransport(), deadline_s=config.timeout_s,
+                                            max_bytes=int(config.max_reply_mb * 1_000_000))  # as a live judge's
+    http = httpx2.AsyncClient(transport=_RecordTransport(writer, config.model, network), timeout=config.timeout_s)
     try:
         inner = open_judge(uncached, base_dir=base_dir, simulated=simulated, http_client=http)
     except BaseException:

@@ -159,12 +159,13 @@ class HallucinationMetric:
                       "(hallucination.vectara.api_key_env names it)")
             _log_once(reason)
             return [PairResult(error=reason) for _ in outputs]
-        import httpx2
 
         register_secret(api_key)
         if self._http_client is not None:
             return await self._vectara_calls(self._http_client, api_key, outputs)
-        async with httpx2.AsyncClient() as client:
+        from open_rag_eval.transport import bounded_client  # a total deadline, a bounded reply, no redirects
+
+        async with bounded_client(timeout_s=settings.timeout_s, max_bytes=8_000_000) as client:
             return await self._vectara_calls(client, api_key, outputs)
 
     async def _vectara_calls(self, client: Any, api_key: str, outputs: Sequence[RAGOutput]) -> list[PairResult]:
