@@ -398,14 +398,16 @@ def print_summary(report: RunReport) -> None:
 
     shown = [a for a in report.summary if not is_dispersion(a.metric) and not is_health(a.metric)]
     width = max((len(a.metric) for a in shown), default=10)
-    _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'failed':>6}")
+    _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'missing':>7}")
     for a in shown:
         mean = "" if a.mean is None else f"{a.mean:.4f}"
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.4f}, {a.ci95_high:.4f}]"
-        _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>6}")
+        _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>7}")
     hidden = sum(1 for a in report.summary if is_dispersion(a.metric))
     if hidden:
         _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
+    _out("missing: values that failed, are undefined (a spread over one run, alpha with no variation) or are "
+         "unavailable here; report.html counts each kind apart")
     _headline(report)
     _accounting_line(report.manifest.get("accounting"), report.simulated)
     _health(report)
@@ -429,6 +431,7 @@ def _health(report: RunReport) -> None:
 def _headline(report: RunReport) -> None:
     """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
     from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
+    from open_rag_eval.report.missing import kind
     from open_rag_eval.report.names import lower_is_better
 
     stats = {a.metric: a for a in report.summary}
@@ -443,7 +446,9 @@ def _headline(report: RunReport) -> None:
         arrow = "↓" if lower_is_better(metric) else "↑"
         target = target_for(metric, targets)
         if a.mean is None:
-            _out(f"  {metric:<{width}}  {'–':>7}  no value ({a.n_failed} missing: see report.html)")
+            reasons = [s.error for s in report.result.scores if s.metric == metric and s.error]
+            which = kind(reasons[0]) if reasons else "missing"
+            _out(f"  {metric:<{width}}  {'–':>7}  no value: {which} ({a.n_failed} outputs; report.html says why)")
             continue
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.3f}, {a.ci95_high:.3f}]"
         goal = ""

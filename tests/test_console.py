@@ -278,12 +278,16 @@ def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.Captu
                Aggregate("hhem.score", None, None, None, None, 0, 11)]
     manifest = {"config": {"report": {"headline": ["umbrela.mean", "citation.f1", "citation.fabricated", "hhem.score"],
                                       "targets": {"citation.fabricated": 0.0}}}}
-    print_summary(RunReport(EvalResult(), summary, tmp_path, manifest, False, []))
+    from open_rag_eval.types import Score
+
+    reason = "HHEM weights unavailable (not in the cache)"
+    result = EvalResult(scores=[Score(query_id=f"q{i}", run=1, metric="hhem.score", error=reason) for i in range(11)])
+    print_summary(RunReport(result, summary, tmp_path, manifest, False, []))
     out = capsys.readouterr().out.splitlines()
     start = out.index("headline (the numbers to look at first; report.html shows them with their distributions):")
     assert out[start + 1:start + 5] == [
         "  umbrela.mean           1.250  [1.000, 1.500]    ↑  target ≥ 1.5: near",
         "  citation.f1            0.800  [0.700, 0.900]    ↑  target ≥ 0.7: met",
         "  citation.fabricated    0.500  [0.000, 1.000]    ↓  target ≤ 0: below",
-        "  hhem.score                 –  no value (11 missing: see report.html)",
+        "  hhem.score                 –  no value: unavailable (11 outputs; report.html says why)",
     ]
