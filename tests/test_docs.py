@@ -53,3 +53,18 @@ def test_methods_doc_covers_every_method() -> None:
                     "Judge test-retest", "Golden-label metrics", "Lexical checks", "Decisions"):
         assert f"## {heading}" in text, heading
 
+
+
+def test_readme_input_examples_parse(tmp_path: Path) -> None:
+    """The example rows of the README's CSV and JSONL blocks are valid inputs, as a newcomer would copy them."""
+    from open_rag_eval.inputs import read_outputs
+
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```(csv|json)\n(.*?)```", text, flags=re.DOTALL)
+    assert sum(kind == "csv" for kind, _ in blocks) >= 2 and any(kind == "json" for kind, _ in blocks)
+    for index, (kind, body) in enumerate(blocks):
+        path = tmp_path / f"example{index}.{'csv' if kind == 'csv' else 'jsonl'}"
+        path.write_text(body, encoding="utf-8")
+        outputs = read_outputs(path)
+        assert outputs and all(o.passages and o.answer for o in outputs), path.name
+        assert all(part.citations for o in outputs for part in o.answer), path.name  # every example cites
