@@ -323,3 +323,18 @@ def test_the_api_is_re_exported_lazily() -> None:
              "print(a, 'pandas' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[] False"
+
+
+# ---------------------------------------------------------------- distribution
+
+
+def test_the_distribution_name_is_ours_and_install_lines_install_this_checkout() -> None:
+    root = Path(__file__).resolve().parent.parent
+    setup = (root / "setup.py").read_text(encoding="utf-8")
+    assert 'NAME = "open-rag-eval-trec"' in setup and "name=NAME" in setup
+    assert '"open-rag-eval=open_rag_eval.cli:main"' in setup
+    lines = [line.strip() for doc in (root / "README.md", *sorted((root / "docs").glob("*.md")))
+             for line in doc.read_text(encoding="utf-8").splitlines() if line.strip().startswith("pip install")]
+    assert lines
+    for line in lines:
+        assert line.startswith(("pip install -e '.[", "pip install -e .", "pip install 'dist/open_rag_eval_trec-")), line
