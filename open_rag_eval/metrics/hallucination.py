@@ -34,7 +34,6 @@ __all__ = ["HallucinationMetric", "HallucinationOptions", "VectaraApiOptions"]
 logger = logging.getLogger(__name__)
 PREMISE_SEPARATOR = " "
 METRICS = ("hhem.score", "hhem.hallucinated")
-_LOGGED: set[str] = set()
 
 
 class VectaraApiOptions(BaseModel):
@@ -71,12 +70,6 @@ class HallucinationOptions(BaseModel):
         return ModelSpec(self.model_path, self.model_name, self.revision, self.cache_dir, self.tokenizer, self.device)
 
 
-def _log_once(message: str) -> None:
-    if message not in _LOGGED:
-        _LOGGED.add(message)
-        logger.warning("hhem: %s", message)
-
-
 def hypothesis_of(output: RAGOutput) -> str:
     return (output.plain_answer or output.answer_text).strip()
 
@@ -104,6 +97,12 @@ class HallucinationMetric:
     def __init__(self, options: HallucinationOptions, *, http_client: Any = None) -> None:
         self.options = options
         self._http_client = http_client  # vectara_api: a shared httpx2.AsyncClient, else one per call
+        self._said: set[str] = set()  # each reason is logged once per metric (one run), not once per process
+
+    def _log_once(self, message: str) -> None:
+        if message not in self._said:
+            self._said.add(message)
+            logger.warning("hhem: %s", message)
 
     async def score(self, outputs: Sequence[RAGOutput]) -> EvalResult:
         result = EvalResult()
@@ -138,7 +137,7 @@ class HallucinationMetric:
         try:
             loaded = await in_worker(_load, options.spec(), options.torch_threads)
         except (ModelUnavailable, MissingDependency) as error:
-            _log_once(str(error))
+            self._log_once(str(error))
             return [PairResult(error=str(error)) for _ in outputs]
         pairs = [(PREMISE_SEPARATOR.join(p.text for p in o.passages), hypothesis_of(o)) for o in outputs]
         try:
@@ -148,7 +147,7 @@ class HallucinationMetric:
             )
         except RuntimeError as error:  # e.g. out of memory: every output of the call lacks a score
             reason = f"HHEM inference failed: {cut(str(error), 300)}"
-            _log_once(reason)
+            self._log_once(reason)
             return [PairResult(error=reason) for _ in outputs]
 
     async def _vectara(self, outputs: Sequence[RAGOutput]) -> list[PairResult]:
@@ -157,7 +156,7 @@ class HallucinationMetric:
         if not api_key:
             reason = (f"the environment variable {settings.api_key_env} holding the Vectara API key is not set "
                       "(hallucination.vectara.api_key_env names it)")
-            _log_once(reason)
+            self._log_once(reason)
             return [PairResult(error=reason) for _ in outputs]
 
         register_secret(api_key)
@@ -186,7 +185,7 @@ class HallucinationMetric:
                 except VectaraApiError as error:
                     if error.status in (401, 403):
                         refused.append(str(error))
-                        _log_once(str(error))
+                        self._log_once(str(error))
                     return PairResult(error=str(error))
                 return PairResult(score=value, chunk_scores=[value])
 
