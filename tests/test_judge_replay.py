@@ -126,8 +126,9 @@ def _key() -> str:
 
 
 @pytest.mark.parametrize(("line", "problem"), [
-    ("not json", "not JSON"),
+    ("not json", "not valid JSON"),
     ('["a list"]', "JSON object"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     ('{"key": "k", "status": "200", "body": ""}', "status"),
     ('{"key": "k", "status": 200}', "body"),
 ])

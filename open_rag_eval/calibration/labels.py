@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import InputError
+from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.trec_files import read_qrels
 
 __all__ = ["LABELS", "ORDINAL", "SCORE", "Item", "judged_items", "read_labels"]
@@ -98,7 +98,7 @@ def read_labels(path: Path) -> dict[Item, Hashable]:
     if not first:
         raise InputError("the file has no labels", file=str(path))
     if first.lstrip().startswith("{"):
-        rows: Iterator[tuple[int, dict[str, Any]]] = _jsonl_rows(text, str(path))
+        rows: Iterator[tuple[int, dict[str, Any]]] = json_object_lines(text, str(path))
     elif "task" in first.split("\t"):
         rows = _tsv_rows(text, str(path))
     else:
@@ -121,19 +121,6 @@ def _from_qrels(path: Path) -> dict[Item, Hashable]:
                                  file=str(path))
             labels[Item("umbrela", qid, None, docid)] = grade
     return labels
-
-
-def _jsonl_rows(text: str, file: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise InputError(f"not JSON ({error.msg})", file=file, line=number) from None
-        if not isinstance(row, dict):
-            raise InputError("a line must be a JSON object", file=file, line=number)
-        yield number, row
 
 
 def _tsv_rows(text: str, file: str) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +62,14 @@ def outputs_from_objects(objects: Iterable[tuple[Where, dict[str, Any]]], offset
         first_line[output.key] = number
         outputs.append(output)
     return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in outputs]
+
+
+def json_object_lines(text: str, file: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for each non-blank line of a JSONL text, parsed strictly (no NaN/Infinity, no lone
+    surrogates, bounded nesting); any other line is an InputError naming the file and line."""
+    for number, raw in enumerate(text.split("\n"), 1):
+        if raw.strip():
+            yield number, _json_object(raw, Where(file, number), None)
 
 
 def _reject_constant(name: str) -> Any:

@@ -32,6 +32,7 @@ from typing import Any
 import httpx2
 
 from open_rag_eval.errors import ConfigError, InputError, JudgeCallError
+from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import cache_key
 from open_rag_eval.judge.config import JudgeConfig
@@ -70,24 +71,16 @@ def read_tape(path: Path) -> dict[str, list[Exchange]]:
     """The file's exchanges grouped by key, in file order. Bad lines are an ``InputError`` naming file and line."""
     tape: dict[str, list[Exchange]] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
         raise InputError(f"cannot read the judge replay file ({error})", file=str(path)) from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        exchange = _parse_line(line, str(path), number)
+    for number, row in json_object_lines(text, str(path)):
+        exchange = _exchange(row, str(path), number)
         tape.setdefault(exchange.key, []).append(exchange)
     return tape
 
 
-def _parse_line(line: str, file: str, number: int) -> Exchange:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as error:
-        raise InputError(f"not JSON ({error.msg})", file=file, line=number) from None
-    if not isinstance(row, dict):
-        raise InputError("a line must be a JSON object", file=file, line=number)
+def _exchange(row: dict[str, Any], file: str, number: int) -> Exchange:
     for name, kind in _REQUIRED.items():
         if not isinstance(row.get(name), kind) or isinstance(row.get(name), bool):
             raise InputError(f"missing or not a {kind.__name__}", file=file, line=number, field=name)

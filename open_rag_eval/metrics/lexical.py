@@ -20,7 +20,6 @@ stopwords (``STOPWORDS``, a standard English list, replaceable).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 

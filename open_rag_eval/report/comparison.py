@@ -14,8 +14,8 @@ from typing import Any
 from open_rag_eval.report.compare import Comparison, compare
 from open_rag_eval.report.drilldown import esc, fmt, missing_counts
 from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
-from open_rag_eval.report.html_report import (RunData, _cost, _grouped, _page, _query_means, _relative,
-                                              load_run)
+from open_rag_eval.report.html_report import (RunData, _cost, _grouped, _page, _query_means, _relative, load_run,
+                                              query_controls)
 from open_rag_eval.report.loader import load_results
 from open_rag_eval.report.missing import FAILED
 from open_rag_eval.report.names import display_name, family, family_title, is_tally, lower_is_better, short_name
@@ -134,12 +134,7 @@ def _queries(runs: Sequence[RunData], metrics: Sequence[str]) -> str:
                     f'<td class="num" data-key="failed" data-v="{failed}">{failed}</td></tr>')
     head = "".join(f'<th class="num" data-sort="{esc(m)}" title="{esc(display_name(m))}">{esc(short_name(m))}</th>'
                    for m in metrics)
-    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">largest drop in '
-                      f'{esc(short_name(m))}</option>' for m in metrics)
-    controls = ('<div class="controls"><input id="filter" type="search" placeholder="filter queries" '
-                f'aria-label="filter queries"><select id="worst" aria-label="sort"><option value="">sort…</option>'
-                f'{options}</select><label><input id="only-failed" type="checkbox"> with failures only</label>'
-                f'<span class="muted"><span id="shown">{len(order)}</span> shown</span></div>')
+    controls = query_controls(metrics, "largest drop in", len(order))
     return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
             f'<th>query</th>{head}<th class="num" data-sort="failed">failed</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div><p class="legend">Each cell: the query\'s mean in A → B '

@@ -215,6 +215,16 @@ def _grouped(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]
             for qid, (query, runs) in order.items()]
 
 
+def query_controls(metrics: Sequence[str], sort_label: str, shown: int) -> str:
+    """The filter box, sort menu and failure toggle above a queries table (report.js drives them)."""
+    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">{sort_label} '
+                      f'{esc(short_name(m))}</option>' for m in metrics)
+    return ('<div class="controls"><input id="filter" type="search" placeholder="filter queries" '
+            f'aria-label="filter queries"><select id="worst" aria-label="sort"><option value="">sort…</option>'
+            f'{options}</select><label><input id="only-failed" type="checkbox"> with failures only</label>'
+            f'<span class="muted"><span id="shown">{shown}</span> shown</span></div>')
+
+
 def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[str]) -> str:
     head = "".join(f'<th class="num" data-sort="{esc(m)}" title="{esc(display_name(m))} ({esc(m)})">'
                    f'{esc(short_name(m))}</th>' for m in metrics)
@@ -230,12 +240,7 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
                     f'<td class="num{" err" if counts[FAILED] else ""}" data-key="failed" data-v="{counts[FAILED]}">'
                     f'{counts[FAILED]}</td><td class="num muted" data-key="undefined" data-v="{counts[UNDEFINED]}">'
                     f'{counts[UNDEFINED]}</td></tr>')
-    options = "".join(f'<option value="{esc(m)}" data-lower-better="{int(lower_is_better(m))}">worst by '
-                      f'{esc(short_name(m))}</option>' for m in metrics)
-    controls = ('<div class="controls"><input id="filter" type="search" placeholder="filter queries" '
-                f'aria-label="filter queries"><select id="worst" aria-label="sort"><option value="">sort…</option>'
-                f'{options}</select><label><input id="only-failed" type="checkbox"> with failures only</label>'
-                f'<span class="muted"><span id="shown">{len(groups)}</span> shown</span></div>')
+    controls = query_controls(metrics, "worst by", len(groups))
     return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
             f'<th>query</th><th class="num" data-sort="runs">runs</th>{head}<th class="num" data-sort="failed">'
             'failed</th><th class="num" data-sort="undefined">undef.</th></tr></thead>'
