@@ -86,13 +86,19 @@ class Malformed(ValueError):
 _MISSING = object()
 
 
+def _is_index(part: str) -> bool:
+    """A list index: ASCII digits (``'¹'.isdigit()`` is true, ``int('¹')`` raises), an optional leading minus."""
+    digits = part.removeprefix("-")
+    return digits.isascii() and digits.isdigit()
+
+
 def get_path(data: Any, path: str) -> Any:
     """The value at a dotted path (``a.b.0.c``); raises ``Malformed`` naming the path when it is absent."""
     current = data
     for part in path.split("."):
         if isinstance(current, dict):
             current = current.get(part, _MISSING)
-        elif isinstance(current, list) and part.lstrip("-").isdigit() and -len(current) <= int(part) < len(current):
+        elif isinstance(current, list) and _is_index(part) and -len(current) <= int(part) < len(current):
             current = current[int(part)]
         else:
             current = _MISSING

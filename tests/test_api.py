@@ -338,3 +338,10 @@ def test_the_distribution_name_is_ours_and_install_lines_install_this_checkout()
     assert lines
     for line in lines:
         assert line.startswith(("pip install -e '.[", "pip install -e .", "pip install 'dist/open_rag_eval_trec-")), line
+
+
+def test_a_run_cell_is_a_number_only_when_it_is_ascii_digits() -> None:
+    from open_rag_eval.api.results import _typed
+
+    assert _typed({"run": "2"}, numbers=[]) == {"run": 2}
+    assert _typed({"run": "\u00b2"}, numbers=[]) == {"run": "\u00b2"}  # '²'.isdigit() is true; int('²') raises

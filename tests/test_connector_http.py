@@ -112,6 +112,10 @@ def test_get_path() -> None:
     assert get_path(data, "a.b.1.c") == 2
     with pytest.raises(ValueError, match="no field 'a.x'"):
         get_path(data, "a.x")
+    assert get_path(data, "a.b.-1.c") == 2
+    for index in ("\u00b9", "\u0661", "--1"):  # str.isdigit is true of '¹' and '١'; int() of them or '--1' raises
+        with pytest.raises(ValueError, match="no field"):
+            get_path(data, f"a.b.{index}.c")
 
 
 def test_build_connector_validates_options() -> None:

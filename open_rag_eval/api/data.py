@@ -56,7 +56,7 @@ def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[in
     except InputError as error:
         if error.file != _HERE:
             raise
-        problem = re.sub(r"\bline (\d+)", lambda m: name(int(m.group(1)) - 1), error.problem)
+        problem = re.sub(r"\bline ([0-9]+)", lambda m: name(int(m.group(1)) - 1), error.problem)
         item = name(error.line - 1) if error.line else whole
         raise InputError(problem, file=item, field=error.field) from None
     if not outputs:
@@ -73,7 +73,7 @@ def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[in
 def _named(output: RAGOutput, name: Callable[[int], str]) -> RAGOutput:
     """``source`` (shown in results.json) names the item the output came from."""
     file, _, line = (output.source or "").rpartition(":")
-    if file != _HERE or not line.isdigit():
+    if file != _HERE or not (line.isascii() and line.isdigit()):
         return output
     return output.model_copy(update={"source": name(int(line) - 1)})
 

@@ -183,7 +183,7 @@ def _typed(row: dict[str, str], *, numbers: Sequence[str]) -> dict[str, Any]:
         if name in numbers:
             typed[name] = float(cell) if cell.strip() else math.nan
         elif name == "run":
-            typed[name] = int(cell) if cell.isdigit() else cell
+            typed[name] = int(cell) if cell.isascii() and cell.isdigit() else cell
         elif name == SIMULATED_COLUMN:
             typed[name] = cell == "true"
         else:
