@@ -19,6 +19,9 @@ EVALUATORS: dict[str, str] = {
 
 CONNECTORS: dict[str, str] = {
     "http": "connectors.http:HttpConnector",
+    "langchain": "connectors.langchain:LangChainConnector",
+    "llamaindex": "connectors.llamaindex:LlamaIndexConnector",
+    "vectara": "connectors.vectara:VectaraConnector",
 }
 
 _TABLES = {"evaluator": EVALUATORS, "connector": CONNECTORS}

@@ -1,0 +1,82 @@
+"""``LlamaIndexConnector``: ask a LlamaIndex query engine ``repeats`` times per query.
+
+``query_engine`` names it as ``"module:attr"`` (imported from the working folder like ``python -m``): a query engine,
+or a function/class called with no arguments that returns one (e.g. ``index.as_query_engine()`` built once). Each call
+is ``aquery(query)`` (``query`` in a worker thread when there is no ``aquery``); the response's ``response`` is the
+answer text and its ``source_nodes`` the passages: the node's id (or ``metadata[id_key]`` when set), its text, its
+score, ``metadata[title_key]`` as the title. Inline ``[n]`` markers cite the n-th source node (as LlamaIndex's
+``CitationQueryEngine`` writes them). A call that raises or times out becomes a failed output with the reason.
+
+    connector:
+      type: llamaindex
+      queries: queries.csv
+      repeats: 3
+      options: {query_engine: "my_index:query_engine"}
+
+Needs the ``llamaindex`` extra (``llama-index-core``), imported only when the connector is built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from connectors.inprocess import (InProcessOptions, Malformed, fetch_each, load_target, number, require,
+                                  unique_ids)
+from open_rag_eval.types import Passage, RAGOutput
+
+__all__ = ["LlamaIndexConnector", "LlamaIndexOptions"]
+
+
+class LlamaIndexOptions(InProcessOptions):
+    query_engine: str  # "module:attr": a query engine, or a zero-argument factory of one
+    id_key: str | None = None  # None: the node's own id
+    title_key: str = "title"
+
+
+class LlamaIndexConnector:
+    Options: ClassVar[type[BaseModel]] = LlamaIndexOptions
+
+    def __init__(self, options: LlamaIndexOptions) -> None:
+        require("llama_index.core", "llamaindex")
+        self.options = options
+        self.engine = load_target(options.query_engine, ("aquery", "query"), option="query_engine")
+
+    async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]:
+        return await fetch_each(queries, repeats, self.options, self._ask)
+
+    async def _ask(self, query: str) -> tuple[str, tuple[Passage, ...]]:
+        if hasattr(self.engine, "aquery"):
+            response = await self.engine.aquery(query)
+        else:
+            response = await asyncio.to_thread(self.engine.query, query)
+        answer = getattr(response, "response", _NONE)
+        if answer is _NONE:
+            raise Malformed(f"the query engine returned {type(response).__name__}, not a response")
+        if answer is not None and not isinstance(answer, str):
+            raise Malformed(f"the response is not text (got {type(answer).__name__}; streaming is not supported)")
+        return answer or "", self._passages(getattr(response, "source_nodes", None) or [])
+
+    def _passages(self, nodes: Sequence[Any]) -> tuple[Passage, ...]:
+        rows = []
+        for rank, scored in enumerate(nodes, start=1):
+            node = getattr(scored, "node", scored)
+            getter = getattr(node, "get_content", None)
+            text = getter() if callable(getter) else getattr(node, "text", None)
+            if not isinstance(text, str):
+                raise Malformed(f"source node {rank} has no text (got {type(node).__name__})")
+            metadata = getattr(node, "metadata", None) or {}
+            own = metadata.get(self.options.id_key) if self.options.id_key else None
+            pid = own or getattr(node, "node_id", None) or rank
+            title = metadata.get(self.options.title_key)
+            rows.append((str(pid), text, None if title is None else str(title),
+                         number(getattr(scored, "score", None), f"source node {rank}'s score")))
+        ids = unique_ids([row[0] for row in rows])
+        return tuple(Passage(id=pid, text=text, title=title, score=score)
+                     for pid, (_, text, title, score) in zip(ids, rows))
+
+
+_NONE = object()

@@ -1,0 +1,89 @@
+"""Tiny RAG systems built from the real LangChain and LlamaIndex packages with their fake/mock components, named in
+connector configs as ``tests.rag_frameworks:...``. Nothing here calls a network or loads model weights."""
+
+from __future__ import annotations
+
+from operator import itemgetter
+from typing import Any
+
+CORPUS = [
+    ("d1", "Solar", "Solar power converts sunlight into electricity with photovoltaic cells."),
+    ("d2", "Sky", "The sky is blue because air scatters short blue wavelengths of sunlight more."),
+    ("d3", "Tides", "Tides are caused by the gravitational pull of the moon on the oceans."),
+]
+
+
+def _words(text: str) -> set[str]:
+    return {word.strip(".,?").lower() for word in text.split() if len(word) > 3}
+
+
+def _ranked(query: str) -> list[tuple[str, str, str]]:
+    """The corpus by word overlap with the query, best two first (a deterministic retriever)."""
+    return sorted(CORPUS, key=lambda row: (-len(_words(query) & _words(row[2])), row[0]))[:2]
+
+
+def langchain_chain() -> Any:
+    """A retrieval chain shaped like ``create_retrieval_chain``: {input} -> {input, context, answer}; the answer
+    comes from ``FakeListLLM`` and cites the first document."""
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.documents import Document
+    from langchain_core.language_models import FakeListLLM
+    from langchain_core.prompts import PromptTemplate
+    from langchain_core.retrievers import BaseRetriever
+    from langchain_core.runnables import RunnablePassthrough
+
+    class OverlapRetriever(BaseRetriever):
+        def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+                                    ) -> list[Document]:
+            return [Document(page_content=text, metadata={"source": pid, "title": title, "score": 1.0 / rank})
+                    for rank, (pid, title, text) in enumerate(_ranked(query), start=1)]
+
+    llm = FakeListLLM(responses=["It is explained by the first source [1]. The second source adds detail [2]."])
+    prompt = PromptTemplate.from_template("Answer from the sources.\n{context}\nQuestion: {input}")
+    return (RunnablePassthrough.assign(context=itemgetter("input") | OverlapRetriever())
+            .assign(answer=prompt | llm))
+
+
+def langchain_lambda() -> Any:
+    """A ``RunnableLambda`` over the plain query string returning its own keys."""
+    from langchain_core.documents import Document
+    from langchain_core.runnables import RunnableLambda
+
+    def answer(query: str) -> dict[str, Any]:
+        if "fail" in query:
+            raise RuntimeError("the index is offline")
+        docs = [Document(page_content=text, metadata={"doc": pid}) for pid, _, text in _ranked(query)]
+        return {"output": f"About {query.rstrip('?')} [2].", "docs": docs}
+
+    return RunnableLambda(answer)
+
+
+def llamaindex_engine() -> Any:
+    """A ``VectorStoreIndex`` over the corpus with ``MockEmbedding``, answered by ``MockLLM``."""
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    documents = [Document(text=text, metadata={"doc": pid, "title": title}) for pid, title, text in CORPUS]
+    index = VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
+    return index.as_query_engine(llm=MockLLM(max_tokens=12), similarity_top_k=2)
+
+
+def llamaindex_custom() -> Any:
+    """A custom query engine over a custom retriever: the answer cites the second node; "fail" raises."""
+    from llama_index.core.base.response.schema import Response
+    from llama_index.core.query_engine import CustomQueryEngine
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    class OverlapEngine(CustomQueryEngine):
+        def custom_query(self, query_str: str) -> Response:
+            if "fail" in query_str:
+                raise ValueError("no index loaded")
+            nodes = [NodeWithScore(node=TextNode(id_=pid, text=text, metadata={"title": title}), score=0.5 / rank)
+                     for rank, (pid, title, text) in enumerate(_ranked(query_str), start=1)]
+            return Response(response="The answer is in the second node [2]. Nothing else.", source_nodes=nodes)
+
+    return OverlapEngine()
+
+
+NOT_A_CHAIN = 42
