@@ -227,8 +227,10 @@ def test_plain_progress_of_a_run_in_a_pipe(tmp_path: Path) -> None:
     from tests.test_pipeline import write_config
 
     config = write_config(tmp_path)
+    root = str(Path(__file__).resolve().parents[1])  # the config names an evaluator in tests/
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", str(config)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
     status = [line for line in done.stderr.splitlines() if line.startswith("[")]
     assert status and status[-1].split("] ", 1)[1] == "done"
