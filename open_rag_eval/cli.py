@@ -20,7 +20,8 @@ from open_rag_eval.terminal import ConsoleFilter, excepthook
 
 __all__ = ["error_line", "main"]
 
-COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge", "calibrate")
+COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge", "calibrate",
+            "generate-queries")
 
 log = logging.getLogger("open_rag_eval")
 

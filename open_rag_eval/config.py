@@ -27,7 +27,8 @@ from open_rag_eval.peer_config import is_peer_config, translate_peer_config
 from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 
-__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text"]
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text",
+           "load_judge_config"]
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +154,22 @@ class _UniqueKeyLoader(BudgetComposer, yaml.SafeLoader):
                     None, None, f"duplicate key '{key}' (given twice in one mapping)", key_node.start_mark)
             seen.add(key)
         return super().construct_mapping(node, deep=deep)
+
+
+def load_judge_config(path: Path) -> JudgeConfig:
+    """Only the ``judge:`` section of a config file (commands that need a judge but no evaluators or input)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as error:
+        raise ConfigError(f"cannot read config: {error.strerror}", file=str(path)) from None
+    except UnicodeDecodeError:
+        raise ConfigError("config is not UTF-8 text", file=str(path)) from None
+    section = _interpolate(_parse_yaml(text, str(path)).get("judge") or {}, "judge", str(path))
+    check_numbers(section, "judge", str(path))
+    try:
+        return JudgeConfig.model_validate(section)
+    except ValidationError as error:
+        raise config_error(error, JudgeConfig, str(path), prefix="judge") from None
 
 
 def _parse_yaml(text: str, file: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from open_rag_eval.store.generation import Generation
 from open_rag_eval.store.journal import IDENTITY_FILE, RESUME_FILES
 from open_rag_eval.types import EvalResult, RAGOutput
 
-__all__ = ["Progress", "RunReport", "arun", "load_outputs", "plan", "run"]
+__all__ = ["Progress", "RunReport", "arun", "judge_session", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -194,12 +194,18 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
     if not needed:
         yield None
         return
-    config = loaded.judge
+    async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or "")) as judge:
+        yield judge
+
+
+@contextlib.asynccontextmanager
+async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "") -> AsyncIterator[Judge]:
+    """The judge ``config`` describes, open for the block; the simulated server when the config asks for it."""
     if config.simulated is None:
         try:
-            judge = _open(config, loaded.base_dir, simulated=False)
+            judge = _open(config, base_dir, simulated=False)
         except ConfigError as error:  # the judge's checks know the YAML path; the config file is known here
-            raise ConfigError(error.problem, path=error.path, file=error.file or str(loaded.path or "")) from None
+            raise ConfigError(error.problem, path=error.path, file=error.file or file) from None
         async with judge:
             yield judge
         return
@@ -207,7 +213,7 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
     with SimulatedJudgeServer(config.simulated) as server:
         simulated = config.model_copy(update={"base_url": server.base_url})
-        async with _open(simulated, loaded.base_dir, simulated=True) as judge:
+        async with _open(simulated, base_dir, simulated=True) as judge:
             yield judge
 
 

@@ -10,6 +10,7 @@ Replies (their sizes give the completion-token estimate):
     nugget_assign      one label per nugget (``partial_support``, the longest label)
     support            ``Full Support``
     no_answer          ``yes``
+    generate_query     a JSON object with a 15-word question (and a 40-word answer when the prompt asks for one)
 
 Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
 once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
@@ -20,6 +21,7 @@ Tokens are estimated with ``open_rag_eval.judge.tokens``.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections.abc import Coroutine, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -69,6 +71,9 @@ def expected_reply(request: JudgeRequest) -> str:
         return "Full Support"
     if request.task == "no_answer":
         return "yes"
+    if request.task == "generate_query":
+        reply = {"question": " ".join(["word"] * 15)}
+        return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)
     return ""
 
 

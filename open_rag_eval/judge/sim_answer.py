@@ -13,6 +13,7 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``nugget_assign`` | nugget assigner, 3-grade or 2-grade | a Python list of support labels |
 | ``support`` | TREC 2024 support prompt | ``Full Support`` / ``Partial Support`` / ``No Support`` |
 | ``no_answer`` | answer-attempt classifier | ``yes`` / ``no`` (refusal phrases give ``no``) |
+| ``generate_query`` | our test-set prompt ("You write test questions") | JSON: a question from the passage's salient words |
 | ``unknown`` | anything else | a fixed generic reply |
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
@@ -38,8 +39,10 @@ __all__ = [
     "classify",
     "content_words",
     "count_tokens",
+    "generated_question",
     "obeyed",
     "reply",
+    "salient_words",
 ]
 
 GENERIC_REPLY = "I am a simulated judge and did not recognise this request."
@@ -65,6 +68,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("umbrela_basic", "You are an expert judge of a content"),
     ("support", "evaluate whether each statement is supported by its corresponding citations"),
     ("no_answer", "the answer is an attempt to answer the query"),
+    ("generate_query", "You write test questions for evaluating"),
 )
 KINDS: tuple[str, ...] = tuple(kind for kind, _ in _MARKERS) + ("unknown",)
 
@@ -262,6 +266,36 @@ def _no_answer(text: str) -> Reply | None:
     return Reply("no_answer", match.group(1).strip(), attempted(match.group(2)))
 
 
+# --- test-set generation ----------------------------------------------------------------------------------
+
+def salient_words(passage: str, count: int = 4) -> list[str]:
+    """The passage's ``count`` most frequent content words (ties: first seen first), in passage order."""
+    words = [w for w in _WORD.findall(passage.lower()) if w not in _STOP and len(w) > 2 and not w.isdigit()]
+    first = {w: i for i, w in reversed(list(enumerate(words)))}
+    ranked = sorted(first, key=lambda w: (-words.count(w), first[w]))[:count]
+    return sorted(ranked, key=first.__getitem__)
+
+
+def generated_question(passage: str) -> str:
+    words = salient_words(passage)
+    if not words:
+        return ""
+    listed = words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+    return f"What is said about {listed}?"
+
+
+def _generate(text: str) -> Reply | None:
+    found = re.search(r"\nPassage:\n(.*)\n\s*Reply with one JSON object", text, _DOTALL)
+    if found is None:
+        return None
+    passage = found.group(1)
+    reply = {"question": generated_question(passage)}
+    if '"question": "...", "answer"' in text:
+        first = _SENTENCE.split(passage.strip())[0].split()
+        reply["answer"] = " ".join(first[:40])
+    return Reply("generate_query", "", json.dumps(reply, ensure_ascii=False))
+
+
 _HANDLERS = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
@@ -270,6 +304,7 @@ _HANDLERS = {
     "nugget_assign": _assign,
     "support": _support,
     "no_answer": _no_answer,
+    "generate_query": _generate,
 }
 
 
