@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx2
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval.errors import JudgeCallError, JudgeUnavailable
@@ -29,6 +29,7 @@ EMPTY_OR_CUT = {
     "content parts without text": (
         Reply.shaped({"role": "assistant", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}),
         "content list without text"),
+    "bare strings, not content parts": (Reply.shaped({"role": "assistant", "content": ["0"]}), "content list without text"),
     "only reasoning": (Reply.shaped({"role": "assistant", "content": "<think>2 or 3?</think>"}), "only reasoning"),
     "empty string": (Reply.shaped({"role": "assistant", "content": "  "}), "empty content"),
     "reasoning spent the cap": (
@@ -241,6 +242,7 @@ def test_through_the_client_any_body_is_a_completion_or_a_judge_call_error(body:
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(BODY)
+@example({"choices": [{"message": {"role": "assistant", "content": ["0"]}}]})  # a bare string is no content part
 def test_umbrela_never_grades_a_reply_the_judge_did_not_give(body: Any) -> None:
     """Through the real client and the UMBRELA grader: an empty, cut, filtered or refused reply, or any body that is
     not a chat completion, is a missing grade with a reason -- never grade 0 or any other."""

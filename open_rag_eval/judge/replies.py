@@ -107,13 +107,12 @@ def read_usage(body: Any) -> Usage:
 
 
 def _text_of(content: Any) -> str | None:
-    """A string content, or the text parts of a list of content parts joined; ``None`` when there is no text."""
+    """A string content, or the text of a list of content parts (``{"type": "text", "text": ...}``) joined;
+    ``None`` when there is no text. A bare string in the list is no content part: it is not read as the reply."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [part if isinstance(part, str) else part.get("text") if isinstance(part, dict) else None
-                 for part in content]
-        texts = [part for part in parts if isinstance(part, str)]
+        texts = [part["text"] for part in content if isinstance(part, dict) and isinstance(part.get("text"), str)]
         return "".join(texts) if texts else None
     return None
 
