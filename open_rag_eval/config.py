@@ -26,6 +26,7 @@ from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.peer_config import is_peer_config, translate_peer_config
 from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
+from open_rag_eval.tracking.options import TrackingOptions
 
 __all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text",
            "load_judge_config"]
@@ -70,6 +71,7 @@ class Config(BaseModel):
     connector: ConnectorConfig | None = None
     sweep: SweepOptions | None = None
     report: ReportOptions | None = None
+    tracking: TrackingOptions | None = None  # docs/tracking.md
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
     parser.add_argument("--strict-judge", action="store_true",
                         help="exit 6 when the judge is unhealthy (judge.health thresholds; results are still written)")
+    parser.add_argument("--track", choices=["mlflow"],
+                        help="log the run to MLflow (params, metrics with CIs, tables, report) after its files are "
+                        "written; the config's tracking: section gives the details (docs/tracking.md)")
 
 
 def positive_int(text: str) -> int:
@@ -54,8 +57,10 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
+        tracking = tracking_options(loaded, args.track)
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress)
     print_summary(report)
+    tracked = track_run(report.output_dir, tracking)
     if report.incomplete:
         log.error("%s", incomplete_line(report.incomplete, report.output_dir))
         return 6
@@ -64,6 +69,38 @@ def run(args: argparse.Namespace) -> int:
             "error: the judge is unhealthy and --strict-judge is set (exit 6); the results are written but rest on "
             "%d problem(s) listed above", len(report.health.problems))
         return 6  # the run finished, but its judge is not to be trusted
+    return tracked
+
+
+def tracking_options(loaded: Any, backend: str | None) -> Any:
+    """The run's tracking options (config section, ``--track`` sets the backend), checked before any work: a missing
+    backend package is exit 2 before anything is judged."""
+    options = loaded.config.tracking
+    if backend is None and options is None:
+        return None
+    from open_rag_eval.tracking import TrackingOptions, check_available
+
+    options = (options or TrackingOptions()).model_copy(update={"backend": backend} if backend else {})
+    check_available(options)
+    return options
+
+
+def track_run(output_dir: Path, options: Any) -> int:
+    """Log the written run; a tracking failure is one line and exit 5 -- the results stay written."""
+    if options is None:
+        return 0
+    from open_rag_eval.redaction import cut, redact, safe_url
+    from open_rag_eval.tracking import TrackingError, track
+
+    uri = options.tracking_uri
+    where = "its default store" if not uri else safe_url(uri) if uri.startswith(("http://", "https://")) else redact(uri)
+    try:
+        run_id = track(output_dir, options)
+    except TrackingError as error:
+        log.error("error: tracking the run to %s at %s failed (exit 5): %s; the results are written to %s",
+                  options.backend, where, cut(str(error)), output_dir)
+        return 5
+    log.info("tracked: %s run %s in experiment %r at %s", options.backend, run_id, options.experiment, where)
     return 0
 
 
