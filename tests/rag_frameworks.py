@@ -86,4 +86,17 @@ def llamaindex_custom() -> Any:
     return OverlapEngine()
 
 
+def langchain_slow() -> Any:
+    """An async ``RunnableLambda`` that never answers within a test's deadline."""
+    import asyncio
+
+    from langchain_core.runnables import RunnableLambda
+
+    async def hang(query: Any) -> dict[str, Any]:
+        await asyncio.sleep(60)
+        return {}
+
+    return RunnableLambda(hang)
+
+
 NOT_A_CHAIN = 42

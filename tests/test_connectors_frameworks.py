@@ -62,6 +62,12 @@ def test_langchain_result_without_the_configured_keys_is_a_failed_output() -> No
 
 
 @needs_langchain
+def test_a_call_past_its_deadline_is_a_failed_output() -> None:
+    outputs = _fetch("langchain", repeats=2, chain="tests.rag_frameworks:langchain_slow", timeout_s=0.2)
+    assert [o.error for o in outputs] == ["timed out after 0.2s"] * 4
+
+
+@needs_langchain
 def test_langchain_options_are_validated_at_the_door() -> None:
     with pytest.raises(ConfigError, match=r"connector.options.answer_keys: unknown key; valid keys here: .*answer_key"):
         build_connector(ConnectorConfig(type="langchain", queries="q.csv",
@@ -165,3 +171,32 @@ def test_a_missing_framework_names_its_extra(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(MissingDependency, match=r"'langchain_core' is not installed.*\[langchain\]") as caught:
         build_connector(ConnectorConfig(type="langchain", queries="q.csv", options={"chain": "m:c"}))
     assert exit_code(caught.value) == 2
+
+
+@pytest.mark.parametrize("kind", [
+    pytest.param("langchain", marks=needs_langchain),
+    pytest.param("llamaindex", marks=needs_llamaindex),
+    "vectara",
+])
+def test_sweeps_through_each_connector(kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.test_connector_vectara import KEY, VectaraServer
+
+    monkeypatch.setenv("TEST_VECTARA_KEY", KEY)
+    (tmp_path / "queries.csv").write_text("query_id,query\nq1,What is solar power?\nq2,Why is the sky blue?\n",
+                                          encoding="utf-8")
+    with VectaraServer() as server:
+        options = {"langchain": '{chain: "tests.rag_frameworks:langchain_chain"}',
+                   "llamaindex": '{query_engine: "tests.rag_frameworks:llamaindex_custom"}',
+                   "vectara": f'{{corpus_key: c, base_url: "{server.url}", api_key_env: TEST_VECTARA_KEY}}'}[kind]
+        config = tmp_path / "sweep.yaml"
+        config.write_text(f"""
+output_dir: out
+connector: {{type: {kind}, queries: queries.csv, repeats: 2, options: {options}}}
+evaluators: [{{type: consistency, metrics: [rouge]}}]
+sweep: {{history: history.sqlite, system: {kind}, thresholds: {{consistency.rougeL: 0.1}}, seed: 7}}
+""", encoding="utf-8")
+        assert main(["sweep", "--config", str(config)]) == 0
+        assert "verdict: FIRST SWEEP" in capsys.readouterr().out
+        assert main(["sweep", "--config", str(config)]) == 0  # the same deterministic system: stable
+        assert "verdict: STABLE" in capsys.readouterr().out
