@@ -248,6 +248,7 @@ def test_strict_parsing() -> None:
      "c.csv:3: field 'id': duplicate passage id 'a' (first at line 2)"),
     (lambda p: (p / "c.csv").write_text("id,text\na,\n") and p / "c.csv", "c.csv:2: field 'text': empty passage text"),
     (lambda p: (p / "c.json").write_text("{}") and p / "c.json", "unsupported corpus 'c.json'"),
+    (lambda p: (p / "q.csv").write_text("id,text\na,x\n") and p / "q.csv", "the output would overwrite the corpus"),
 ])
 def test_bad_corpus_is_one_line_and_exit_3(tmp_path: Path, setup: Any, expected: str) -> None:
     corpus = setup(tmp_path)
@@ -256,7 +257,7 @@ def test_bad_corpus_is_one_line_and_exit_3(tmp_path: Path, setup: Any, expected:
     assert done.returncode == 3, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
-    assert not (tmp_path / "q.csv").exists()
+    assert not (tmp_path / "q.csv").exists() or (tmp_path / "q.csv").read_text() == "id,text\na,x\n"
 
 
 def test_the_readme_examples_are_valid_commands(tmp_path: Path) -> None:

@@ -32,9 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from open_rag_eval.config import load_judge_config
+    from open_rag_eval.errors import InputError
     from open_rag_eval.generation.corpus import read_corpus
     from open_rag_eval.judge.config import JudgeConfig
 
+    for target in (args.output, args.qrels):
+        if target is not None and target.resolve() == args.corpus.resolve():
+            raise InputError("the output would overwrite the corpus; name another file", file=str(target))
     judge = load_judge_config(args.config) if args.config else JudgeConfig()
     base_dir = args.config.resolve().parent if args.config else Path.cwd()
     passages = read_corpus(args.corpus, args.chunk)
@@ -47,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     log.info("generate-queries: %d passage(s) of %d asked, %d question(s) generated, %d dropped as duplicates, "
              "%d failed; wrote %s", outcome.asked, len(passages), len(outcome.generated), outcome.duplicates,
              len(outcome.failures), args.output)
+    if judge.simulated is not None:
+        log.warning("note: the simulated judge wrote these questions from word counts; use them for tests only")
     for passage_id, reason in outcome.failures[:5]:
         log.warning("  failed: %s: %s", passage_id, reason)
     if len(outcome.failures) > 5:
