@@ -5,9 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from open_rag_eval.commands.eval import positive_int
+
+if TYPE_CHECKING:
+    from open_rag_eval.generation.corpus import CorpusPassage
+    from open_rag_eval.generation.testset import Generated, Outcome
+    from open_rag_eval.judge.config import JudgeConfig
 
 log = logging.getLogger("open_rag_eval")
 
@@ -64,20 +69,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generate(judge: Any, base_dir: Path, file: str, passages: list[Any], args: argparse.Namespace) -> Any:
+def _generate(judge: JudgeConfig, base_dir: Path, file: str, passages: list[CorpusPassage],
+              args: argparse.Namespace) -> Outcome:
     import asyncio
 
     from open_rag_eval.generation.testset import generate
     from open_rag_eval.pipeline import judge_session
 
-    async def main() -> Any:
+    async def main() -> Outcome:
         async with judge_session(judge, base_dir, file) as client:
             return await generate(client, passages, args.n, args.seed, args.with_answers)
 
     return asyncio.run(main())
 
 
-def _write(output: Path, qrels: Path | None, generated: list[Any], with_answers: bool) -> None:
+def _write(output: Path, qrels: Path | None, generated: list[Generated], with_answers: bool) -> None:
     from open_rag_eval.csv_cells import csv_text
     from open_rag_eval.fileio import atomic_write_text
 
@@ -88,7 +94,7 @@ def _write(output: Path, qrels: Path | None, generated: list[Any], with_answers:
         atomic_write_text(qrels, "".join(f"{g.query_id} 0 {g.passage_id} 1\n" for g in generated))
 
 
-def _plan(judge: Any, passages: list[Any], args: argparse.Namespace) -> None:
+def _plan(judge: JudgeConfig, passages: list[CorpusPassage], args: argparse.Namespace) -> None:
     from open_rag_eval.generation.testset import generate
     from open_rag_eval.judge.accounting import price_for
     from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync

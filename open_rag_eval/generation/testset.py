@@ -108,7 +108,7 @@ async def generate(judge: Judge, passages: Sequence[CorpusPassage], n: int, seed
                    with_answers: bool = False) -> Outcome:
     chosen = sample(passages, n, seed)
     replies = await asyncio.gather(*(_ask(judge, p, with_answers) for p in chosen))
-    outcome, kept = Outcome(asked=len(chosen)), set()
+    outcome, kept = Outcome(asked=len(chosen)), set[str]()
     for passage, reply in zip(chosen, replies):
         if isinstance(reply, str):
             outcome.failures.append((passage.id, reply))
