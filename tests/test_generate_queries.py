@@ -154,6 +154,7 @@ def test_failures_are_counted_never_made_up(tmp_path: Path) -> None:
     assert "b: unparseable reply: the reply is not one JSON object" in done.stderr
     assert "e: unparseable reply: the reply has no non-empty 'question' string" in done.stderr
     assert "r: judge call failed" in done.stderr
+    assert "judge: 4 call(s), 0 cache hit(s), 1 failed call(s)" in done.stderr  # the 400; the rest got replies
     assert read_queries(tmp_path / "q.csv") == [(read_queries(tmp_path / "q.csv")[0][0], "Which planet has rings?")]
 
 
@@ -188,6 +189,8 @@ def test_replies_are_cached_like_every_judge_call(tmp_path: Path) -> None:
         second = cli("--corpus", str(corpus), "--n", "2", "--config", str(config), "--output", "2.csv", cwd=tmp_path)
         assert first.returncode == second.returncode == 0, first.stderr + second.stderr
         assert len(server.requests) == 2  # the second run was answered from the cache
+    assert "judge: 2 call(s), 0 cache hit(s), 0 failed call(s), 20 prompt + 4 completion tokens" in first.stderr
+    assert "judge: 0 call(s), 2 cache hit(s), 0 failed call(s)" in second.stderr
     assert (tmp_path / "1.csv").read_bytes() == (tmp_path / "2.csv").read_bytes()
 
 

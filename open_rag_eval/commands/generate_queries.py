@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.commands.eval import positive_int
 
@@ -50,12 +50,17 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         _plan(judge, passages, args)
         return 0
-    outcome = _generate(judge, base_dir, str(args.config or ""), passages, args)
+    outcome, usage = _generate(judge, base_dir, str(args.config or ""), passages, args)
     if outcome.generated:
         _write(args.output, args.qrels, outcome.generated, args.with_answers)
     log.info("generate-queries: %d passage(s) of %d asked, %d question(s) generated, %d dropped as duplicates, "
-             "%d failed; wrote %s", outcome.asked, len(passages), len(outcome.generated), outcome.duplicates,
-             len(outcome.failures), args.output)
+             "%d failed%s", outcome.asked, len(passages), len(outcome.generated), outcome.duplicates,
+             len(outcome.failures), f"; wrote {args.output}" if outcome.generated else "")
+    if usage is not None:
+        cost = "unknown" if usage["cost_usd"] is None else f"${usage['cost_usd']:.4f}"
+        log.info("judge: %d call(s), %d cache hit(s), %d failed call(s), %d prompt + %d completion tokens, cost %s",
+                 usage["calls"], usage["cache_hits"], usage["failures"], usage["prompt_tokens"],
+                 usage["completion_tokens"], cost)
     if judge.simulated is not None:
         log.warning("note: the simulated judge wrote these questions from word counts; use them for tests only")
     for passage_id, reason in outcome.failures[:5]:
@@ -70,15 +75,18 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _generate(judge: JudgeConfig, base_dir: Path, file: str, passages: list[CorpusPassage],
-              args: argparse.Namespace) -> Outcome:
+              args: argparse.Namespace) -> tuple[Outcome, dict[str, Any] | None]:
+    """The outcome, and the judge's usage (calls, cache hits, failures, tokens, cost) when it keeps accounts."""
     import asyncio
 
     from open_rag_eval.generation.testset import generate
     from open_rag_eval.pipeline import judge_session
 
-    async def main() -> Outcome:
+    async def main() -> tuple[Outcome, dict[str, Any] | None]:
         async with judge_session(judge, base_dir, file) as client:
-            return await generate(client, passages, args.n, args.seed, args.with_answers)
+            outcome = await generate(client, passages, args.n, args.seed, args.with_answers)
+            accounting = getattr(client, "accounting", None)
+            return outcome, None if accounting is None else accounting.snapshot()["total"]
 
     return asyncio.run(main())
 
