@@ -107,13 +107,18 @@ class LoadedConfig:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def load_config(path: Path) -> LoadedConfig:
+def _config_text(path: Path) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as error:
         raise ConfigError(f"cannot read config: {error.strerror}", file=str(path)) from None
     except UnicodeDecodeError:
         raise ConfigError("config is not UTF-8 text", file=str(path)) from None
+    return text
+
+
+def load_config(path: Path) -> LoadedConfig:
+    text = _config_text(path)
     return load_config_text(text, base_dir=Path(path).resolve().parent, file=str(path))
 
 
@@ -160,12 +165,7 @@ class _UniqueKeyLoader(BudgetComposer, yaml.SafeLoader):
 
 def load_judge_config(path: Path) -> JudgeConfig:
     """Only the ``judge:`` section of a config file (commands that need a judge but no evaluators or input)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ConfigError(f"cannot read config: {error.strerror}", file=str(path)) from None
-    except UnicodeDecodeError:
-        raise ConfigError("config is not UTF-8 text", file=str(path)) from None
+    text = _config_text(path)
     section = _interpolate(_parse_yaml(text, str(path)).get("judge") or {}, "judge", str(path))
     check_numbers(section, "judge", str(path))
     try:

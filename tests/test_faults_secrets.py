@@ -132,7 +132,7 @@ def test_peer_config_key_reference_keeps_only_the_name(tmp_path: Path) -> None:
 
 RAG_ENV = "OPEN_RAG_EVAL_FAULTS_RAG_KEY"
 RAG_KEY = "rq7Zx9KpW2vNt4Lm8Yc3Hd6Fb"  # no recognisable word: any 6 characters of it found in a file are a leak
-JUDGE_KEY = "sk-Qm4Tz8Wc1Vr6Nh3Jd7Kb9Xp2Ly5Gf0Hs"
+JUDGE_KEY = "sk-fake-Qm4Tz8Wc1Vr6Nh3Jd7Kb9Xp2Ly5Gf0Hs"  # a made-up key
 RAG_PASSWORD, RAG_LITERAL = "Vx3Bn7Qw1Ze5Rt9Yu", "lit8Kc2Mv6Np0Qs4Wx"  # in the URL; a literal X-Api-Key header value
 
 
