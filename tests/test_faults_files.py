@@ -286,16 +286,20 @@ def test_a_kill_during_the_swap_is_undone_by_the_next_run(tmp_path: Path, two_in
 # -- one run per folder -------------------------------------------------------------------------------------------
 
 
+def _wait_for_lock(lock: Path, timeout_s: float = 60) -> None:
+    """Wait until a run holds the lock file (it exists and names the owner's pid)."""
+    deadline = time.monotonic() + timeout_s
+    while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
     out = tmp_path / "out"
     slow = _config(tmp_path, two_inputs[1], judge={"simulated": {"latency_ms": 300, "seed": 1},
                                                    "max_concurrency": 1})
     process = subprocess.Popen(_command(slow), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        lock = tmp_path / ".out.lock"
-        deadline = time.monotonic() + 60
-        while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_for_lock(tmp_path / ".out.lock")
         with _errors() as lines:
             assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
         _one_line(lines, str(out), f"in use by another run (pid {process.pid})")
@@ -430,10 +434,7 @@ def test_a_sweep_holds_its_output_folder(tmp_path: Path, two_inputs: tuple[Path,
         command = [sys.executable, "-m", "open_rag_eval", "-q", "sweep", "--config", str(config)]
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            lock = tmp_path / ".out.lock"
-            deadline = time.monotonic() + 60
-            while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
-                time.sleep(0.01)
+            _wait_for_lock(tmp_path / ".out.lock")
             with _errors() as lines:
                 assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
             _one_line(lines, f"in use by another run (pid {process.pid})")
