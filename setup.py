@@ -34,7 +34,7 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["open_rag_eval", "open_rag_eval.*", "connectors", "connectors.*"]),
+    packages=find_packages(include=["open_rag_eval", "open_rag_eval.*"]),
     package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
     install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
     extras_require=EXTRAS,

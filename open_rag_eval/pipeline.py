@@ -28,9 +28,9 @@ from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.health.record import recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
-from open_rag_eval.manifest import build_manifest
+from open_rag_eval.store.manifest import build_manifest
 from open_rag_eval.progress import Progress
-from open_rag_eval.results import failed_everywhere, write_results
+from open_rag_eval.store.results import failed_everywhere, write_results
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.store.checks import check_inputs_outside, output_folder
 from open_rag_eval.store.generation import Generation
@@ -174,14 +174,14 @@ async def arun(
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path) -> list[RAGOutput]:
     """Query the live system through the configured connector (the first ``limit`` queries), saving to ``journal``."""
-    from open_rag_eval.connector import fetch_outputs
+    from open_rag_eval.connectors.base import fetch_outputs
 
     assert loaded.config.connector is not None
     return await fetch_outputs(loaded, loaded.config.connector, limit=limit, journal=journal)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
-    from open_rag_eval.fileio import atomic_write_text
+    from open_rag_eval.store.fileio import atomic_write_text
     from open_rag_eval.inputs import output_to_json
 
     lines = (json.dumps(output_to_json(o), ensure_ascii=False) for o in outputs)

@@ -18,10 +18,10 @@ EVALUATORS: dict[str, str] = {
 }
 
 CONNECTORS: dict[str, str] = {
-    "http": "connectors.http:HttpConnector",
-    "langchain": "connectors.langchain:LangChainConnector",
-    "llamaindex": "connectors.llamaindex:LlamaIndexConnector",
-    "vectara": "connectors.vectara:VectaraConnector",
+    "http": "open_rag_eval.connectors.http:HttpConnector",
+    "langchain": "open_rag_eval.connectors.langchain:LangChainConnector",
+    "llamaindex": "open_rag_eval.connectors.llamaindex:LlamaIndexConnector",
+    "vectara": "open_rag_eval.connectors.vectara:VectaraConnector",
 }
 
 _TABLES = {"evaluator": EVALUATORS, "connector": CONNECTORS}
@@ -35,7 +35,7 @@ def resolve(kind: str, spec: str, *, path: str = "") -> Any:
         choices = ", ".join(sorted(table))
         raise ConfigError(f"unknown {kind} '{spec}'; valid choices: {choices} (or 'module:Class')", path=path)
     module_name, _, attr = target.partition(":")
-    if os.getcwd() not in sys.path:  # user classes and connectors/ import from the working folder, as with python -m
+    if os.getcwd() not in sys.path:  # user classes import from the working folder, as with python -m
         sys.path.append(os.getcwd())
     try:
         module = importlib.import_module(module_name)

@@ -104,7 +104,7 @@ evaluator:
 
 
 def test_peer_config_is_translated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from open_rag_eval.peer_config import translate_peer_config
+    from open_rag_eval.config.peer import translate_peer_config
     import yaml
 
     ours = translate_peer_config(yaml.safe_load(PEER_VECTARA), file="peer.yaml")

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval.config import load_config_text
-from open_rag_eval.config_guard import MAX_ALIASES, check_numbers
+from open_rag_eval.config.guard import MAX_ALIASES, check_numbers
 from open_rag_eval.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -15,9 +15,10 @@ from typing import Any
 
 import pytest
 
-from connectors.vectara import VectaraConnector, VectaraOptions
+from open_rag_eval.connectors.vectara import VectaraConnector, VectaraOptions
 from open_rag_eval.cli import main
-from open_rag_eval.connector import ConnectorConfig, build_connector
+from open_rag_eval.config.connector import ConnectorConfig
+from open_rag_eval.connectors.base import build_connector
 from open_rag_eval.errors import ConfigError
 
 KEY = "zqk_vectara-secret-4711"

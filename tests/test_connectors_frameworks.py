@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.connector import ConnectorConfig, build_connector
+from open_rag_eval.config.connector import ConnectorConfig
+from open_rag_eval.connectors.base import build_connector
 from open_rag_eval.errors import ConfigError
 
 HAVE_LANGCHAIN = importlib.util.find_spec("langchain_core") is not None

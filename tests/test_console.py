@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.console import ProgressDisplay, quiet_third_party
+from open_rag_eval.cli.console import ProgressDisplay, quiet_third_party
 from open_rag_eval.errors import JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.config import Price
@@ -184,7 +184,7 @@ def test_third_party_progress_bars_are_switched_off_and_restored(monkeypatch: py
     undo()
     assert warnings.showwarning is shown  # ... only while the display runs
     # tqdm reads its environment when imported: the display starts before anything imports it
-    script = ("import io, sys; from open_rag_eval.console import ProgressDisplay; from open_rag_eval.progress import "
+    script = ("import io, sys; from open_rag_eval.cli.console import ProgressDisplay; from open_rag_eval.progress import "
               "Progress\nwith ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):\n"
               "    from tqdm import tqdm\n    list(tqdm(range(3), file=sys.stderr))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
@@ -270,7 +270,7 @@ def test_a_config_or_input_error_stands_alone(tmp_path: Path) -> None:
 
 def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.CaptureFixture[str],
                                                              tmp_path: Path) -> None:
-    from open_rag_eval.console import print_summary
+    from open_rag_eval.cli.console import print_summary
     from open_rag_eval.pipeline import RunReport
     from open_rag_eval.scoring.stats import Aggregate
     from open_rag_eval.types import EvalResult

@@ -168,7 +168,7 @@ def test_expected_reasks_come_from_the_last_run_of_the_same_model(tmp_path: Path
                                                                    capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from open_rag_eval.console import measured_reask_rates
+    from open_rag_eval.cli.console import measured_reask_rates
 
     config = _demo(tmp_path)
     config["evaluators"] = config["evaluators"][:1]

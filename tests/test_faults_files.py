@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import yaml
 
-from open_rag_eval import fileio
+from open_rag_eval.store import fileio
 from open_rag_eval.cli import main
 from tests.rag_server import RagBehaviour, RagServer
 from tests.test_faults_api_errors import synthetic_outputs, write_inputs

@@ -102,7 +102,7 @@ def test_plot_missing_file_is_an_input_error(tmp_path: Path) -> None:
 def test_plot_reads_a_results_directory_written_by_eval(tmp_path: Path) -> None:
     """The files eval writes (simulated_judge column included) are what plot and compare read."""
     from open_rag_eval.report.loader import load_results
-    from open_rag_eval.results import write_results
+    from open_rag_eval.store.results import write_results
     from open_rag_eval.types import EvalResult, RAGOutput, Score
 
     outputs = [RAGOutput(query_id=q, query=f"{q}?") for q in ("q1", "q2")]

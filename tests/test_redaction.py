@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval import redaction
-from open_rag_eval.csv_cells import csv_text, read_cell, safe_cell
+from open_rag_eval.store.csv_cells import csv_text, read_cell, safe_cell
 from open_rag_eval.redaction import MASK, RedactingFilter, SecretStream, cut, redact, register_secret, safe_url
-from open_rag_eval.terminal import printable
+from open_rag_eval.cli.terminal import printable
 
 SECRET_CHARS = "ABCDEFGHJKMNPQRSTVWXYZ0123456789"  # the surrounding text uses none of them
 TEXT_CHARS = "abcdefghijklmnopqrstuvwxyz .,:;!?-_\n\t"
@@ -167,7 +167,7 @@ def test_printable_shows_escape_sequences_readably() -> None:
 
 
 def test_an_unexpected_traceback_is_redacted_and_printable(capsys: pytest.CaptureFixture[str]) -> None:
-    from open_rag_eval.terminal import excepthook
+    from open_rag_eval.cli.terminal import excepthook
 
     register_secret("sk-CRASH-0123456789abcdef")
     try:
@@ -198,7 +198,7 @@ def test_a_secret_with_special_characters_is_found_escaped_in_json_html_and_urls
 def test_every_output_file_written_by_the_atomic_writer_is_redacted(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """The safety net under the redaction at the sources: a registered secret that reached a result anyway (a
     judge echoing it in a 200 reply, a reason built outside ``cut``) is masked in the file itself."""
-    from open_rag_eval.fileio import atomic_write, atomic_write_json, atomic_write_text
+    from open_rag_eval.store.fileio import atomic_write, atomic_write_json, atomic_write_text
 
     secret = "sk-WRITER-0123456789abcdef"
     register_secret(secret)
@@ -217,16 +217,16 @@ def test_csv_and_console_output_have_one_way_out() -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent
-    allowed = {"open_rag_eval/csv_cells.py", "open_rag_eval/terminal.py"}
+    allowed = {"open_rag_eval/store/csv_cells.py", "open_rag_eval/cli/terminal.py"}
     pattern = re.compile(r"\bcsv\.(writer|DictWriter)\(|\bsys\.(stdout|stderr)\.write\(|(?<![.\w])print\(")
     found = []
-    for folder in ("open_rag_eval", "connectors"):
+    for folder in ("open_rag_eval",):
         for path in sorted((root / folder).rglob("*.py")):
             name = path.relative_to(root).as_posix()
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 if name not in allowed and pattern.search(line.split("#", 1)[0]):
                     found.append(f"{name}:{number}: {line.strip()}")
-    assert not found, "use open_rag_eval.csv_cells.csv_text / open_rag_eval.terminal.echo instead:\n" + "\n".join(found)
+    assert not found, "use open_rag_eval.store.csv_cells.csv_text / open_rag_eval.cli.terminal.echo instead:\n" + "\n".join(found)
 
 
 def test_credentials_filled_in_from_the_environment_are_registered(monkeypatch: pytest.MonkeyPatch,

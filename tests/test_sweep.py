@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.history import History, SweepRecord
+from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.types import Score

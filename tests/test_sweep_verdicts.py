@@ -10,8 +10,8 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.config import SweepOptions
-from open_rag_eval.history import History, SweepRecord
-from open_rag_eval.sweep import compare, min_p_value
+from open_rag_eval.sweeps.history import History, SweepRecord
+from open_rag_eval.sweeps.run import compare, min_p_value
 from open_rag_eval.types import Score
 from tests.rag_server import RagBehaviour, RagServer
 
@@ -126,7 +126,7 @@ def test_sweep_exit_codes_with_three_queries(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_never_trips_names_too_few_queries_and_impossible_amounts() -> None:
-    from open_rag_eval.sweep import never_trips
+    from open_rag_eval.sweeps.run import never_trips
 
     options = SweepOptions(thresholds={"consistency.rougeL": 0.1, "nuggets.vital": 1.0},
                            fail_if_drop={"nuggets.vital": 0.2, "consistency.bertscore_f1": 1.5})

@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from open_rag_eval.csv_cells import read_cell
-from open_rag_eval.results import KEY_COLUMNS, SIMULATED_COLUMN
+from open_rag_eval.store.csv_cells import read_cell
+from open_rag_eval.store.results import KEY_COLUMNS, SIMULATED_COLUMN
 
 if TYPE_CHECKING:
     import pandas
@@ -141,7 +141,7 @@ class Results:
 
     def report(self, path: str | Path) -> Path:
         """Write the HTML report (the run's report.html) to ``path``; return it."""
-        from open_rag_eval.fileio import atomic_write_text
+        from open_rag_eval.store.fileio import atomic_write_text
 
         path = Path(path)
         atomic_write_text(path, self.files["report.html"])

@@ -31,7 +31,7 @@ from typing import Any
 
 from open_rag_eval.errors import InputError
 from open_rag_eval.inputs.jsonl import json_object_lines
-from open_rag_eval.trec_files import read_qrels
+from open_rag_eval.inputs.trec_files import read_qrels
 
 __all__ = ["LABELS", "ORDINAL", "SCORE", "Item", "judged_items", "read_labels"]
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from open_rag_eval.calibration.injection import PAYLOADS, ProbeResult, probe
 from open_rag_eval.errors import ConfigError
-from open_rag_eval.csv_cells import csv_text
-from open_rag_eval.fileio import atomic_write_json, atomic_write_text
-from open_rag_eval.terminal import echo
+from open_rag_eval.store.csv_cells import csv_text
+from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.cli.terminal import echo
 
 __all__ = ["run_probe", "table"]
 

@@ -30,11 +30,11 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from open_rag_eval.config_guard import MAX_K
+from open_rag_eval.config.guard import MAX_K
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.metrics import lexical as lx
 from open_rag_eval.scoring.golden import NO_RELEVANT, evaluated_queries, measure_names, query_measures, trec_ranking
-from open_rag_eval.trec_files import Qrels, Run, read_qrels, read_run
+from open_rag_eval.inputs.trec_files import Qrels, Run, read_qrels, read_run
 from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["METRICS", "GoldenEvaluator", "GoldenOptions"]

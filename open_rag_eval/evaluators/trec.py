@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from open_rag_eval.config_guard import MAX_K
+from open_rag_eval.config.guard import MAX_K
 from open_rag_eval.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.csv_cells import csv_text
-from open_rag_eval.fileio import atomic_write_text
+from open_rag_eval.store.csv_cells import csv_text
+from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import holm, paired_test

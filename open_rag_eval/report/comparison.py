@@ -163,7 +163,7 @@ def render_comparison(directories: Sequence[Path], *, seed: int = 0, resamples: 
 
 def write_comparison(directories: Sequence[Path], path: Path, **kwargs: Any) -> Path:
     """Write the comparison page to ``path`` (atomically) and return it."""
-    from open_rag_eval.fileio import atomic_write_text
+    from open_rag_eval.store.fileio import atomic_write_text
 
     atomic_write_text(Path(path), render_comparison(directories, **kwargs))
     return Path(path)

@@ -62,7 +62,7 @@ def check_inputs_outside(loaded: LoadedConfig, out: Path) -> None:
 
 def path_problems(loaded: LoadedConfig, out: Path | None = None) -> list[OpenRagEvalError]:
     """Everything that would stop a run at a path: the output folder, its inputs, the judge cache, the history."""
-    from open_rag_eval.history import HISTORY_DB
+    from open_rag_eval.sweeps.history import HISTORY_DB
     from open_rag_eval.judge.cache import CACHE_DB, cache_path
     from open_rag_eval.store.sqlite import db_path, probe
 

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from open_rag_eval.errors import StorageError
-from open_rag_eval.fileio import atomic_write_json, atomic_write_text, fsync_dir
+from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text, fsync_dir
 from open_rag_eval.store.lock import FolderLock, held_by
 
 __all__ = ["GENERATION_FILES", "Generation", "check_output_folder", "real_folder"]

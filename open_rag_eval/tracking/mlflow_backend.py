@@ -65,7 +65,7 @@ def _log_table(client: Any, run_id: str, record: RunRecord) -> None:
     except ImportError:
         return
     if path.is_file():
-        from open_rag_eval.csv_cells import read_cell
+        from open_rag_eval.store.csv_cells import read_cell
 
         frame = pandas.read_csv(path)  # numbers stay numbers; an empty cell is a missing value, never 0
         for column in frame.columns[frame.dtypes == object]:

@@ -7,7 +7,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from open_rag_eval.commands.eval import positive_int
+from open_rag_eval.cli.commands.eval import positive_int
 
 if TYPE_CHECKING:
     from open_rag_eval.generation.corpus import CorpusPassage
@@ -92,8 +92,8 @@ def _generate(judge: JudgeConfig, base_dir: Path, file: str, passages: list[Corp
 
 
 def _write(output: Path, qrels: Path | None, generated: list[Generated], with_answers: bool) -> None:
-    from open_rag_eval.csv_cells import csv_text
-    from open_rag_eval.fileio import atomic_write_text
+    from open_rag_eval.store.csv_cells import csv_text
+    from open_rag_eval.store.fileio import atomic_write_text
 
     header = ["query_id", "query", "relevant_ids"] + (["reference_answer"] if with_answers else [])
     rows = [[g.query_id, g.query, g.passage_id] + ([g.reference_answer] if with_answers else []) for g in generated]
@@ -106,7 +106,7 @@ def _plan(judge: JudgeConfig, passages: list[CorpusPassage], args: argparse.Name
     from open_rag_eval.generation.testset import generate
     from open_rag_eval.judge.accounting import price_for
     from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync
-    from open_rag_eval.terminal import echo
+    from open_rag_eval.cli.terminal import echo
 
     rehearsal = RehearsalJudge()
     run_sync(generate(rehearsal, passages, args.n, args.seed, args.with_answers))

@@ -31,7 +31,7 @@ from typing import Any
 
 from open_rag_eval.config import LoadedConfig, SweepOptions
 from open_rag_eval.errors import ConfigError, OpenRagEvalError
-from open_rag_eval.history import HISTORY_DB, History, SweepRecord
+from open_rag_eval.sweeps.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
 from open_rag_eval.store.generation import real_folder
@@ -111,7 +111,7 @@ def _options(loaded: LoadedConfig) -> SweepOptions:
 
 
 async def asweep(loaded: LoadedConfig, *, now: datetime | None = None) -> SweepOutcome:
-    from open_rag_eval.connector import fetch_outputs
+    from open_rag_eval.connectors.base import fetch_outputs
     from open_rag_eval.pipeline import arun
 
     options = _options(loaded)

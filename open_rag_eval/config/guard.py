@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from open_rag_eval.errors import ConfigError
 
@@ -199,3 +199,41 @@ def pick_error(errors: Sequence[Any]) -> dict[str, Any]:
     tagged = any(plain(e["loc"]) != tuple(e["loc"]) for e in errors)
     chosen = max(errors, key=lambda e: len(plain(e["loc"]))) if tagged else errors[0]
     return {**chosen, "loc": plain(chosen["loc"])}
+
+
+def config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
+    first = pick_error(error.errors())  # a union's branches report one error each: the one that got furthest
+    parts = [prefix] if prefix else []
+    for loc in first["loc"]:
+        parts.append(f"[{loc}]" if isinstance(loc, int) else f".{loc}" if parts else str(loc))
+    path = "".join(parts).lstrip(".")
+    problem = first["msg"]
+    if first["type"] == "extra_forbidden":
+        problem = f"unknown key; valid keys here: {', '.join(_valid_keys(model, first['loc'][:-1]))}"
+    elif first["type"] == "literal_error":
+        problem = f"{problem} (got {first.get('input')!r})"
+    more = len(error.errors()) - 1
+    return ConfigError(problem + (f" (and {more} more problem{'s' * (more > 1)})" if more else ""), path=path, file=file)
+
+
+def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the (sub)model at ``loc``."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        info = getattr(current, "model_fields", {}).get(part)
+        if info is None:
+            return []
+        current = _model_of(info.annotation)
+    return sorted(getattr(current, "model_fields", {}))
+
+
+def _model_of(annotation: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_of(arg)
+        if found is not None:
+            return found
+    return None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from open_rag_eval.report.loader import ResultSet
 
-from open_rag_eval.terminal import echo
+from open_rag_eval.cli.terminal import echo
 
 HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
         "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction across the metrics compared "

@@ -22,7 +22,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from open_rag_eval.progress import Progress
-from open_rag_eval.terminal import echo
+from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig

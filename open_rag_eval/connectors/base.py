@@ -15,51 +15,25 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.config.connector import ConnectorConfig, connector_spec
 from open_rag_eval.types import RAGOutput
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
 
-__all__ = ["Connector", "ConnectorConfig", "build_connector", "fetch_outputs"]
+__all__ = ["Connector", "build_connector", "fetch_outputs"]
 
 log = logging.getLogger(__name__)
-
-
-class ConnectorConfig(BaseModel):
-    """The ``connector:`` section."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    type: str  # "http" or "module:Class"
-    queries: str  # CSV with a `query` column (and optional `query_id`)
-    repeats: int = Field(1, ge=1, le=1000)
-    options: dict[str, Any] = {}  # validated by the connector's own Options model
 
 
 class Connector(Protocol):
     Options: ClassVar[type[BaseModel]]
 
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]: ...
-
-
-def connector_spec(config: ConnectorConfig, *, file: str = "") -> tuple[Any, BaseModel]:
-    """The connector class ``config.type`` names and its validated options (errors name the YAML path)."""
-    from open_rag_eval.config import config_error
-    from open_rag_eval.registry import resolve
-
-    try:
-        cls = resolve("connector", config.type, path="connector.type")
-    except ConfigError as error:
-        raise ConfigError(error.problem, path=error.path, file=file) from None
-    try:
-        return cls, cls.Options.model_validate(config.options)
-    except ValidationError as error:
-        raise config_error(error, cls.Options, file, prefix="connector.options") from None
 
 
 def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.csv_cells import csv_text
-from open_rag_eval.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.store.csv_cells import csv_text
+from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.types import EvalResult, RAGOutput, Score
 

@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from open_rag_eval.commands.eval import positive_int
+from open_rag_eval.cli.commands.eval import positive_int
 from open_rag_eval.errors import ConfigError
-from open_rag_eval.terminal import echo
+from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
-    from open_rag_eval.history import History
+    from open_rag_eval.sweeps.history import History
 
 HELP = "list recorded sweeps, or the trend of one metric across them"
 
@@ -30,7 +30,7 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, str | None]:
         return args.db, args.system
     from open_rag_eval.config import SweepOptions, load_config
 
-    from open_rag_eval.history import HISTORY_DB
+    from open_rag_eval.sweeps.history import HISTORY_DB
     from open_rag_eval.store.sqlite import db_path
 
     loaded = load_config(args.config)
@@ -39,7 +39,7 @@ def _db_path(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.history import History
+    from open_rag_eval.sweeps.history import History
 
     path, system = _db_path(args)
     with History(path, create=False) as history:

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from connectors.inprocess import (InProcessOptions, Malformed, fetch_each, load_target, number, require,
+from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, fetch_each, load_target, number, require,
                                   unique_ids)
 from open_rag_eval.types import Passage, RAGOutput
 

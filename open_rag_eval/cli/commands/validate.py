@@ -53,7 +53,7 @@ def _warnings(loaded: LoadedConfig) -> list[str]:
     sweep, connector = loaded.config.sweep, loaded.config.connector
     if sweep is not None and connector is not None:
         from open_rag_eval.inputs import read_queries
-        from open_rag_eval.sweep import never_trips
+        from open_rag_eval.sweeps.run import never_trips
 
         warnings += never_trips(sweep, len(read_queries(loaded.resolve_path(connector.queries))))
     return warnings

@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.fileio import atomic_write_text
+    from open_rag_eval.store.fileio import atomic_write_text
     from open_rag_eval.report import render_report, write_report
 
     directories = [Path(d) for d in args.directories]

@@ -19,11 +19,11 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
-from open_rag_eval.config_guard import BudgetComposer, check_evaluators, check_numbers, load_yaml, pick_error
-from open_rag_eval.connector import ConnectorConfig, connector_spec
+from open_rag_eval.config.connector import ConnectorConfig, connector_spec
+from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_numbers, config_error, load_yaml
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
-from open_rag_eval.peer_config import is_peer_config, translate_peer_config
+from open_rag_eval.config.peer import is_peer_config, translate_peer_config
 from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 from open_rag_eval.tracking.options import TrackingOptions
@@ -271,41 +271,3 @@ def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None
         raise ConfigError("required: the RAG outputs to evaluate (a CSV or JSONL file), or a connector:", path="input", file=file)
     if config.input is not None and config.connector is not None:
         raise ConfigError("give either input or connector, not both", path="connector", file=file)
-
-
-def config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
-    first = pick_error(error.errors())  # a union's branches report one error each: the one that got furthest
-    parts = [prefix] if prefix else []
-    for loc in first["loc"]:
-        parts.append(f"[{loc}]" if isinstance(loc, int) else f".{loc}" if parts else str(loc))
-    path = "".join(parts).lstrip(".")
-    problem = first["msg"]
-    if first["type"] == "extra_forbidden":
-        problem = f"unknown key; valid keys here: {', '.join(_valid_keys(model, first['loc'][:-1]))}"
-    elif first["type"] == "literal_error":
-        problem = f"{problem} (got {first.get('input')!r})"
-    more = len(error.errors()) - 1
-    return ConfigError(problem + (f" (and {more} more problem{'s' * (more > 1)})" if more else ""), path=path, file=file)
-
-
-def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The field names of the (sub)model at ``loc``."""
-    current: Any = model
-    for part in loc:
-        if isinstance(part, int):
-            continue
-        info = getattr(current, "model_fields", {}).get(part)
-        if info is None:
-            return []
-        current = _model_of(info.annotation)
-    return sorted(getattr(current, "model_fields", {}))
-
-
-def _model_of(annotation: Any) -> Any:
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()):
-        found = _model_of(arg)
-        if found is not None:
-            return found
-    return None

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from open_rag_eval.errors import OpenRagEvalError, exit_code
-from open_rag_eval.terminal import echo
+from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
-    from open_rag_eval.sweep import Comparison, SweepOutcome
+    from open_rag_eval.sweeps.run import Comparison, SweepOutcome
 
 HELP = "query a live RAG system, evaluate consistency, record the sweep in the history and compare with a baseline"
 
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         from open_rag_eval.config import load_config
-        from open_rag_eval.sweep import sweep
+        from open_rag_eval.sweeps.run import sweep
 
         outcome = sweep(load_config(args.config))
     except OpenRagEvalError as error:

@@ -39,7 +39,7 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.console import ProgressDisplay, print_plan, print_summary
+    from open_rag_eval.cli.console import ProgressDisplay, print_plan, print_summary
     from open_rag_eval.progress import Progress
 
     if args.dry_run:

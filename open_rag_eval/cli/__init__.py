@@ -1,6 +1,6 @@
 """The command line: ``open-rag-eval COMMAND ...``.
 
-Each command lives in ``open_rag_eval/commands/<name>.py`` and defines ``HELP``, ``add_arguments(parser)``
+Each command lives in ``open_rag_eval/cli/commands/<name>.py`` and defines ``HELP``, ``add_arguments(parser)``
 and ``run(args) -> int``. Command modules import heavy libraries only inside ``run``. The library raises;
 this module alone turns errors into one line on stderr and an exit code (see ``errors.exit_code``).
 """
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from open_rag_eval import __version__
 from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
 from open_rag_eval.redaction import redact
-from open_rag_eval.terminal import ConsoleFilter, excepthook
+from open_rag_eval.cli.terminal import ConsoleFilter, excepthook
 
 __all__ = ["error_line", "main"]
 
@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        module = importlib.import_module(f"open_rag_eval.commands.{name.replace('-', '_')}")
+        module = importlib.import_module(f"open_rag_eval.cli.commands.{name.replace('-', '_')}")
         # help= is %-formatted by argparse ("95%%" prints 95%), a description is printed as written
         command = sub.add_parser(name, help=module.HELP, description=module.HELP.replace("%%", "%"))
         module.add_arguments(command)

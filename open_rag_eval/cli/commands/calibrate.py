@@ -6,7 +6,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from open_rag_eval.terminal import echo
+from open_rag_eval.cli.terminal import echo
 
 HELP = ("compare the judge's labels with human labels (Cohen's kappa, Kendall's tau, confusion, bootstrap CIs), "
         "or probe it with prompt injections (--injection)")
