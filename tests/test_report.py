@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -14,14 +13,7 @@ from open_rag_eval.errors import InputError
 from open_rag_eval.report import render_report, write_report
 from open_rag_eval.report.hints import diagnose
 
-FIXTURE = Path(__file__).parent / "data" / "results_fixture"
 
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    directory = tmp_path / "results"
-    shutil.copytree(FIXTURE, directory)
-    return directory
 
 
 def test_write_report_is_self_contained_and_escaped(results: Path) -> None:

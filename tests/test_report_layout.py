@@ -15,15 +15,9 @@ from open_rag_eval.report.headline import headline_metrics, status
 from open_rag_eval.report.hints import answer_evidence, diagnose, run_means
 from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, kind, scrub_paths
 from open_rag_eval.report.summary import histogram
+from tests.conftest import RESULTS_FIXTURE as FIXTURE
 
-FIXTURE = Path(__file__).parent / "data" / "results_fixture"
 
-
-@pytest.fixture
-def results(tmp_path: Path) -> Path:
-    directory = tmp_path / "results"
-    shutil.copytree(FIXTURE, directory)
-    return directory
 
 
 def _edit(path: Path, change) -> None:

@@ -17,8 +17,11 @@ from tests.rag_server import RagBehaviour, RagServer
 QUERIES = [f"What is topic number {i} about" for i in range(8)]
 
 
-def _config(tmp_path: Path, url: str, *, repeats: int = 3, thresholds: str = "{consistency.rougeL: 0.1}") -> Path:
-    (tmp_path / "queries.csv").write_text("query_id,query\n" + "".join(f"t{i},{q}\n" for i, q in enumerate(QUERIES)))
+def sweep_config(tmp_path: Path, url: str, *, repeats: int = 3, queries: int = len(QUERIES),
+                 metrics: str = "[rouge, dispersion]", rules: str = "thresholds: {consistency.rougeL: 0.1}") -> Path:
+    """A sweep over ``queries`` queries asked ``repeats`` times of the RAG server at ``url``."""
+    rows = "".join(f"t{i},{q}\n" for i, q in enumerate(QUERIES[:queries]))
+    (tmp_path / "queries.csv").write_text("query_id,query\n" + rows)
     path = tmp_path / "sweep.yaml"
     path.write_text(f"""
 output_dir: out
@@ -29,11 +32,11 @@ connector:
   options: {{url: "{url}", body: {{query: "{{query}}", query_id: "{{query_id}}"}}, backoff_s: 0}}
 evaluators:
   - type: consistency
-    metrics: [rouge, dispersion]
+    metrics: {metrics}
 sweep:
   history: history.sqlite
   system: demo
-  thresholds: {thresholds}
+  {rules}
   seed: 7
 """)
     return path
@@ -41,7 +44,7 @@ sweep:
 
 def test_sweep_detects_a_change_in_behaviour(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with RagServer() as server:
-        config = _config(tmp_path, server.url)
+        config = sweep_config(tmp_path, server.url)
         assert main(["sweep", "--config", str(config)]) == 0
         assert "verdict: FIRST SWEEP" in capsys.readouterr().out
         assert main(["sweep", "--config", str(config)]) == 0  # unchanged behaviour: stable
@@ -69,19 +72,19 @@ def test_sweep_detects_a_change_in_behaviour(tmp_path: Path, capsys: pytest.Capt
 
 
 def test_sweep_needs_repeats(tmp_path: Path) -> None:
-    config = _config(tmp_path, "http://127.0.0.1:9/q", repeats=1)
+    config = sweep_config(tmp_path, "http://127.0.0.1:9/q", repeats=1)
     assert main(["sweep", "--config", str(config)]) == 2
 
 
 def test_sweep_with_an_unreachable_system_is_an_error_not_a_regression(tmp_path: Path) -> None:
-    config = _config(tmp_path, "http://127.0.0.1:9/q")  # port 9 (discard): nothing answers
+    config = sweep_config(tmp_path, "http://127.0.0.1:9/q")  # port 9 (discard): nothing answers
     config.write_text(config.read_text().replace("backoff_s: 0", "backoff_s: 0, retries: 0"))
     assert main(["sweep", "--config", str(config)]) == 5
 
 
 def test_failed_metric_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with RagServer() as server:
-        config = _config(tmp_path, server.url, repeats=2)
+        config = sweep_config(tmp_path, server.url, repeats=2)
         config.write_text(config.read_text().replace("backoff_s: 0", "backoff_s: 0, retries: 0"))
         assert main(["sweep", "--config", str(config)]) == 0
         # one of the two calls of every query now fails: no query has two answers, consistency has no value at all

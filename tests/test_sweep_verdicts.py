@@ -14,6 +14,7 @@ from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.sweeps.run import compare, min_p_value
 from open_rag_eval.types import Score
 from tests.rag_server import RagBehaviour, RagServer
+from tests.test_sweep import sweep_config
 
 
 def _history(tmp_path: Path, before: list[float], after: list[float], metric: str = "consistency.rougeL") -> History:
@@ -81,26 +82,7 @@ def test_one_paired_query_beyond_the_threshold_is_inconclusive(tmp_path: Path) -
 
 
 def _config(tmp_path: Path, url: str, rules: str) -> Path:
-    queries = [f"What is topic number {i} about" for i in range(3)]
-    (tmp_path / "queries.csv").write_text("query_id,query\n" + "".join(f"t{i},{q}\n" for i, q in enumerate(queries)))
-    path = tmp_path / "sweep.yaml"
-    path.write_text(f"""
-output_dir: out
-connector:
-  type: http
-  queries: queries.csv
-  repeats: 3
-  options: {{url: "{url}", body: {{query: "{{query}}", query_id: "{{query_id}}"}}, backoff_s: 0}}
-evaluators:
-  - type: consistency
-    metrics: [rouge]
-sweep:
-  history: history.sqlite
-  system: demo
-  {rules}
-  seed: 7
-""")
-    return path
+    return sweep_config(tmp_path, url, queries=3, metrics="[rouge]", rules=rules)
 
 
 @pytest.mark.parametrize(("rules", "code", "verdict"), [
