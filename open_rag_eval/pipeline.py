@@ -19,13 +19,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.health.check import HealthReport, assess
-from open_rag_eval.health.record import recording
+from open_rag_eval.health.record import HealthRecorder, recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.store.manifest import build_manifest
@@ -37,7 +37,8 @@ from open_rag_eval.store.generation import Generation
 from open_rag_eval.store.journal import IDENTITY_FILE, RESUME_FILES
 from open_rag_eval.types import EvalResult, RAGOutput
 
-__all__ = ["Progress", "RunReport", "arun", "judge_session", "load_outputs", "plan", "run"]
+__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "evaluate_all", "is_simulated",
+           "judge_session", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,23 @@ class RunReport:
     outputs: list[RAGOutput]
     incomplete: list[dict[str, Any]] = field(default_factory=list)  # judged metrics that failed for every output
     health: HealthReport | None = None  # None when no judge was used
+
+
+@dataclass
+class Evaluated:
+    """What an executor gives back: every evaluator's result in one, the judge as the manifest sees it (model,
+    simulated, accounting summed over its processes) and the judge-health record."""
+
+    result: EvalResult
+    judge: Any
+    recorder: HealthRecorder
+
+
+class Executor(Protocol):
+    """Evaluates a run's outputs in other processes or machines (``open_rag_eval.executors``); without one a run
+    evaluates here, in this process."""
+
+    async def evaluate(self, loaded: LoadedConfig, outputs: list[RAGOutput], progress: Progress) -> Evaluated: ...
 
 
 def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
@@ -115,6 +133,7 @@ async def arun(
     limit: int | None = None,
     outputs: list[RAGOutput] | None = None,
     progress: Progress | None = None,
+    executor: Executor | None = None,
 ) -> RunReport:
     started = time.monotonic()
     _check_limit(limit)
@@ -131,7 +150,8 @@ async def arun(
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
     progress.steps["read"] = "opening the judge"
     with Generation(out, keep=RESUME_FILES if fetch else ()) as generation:  # the folder is usable and ours
-        async with _judge_for(loaded, needs_judge) as judge:  # a missing API key fails before anything is written
+        # a missing API key fails before anything is written; an executor's processes open their own judges
+        async with _judge_for(loaded, needs_judge and executor is None) as judge:
             if outputs is None:
                 progress.begin("fetch", "asking the system")
                 outputs = await _fetch_outputs(loaded, limit, generation.path)
@@ -140,20 +160,18 @@ async def arun(
                 _save_outputs(generation.path, outputs)
             progress.outputs_total = len(outputs)
             progress.judge = judge
-            result = EvalResult()
-            with recording() as recorder:  # every judgment's parse class, for the judge-health report
-                for evaluator in evaluators:
-                    progress.begin(evaluator.name)
-                    ctx = Context(
-                        judge=judge,
-                        previous=EvalResult(scores=list(result.scores), details=list(result.details)),
-                        output_dir=generation.path,
-                        extra={"evaluators": evaluators, "base_dir": loaded.base_dir},
-                        progress=lambda what, n, name=evaluator.name: progress.report(name, what, n),
-                    )
-                    result.extend(await evaluator.evaluate(outputs, ctx))
+            if executor is None:
+                with recording() as recorder:  # every judgment's parse class, for the judge-health report
+                    parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,
+                                               base_dir=loaded.base_dir, progress=progress)
+                result = EvalResult()
+                for part in parts:
+                    result.extend(part)
+            else:
+                evaluated = await executor.evaluate(loaded, outputs, progress)
+                result, judge, recorder = evaluated.result, evaluated.judge, evaluated.recorder
             progress.begin("write", "results")
-            simulated = _simulated(judge)
+            simulated = is_simulated(judge)
             health = assess(recorder, result.scores, loaded.judge.health) if judge is not None else None
             with generation.writing():
                 summary = write_results(generation.path, outputs, result, simulated,
@@ -170,6 +188,28 @@ async def arun(
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
     return RunReport(result, summary, out, manifest, simulated, outputs, incomplete, health)
+
+
+async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judge: Judge | None, *,
+                       output_dir: Path | None, base_dir: Path, progress: Progress | None = None) -> list[EvalResult]:
+    """Every evaluator on ``outputs``, in order (each sees the results of those before it): one result each."""
+    parts: list[EvalResult] = []
+    result = EvalResult()
+    for evaluator in evaluators:
+        report: Any = progress.report if progress is not None else (lambda name, what, n: None)
+        if progress is not None:
+            progress.begin(evaluator.name)
+        ctx = Context(
+            judge=judge,
+            previous=EvalResult(scores=list(result.scores), details=list(result.details)),
+            output_dir=output_dir,
+            extra={"evaluators": evaluators, "base_dir": base_dir},
+            progress=lambda what, n, name=evaluator.name: report(name, what, n),
+        )
+        part = await evaluator.evaluate(outputs, ctx)
+        parts.append(part)
+        result.extend(part)
+    return parts
 
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path) -> list[RAGOutput]:
@@ -199,11 +239,12 @@ async def _judge_for(loaded: LoadedConfig, needed: bool) -> AsyncIterator[Judge 
 
 
 @contextlib.asynccontextmanager
-async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "") -> AsyncIterator[Judge]:
-    """The judge ``config`` describes, open for the block; the simulated server when the config asks for it."""
+async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "", **shared: Any) -> AsyncIterator[Judge]:
+    """The judge ``config`` describes, open for the block; the simulated server when the config asks for it.
+    ``shared``: a limiter, a cache and an endpoint index shared by many processes (``open_judge``)."""
     if config.simulated is None:
         try:
-            judge = _open(config, base_dir, simulated=False)
+            judge = _open(config, base_dir, simulated=False, **shared)
         except ConfigError as error:  # the judge's checks know the YAML path; the config file is known here
             raise ConfigError(error.problem, path=error.path, file=error.file or file) from None
         async with judge:
@@ -213,22 +254,25 @@ async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "") -> 
 
     with SimulatedJudgeServer(config.simulated) as server:
         simulated = config.model_copy(update={"base_url": server.base_url})
-        async with _open(simulated, base_dir, simulated=True) as judge:
+        async with _open(simulated, base_dir, simulated=True, **shared) as judge:
             yield judge
 
 
-def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool) -> Any:
+def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool, **shared: Any) -> Any:
     """The judge client; a recording or replaying one when ``judge.record`` / ``judge.replay`` is set."""
     if config.replay is not None or config.record is not None:
         from open_rag_eval.judge.replay import open_taped_judge
 
+        if shared:
+            raise ConfigError("judge.record / judge.replay tape one process's calls: use executor: local",
+                              path="judge.replay" if config.replay is not None else "judge.record")
         return open_taped_judge(config, base_dir=base_dir, simulated=simulated)
     from open_rag_eval.judge import open_judge
 
-    return open_judge(config, base_dir=base_dir, simulated=simulated)
+    return open_judge(config, base_dir=base_dir, simulated=simulated, **shared)
 
 
-def _simulated(judge: Judge | None) -> bool:
+def is_simulated(judge: Judge | None) -> bool:
     """Started as the simulated judge, or answered by one (a `simulate-judge` server named as base_url): its
     fingerprints carry a check a real endpoint's cannot pass by chance, whatever they start with."""
     if judge is None:
@@ -236,6 +280,9 @@ def _simulated(judge: Judge | None) -> bool:
     accounting = getattr(judge, "accounting", None)
     seen = accounting.snapshot()["fingerprints"] if accounting is not None else []
     return judge.simulated or any(is_simulated_fingerprint(fp) for fp in seen)
+
+
+_simulated = is_simulated  # the name other modules knew
 
 
 def _write_report(out: Path) -> None:

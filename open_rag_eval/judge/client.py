@@ -30,7 +30,7 @@ from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
-from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
+from open_rag_eval.judge.limits import JudgeLimiter, Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
 from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
 from open_rag_eval.transport import ReplyRefused, bounded_client
@@ -64,7 +64,7 @@ METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presenc
 class OpenAIJudge:
     """Implements the ``Judge`` protocol. Use ``open_judge(config, ...)`` to build one from a config."""
 
-    def __init__(self, *, model: str, base_url: str, api_key: str, limiter: Limiter,
+    def __init__(self, *, model: str, base_url: str, api_key: str, limiter: JudgeLimiter,
                  cache: JudgeCache | None = None, retry: RetryPolicy | None = None,
                  breaker: OutageBreaker | None = None, accounting: Accounting | None = None,
                  params: Mapping[str, Any] | None = None, drop_params: Sequence[str] = (),
@@ -72,9 +72,12 @@ class OpenAIJudge:
                  http_client: httpx2.AsyncClient | None = None,
                  simulated: bool = False, key_name: str = "the API key variable", owns_cache: bool = False,
                  context_tokens: int | None = None, max_tokens_param: str = "max_tokens",
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 sleep: Sleep = asyncio.sleep, cache_endpoint: str | None = None) -> None:
         self.model, self.simulated = model, simulated
         self.base_url = base_url.rstrip("/")
+        # the endpoint named in cache keys (the simulated judge's port changes run to run; one of several replicas
+        # of a model, judge.base_urls, caches as the first)
+        self.cache_endpoint = SIMULATED_ENDPOINT if simulated else (cache_endpoint or self.base_url).rstrip("/")
         self.cache, self.limiter = cache, limiter
         self.retry = retry or RetryPolicy()
         self.breaker = breaker or OutageBreaker()
@@ -96,8 +99,7 @@ class OpenAIJudge:
     async def complete(self, request: JudgeRequest) -> Completion:
         self._check_available()
         params = self.final_params(request.params)
-        endpoint = SIMULATED_ENDPOINT if self.simulated else self.base_url  # its port changes run to run
-        key = cache_key(base_url=endpoint, model=self.model, messages=request.messages, params=params,
+        key = cache_key(base_url=self.cache_endpoint, model=self.model, messages=request.messages, params=params,
                         prompt_version=request.prompt_version, sample=request.sample)
         shared = self._inflight.get(key)
         follower = shared is not None
@@ -230,7 +232,7 @@ class OpenAIJudge:
                 reply = self._classify(error)
             if isinstance(reply, Judgment):
                 self.breaker.success()
-                await self.limiter.concurrency.succeeded()
+                await self.limiter.succeeded()
                 self._count_usage(task, estimate, reply.usage, reply.fingerprint)
                 return reply
             failure = replace(reply, reason=self._redact(reply.reason))
@@ -238,7 +240,7 @@ class OpenAIJudge:
                 self._count_usage(task, estimate, failure.usage, None)
             if failure.overload:
                 # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent
-                self.limiter.concurrency.overloaded(failure.reason, None if failure.rate_limited else started)
+                self.limiter.overloaded(failure.reason, None if failure.rate_limited else started)
             if failure.kind != "retry":
                 self._give_up(failure)
             last = failure.reason
@@ -324,10 +326,16 @@ def _unix_now() -> float:
 
 
 def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
-               http_client: httpx2.AsyncClient | None = None) -> OpenAIJudge:
+               http_client: httpx2.AsyncClient | None = None, limiter: JudgeLimiter | None = None,
+               cache: Any = None, endpoint: int = 0) -> OpenAIJudge:
     """Build the judge a config describes. Raises ``ConfigError`` when the endpoint needs a key and the
-    environment variable ``config.api_key_env`` is unset. Close it with ``aclose()`` or ``async with``."""
-    base_url = (config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+    environment variable ``config.api_key_env`` is unset. Close it with ``aclose()`` or ``async with``.
+
+    ``limiter`` and ``cache`` replace the config's own (one budget and one cache shared by many processes);
+    ``endpoint`` picks one of ``judge.base_urls``."""
+    urls = config.endpoints()
+    base_url = (urls[endpoint % len(urls)][0] if urls else config.base_url or os.environ.get("OPENAI_BASE_URL")
+                or DEFAULT_BASE_URL).rstrip("/")
     overridden = sorted(METHOD_PARAMS & config.params.keys())
     if overridden:
         log.warning("judge.params sets %s for every request, over the published methods' own values: "
@@ -341,15 +349,17 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
     retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s)
     return OpenAIJudge(
         model=config.model, base_url=base_url, api_key=api_key,
-        limiter=Limiter.create(config.max_concurrency, config.requests_per_minute, config.tokens_per_minute,
-                               adaptive=config.adaptive_concurrency),
-        cache=_open_cache(config.cache, base_dir), retry=retry,
+        limiter=limiter or Limiter.create(urls[endpoint % len(urls)][1] if urls else config.max_concurrency,
+                                          config.requests_per_minute, config.tokens_per_minute,
+                                          adaptive=config.adaptive_concurrency),
+        cache=_open_cache(config.cache, base_dir) if cache is None else cache, retry=retry,
         breaker=OutageBreaker(config.outage_after_failures, config.outage_after_s),
         accounting=Accounting(config.model, price_for(config.model, config.prices)),
         params=config.params, drop_params=config.drop_params, timeout_s=config.timeout_s,
         max_reply_bytes=int(config.max_reply_mb * 1_000_000),
-        http_client=http_client, simulated=simulated, key_name=config.api_key_env, owns_cache=True,
+        http_client=http_client, simulated=simulated, key_name=config.api_key_env, owns_cache=cache is None,
         context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param,
+        cache_endpoint=urls[0][0] if urls else None,
     )
 
 

@@ -9,8 +9,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.health.check import HealthThresholds
 
-__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "JudgeConfig", "Price", "SimulatedJudgeConfig", "is_simulated_fingerprint",
-           "simulated_fingerprint"]
+__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "Endpoint", "JudgeConfig", "Price", "SimulatedJudgeConfig",
+           "is_simulated_fingerprint", "simulated_fingerprint"]
 
 
 class _Strict(BaseModel):
@@ -63,9 +63,19 @@ class SimulatedJudgeConfig(_Strict):
     seed: int = 0
 
 
+class Endpoint(_Strict):
+    """One of several endpoints serving the same model (``judge.base_urls``)."""
+
+    url: str
+    max_concurrency: int | None = Field(None, ge=1, le=4096)  # default: judge.max_concurrency
+
+
 class JudgeConfig(_Strict):
     model: str = "gpt-4o-mini"
     base_url: str | None = None  # any OpenAI-compatible endpoint; OPENAI_BASE_URL is honoured when unset
+    # several endpoints serving the same model (a vLLM server per GPU node), each with its own concurrency: the ray
+    # executor spreads its workers over them; a local run uses the first; replies are cached as the first's
+    base_urls: list[str | Endpoint] | None = Field(None, min_length=1)
     api_key_env: str = "OPENAI_API_KEY"  # the NAME of the variable; its value never lands in any output
     max_concurrency: int = Field(32, ge=1, le=4096)
     requests_per_minute: float | None = Field(None, gt=0)
@@ -97,8 +107,15 @@ class JudgeConfig(_Strict):
     record: str | None = None
     replay: str | None = None
 
+    def endpoints(self) -> list[tuple[str, int]]:
+        """``base_urls`` as (url, max_concurrency) pairs; empty without them."""
+        return [(e, self.max_concurrency) if isinstance(e, str) else (e.url, e.max_concurrency or self.max_concurrency)
+                for e in self.base_urls or []]
+
     @model_validator(mode="after")
     def _one_source(self) -> JudgeConfig:
+        if self.base_urls is not None and self.base_url is not None:
+            raise ValueError("give judge.base_url or judge.base_urls, not both")
         if self.replay is not None and (self.record is not None or self.simulated is not None):
             raise ValueError("judge.replay answers from a file: it cannot be combined with judge.record or "
                              "judge.simulated")

@@ -14,11 +14,13 @@ import random
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
+from typing import Protocol
 
-__all__ = ["AdaptiveConcurrency", "Limiter", "OutageBreaker", "RetryPolicy", "TokenBucket", "parse_retry_after"]
+__all__ = ["AdaptiveConcurrency", "JudgeLimiter", "Limiter", "OutageBreaker", "RetryPolicy", "TokenBucket",
+           "parse_retry_after"]
 
 log = logging.getLogger("open_rag_eval.judge")
 
@@ -135,6 +137,19 @@ class AdaptiveConcurrency:
             log.debug("judge: concurrency recovered to %d", self.limit)
 
 
+class JudgeLimiter(Protocol):
+    """What the judge client asks of its pacing: ``Limiter`` in one process, or one budget shared by many
+    processes (``open_rag_eval.executors``). ``started`` is a ``time.monotonic()`` of the caller's process."""
+
+    def slot(self, estimated_tokens: int = 0, priority: int = 0) -> AbstractAsyncContextManager[None]: ...
+
+    async def succeeded(self) -> None: ...
+
+    def overloaded(self, reason: str, started: float | None = None) -> None: ...
+
+    def used_tokens(self, estimated: int, actual: int) -> None: ...
+
+
 @dataclass
 class Limiter:
     """Concurrency + optional RPM and TPM buckets. ``slot(tokens)`` holds one request's place."""
@@ -163,6 +178,13 @@ class Limiter:
             yield
         finally:
             await self.concurrency.release()
+
+    async def succeeded(self) -> None:
+        await self.concurrency.succeeded()
+
+    def overloaded(self, reason: str, started: float | None = None) -> None:
+        """A 429, a timeout or an overflow: the adaptive concurrency halves (``AdaptiveConcurrency.overloaded``)."""
+        self.concurrency.overloaded(reason, started)
 
     def used_tokens(self, estimated: int, actual: int) -> None:
         if self.tokens is not None:
