@@ -15,6 +15,7 @@ EVALUATORS: dict[str, str] = {
     "trec": "open_rag_eval.evaluators.trec:TrecEvaluator",
     "consistency": "open_rag_eval.evaluators.consistency:ConsistencyEvaluator",
     "golden": "open_rag_eval.evaluators.golden:GoldenEvaluator",
+    "generation": "open_rag_eval.evaluators.generation:GenerationEvaluator",
 }
 
 CONNECTORS: dict[str, str] = {

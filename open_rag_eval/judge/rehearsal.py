@@ -11,6 +11,10 @@ Replies (their sizes give the completion-token estimate):
     support            ``Full Support``
     no_answer          ``yes``
     generate_query     a JSON object with a 15-word question (and a 40-word answer when the prompt asks for one)
+    claim_extract      one claim of about twelve words per numbered sentence
+    claim_verify       every claim supported, by source 1
+    context_useful     ``{"useful": 1}``
+    context_relevance  ``{"rating": 2}``
 
 Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
 once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
@@ -42,6 +46,10 @@ _INITIAL = re.compile(r"Initial Nugget List Length: ([0-9]+)")
 _CAP = re.compile(r"at most ([0-9]+) nuggets")
 _SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
 _COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
+_SENTENCE = re.compile(r"^\[([0-9]+)\] ", re.MULTILINE)
+_CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
+_CLAIM_TEXT = "claim {} states one atomic fact of the answer in about twelve words"
+_FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}'}
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,14 @@ def expected_reply(request: JudgeRequest) -> str:
         return "Full Support"
     if request.task == "no_answer":
         return "yes"
+    if request.task == "claim_extract":
+        claims = [{"sentence": int(n), "claim": _CLAIM_TEXT.format(n)} for n in _SENTENCE.findall(user)]
+        return json.dumps({"refusal": False, "claims": claims})
+    if request.task == "claim_verify":
+        verdicts = [{"claim": int(n), "supported": True, "sources": [1]} for n in _CLAIM.findall(user)]
+        return json.dumps({"verdicts": verdicts})
+    if request.task in _FIXED:
+        return _FIXED[request.task]
     if request.task == "generate_query":
         reply = {"question": " ".join(["word"] * 15)}
         return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)

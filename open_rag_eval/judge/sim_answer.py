@@ -14,6 +14,10 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``support`` | TREC 2024 support prompt | ``Full Support`` / ``Partial Support`` / ``No Support`` |
 | ``no_answer`` | answer-attempt classifier | ``yes`` / ``no`` (refusal phrases give ``no``) |
 | ``generate_query`` | our test-set prompt ("You write test questions") | JSON: a question from the passage's salient words |
+| ``claim_extract`` | claim extraction ("You split an answer into atomic claims") | JSON: each sentence's clauses (split at ``;`` and ``, and``) as claims; refusal sentences none |
+| ``claim_verify`` | claim verification ("You check claims against numbered source texts") | JSON: a claim is supported by the sources holding >= 60% of its content words |
+| ``context_useful`` | context usefulness | JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content words |
+| ``context_relevance`` | both context-relevance prompts | JSON rating: 0 no query word in the context, 1 under half, 2 otherwise |
 | ``unknown`` | anything else | a fixed generic reply |
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
@@ -69,8 +73,13 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("support", "evaluate whether each statement is supported by its corresponding citations"),
     ("no_answer", "the answer is an attempt to answer the query"),
     ("generate_query", "You write test questions for evaluating"),
+    ("claim_extract", "You split an answer into atomic claims"),
+    ("claim_verify", "You check claims against numbered source texts"),
+    ("context_useful", "You judge whether a retrieved passage was useful for arriving at an answer"),
+    ("context_relevance", "You rate how relevant a retrieved context is for answering a question"),
+    ("context_relevance", "As an expert assessing the relevance of a Context to a Question"),
 )
-KINDS: tuple[str, ...] = tuple(kind for kind, _ in _MARKERS) + ("unknown",)
+KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _MARKERS)) + ("unknown",)
 
 _REFUSALS = (
     "no_answer", "no answer", "no result", "not enough information", "insufficient information",
@@ -296,6 +305,72 @@ def _generate(text: str) -> Reply | None:
     return Reply("generate_query", "", json.dumps(reply, ensure_ascii=False))
 
 
+# --- generation metrics: claims, their verification, context usefulness and relevance ----------------------
+
+_NUMBERED = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)
+_CLAIM_LINE = re.compile(r"^\(([0-9]+)\) (.*)$", re.MULTILINE)
+_CLAUSE = re.compile(r";\s+|,\s+and\s+")
+
+
+def sentence_claims(sentence: str) -> list[str]:
+    """The claims of one sentence: its clauses split at "; " and ", and " (a refusal sentence has none)."""
+    if attempted(sentence) == "no":
+        return []
+    clauses = [c.strip().rstrip(".!?;,").strip() for c in _CLAUSE.split(_MARKER.sub(" ", sentence))]
+    return [" ".join(c.split()) + "." for c in clauses if content_words(c)]
+
+
+def _section(text: str, start: str, end: str) -> str:
+    found = re.search(re.escape(start) + r"\n(.*?)\n\s*" + re.escape(end), text, _DOTALL)
+    return found.group(1) if found else ""
+
+
+def _extract(text: str) -> Reply | None:
+    query = re.search(r"Question: (.*?)\n", text)
+    body = _section(text, "Answer, one numbered sentence per line:", "For each sentence")
+    sentences = _NUMBERED.findall(body)
+    if query is None or not sentences:
+        return None
+    claims = [{"sentence": int(n), "claim": c} for n, s in sentences for c in sentence_claims(s)]
+    refusal = not claims and any(attempted(s) == "no" for _, s in sentences)
+    return Reply("claim_extract", query.group(1).strip(), json.dumps({"refusal": refusal, "claims": claims}))
+
+
+def supporting_sources(claim: str, sources: Sequence[str]) -> list[int]:
+    """1-based numbers of the sources holding at least 60% of the claim's content words."""
+    words = content_words(claim)
+    return [i for i, source in enumerate(sources, start=1) if _fraction(content_words(source), words) >= 0.6]
+
+
+def _verify(text: str) -> Reply | None:
+    sources = [s for _, s in _NUMBERED.findall(_section(text, "Sources:", "Claims:"))]
+    claims = _CLAIM_LINE.findall(_section(text, "Claims:", "For each claim"))
+    if not claims:
+        return None
+    verdicts = []
+    for n, claim in claims:
+        found = supporting_sources(claim, sources)
+        verdicts.append({"claim": int(n), "supported": bool(found), "sources": found})
+    return Reply("claim_verify", "", json.dumps({"verdicts": verdicts}))
+
+
+def _useful(text: str) -> Reply | None:
+    match = re.search(r"Question: (.*?)\n\s*Answer: (.*?)\n\s*Passage: (.*?)\n", text, _DOTALL)
+    if match is None:
+        return None
+    share = _fraction(content_words(match.group(3)), content_words(match.group(2)))
+    return Reply("context_useful", match.group(1).strip(), json.dumps({"useful": 1 if share >= 0.25 else 0}))
+
+
+def _relevance(text: str) -> Reply | None:
+    match = re.search(r"Question: (.*?)\n\s*(?:### )?Context:\n(.*?)\n\n", text, _DOTALL)
+    if match is None:
+        return None
+    share = _fraction(content_words(match.group(2)), content_words(match.group(1)))
+    rating = 0 if share == 0 else 1 if share < 0.5 else 2
+    return Reply("context_relevance", match.group(1).strip(), json.dumps({"rating": rating}))
+
+
 _HANDLERS = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
@@ -305,6 +380,10 @@ _HANDLERS = {
     "support": _support,
     "no_answer": _no_answer,
     "generate_query": _generate,
+    "claim_extract": _extract,
+    "claim_verify": _verify,
+    "context_useful": _useful,
+    "context_relevance": _relevance,
 }
 
 

@@ -4,6 +4,9 @@ Each template is one file in this folder, kept byte for byte as published; ``tem
 source, licence and sha256. ``load(id)`` reads a template and refuses it when its bytes do not match the recorded
 hash, so a stray editor "fix" (a trimmed trailing space) can never silently change a method.
 
+A file of ours may open with header lines starting ``#|`` (what it is, its version, what it adapts and under which
+licence): they are part of the hashed bytes but not of the text sent to the judge.
+
 Rendering is plain ``str.format`` (docs/methods.md, Conventions): values are inserted as given and never re-parsed, so
 braces inside a passage are harmless.
 """
@@ -62,7 +65,16 @@ def load(template_id: str) -> Template:
         raise TemplateIntegrityError(
             f"prompt template '{template_id}' ({entry['file']}) has sha256 {digest}, expected {entry['sha256']}"
         )
-    return Template(template_id, data.decode("utf-8"), digest, entry["source"], entry["licence"])
+    return Template(template_id, _without_header(data.decode("utf-8")), digest, entry["source"], entry["licence"])
+
+
+def _without_header(text: str) -> str:
+    """The text after the leading ``#|`` header lines (none in the published templates)."""
+    lines = text.split("\n")
+    start = 0
+    while start < len(lines) and lines[start].startswith("#|"):
+        start += 1
+    return "\n".join(lines[start:])
 
 
 def prompt_hashes() -> dict[str, str]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_TREC", "axis_range", "display_name", "family", "family_title",
-           "is_count", "is_dispersion", "is_tally", "lower_is_better", "short_name"]
+__all__ = ["DEFAULT_CONSISTENCY", "DEFAULT_GENERATION", "DEFAULT_TREC", "axis_range", "display_name", "family",
+           "family_title", "is_count", "is_dispersion", "is_tally", "lower_is_better", "short_name"]
 
 DEFAULT_TREC = ("umbrela.mean", "nuggets.vital", "hhem.score", "citation.f1")
+DEFAULT_GENERATION = ("faithfulness.score", "faithfulness.cited", "context.precision_answer", "context.recall",
+                      "context.relevance", "correctness.f1")
 DEFAULT_CONSISTENCY = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score",
                        "consistency.bertscore_f1", "consistency.rougeL")
 
@@ -26,10 +28,24 @@ _LABELS = {
     "nuggets.vital_strict": "Vital nugget recall (strict)",
     "nuggets.weighted_strict": "Weighted nugget score (strict)",
     "citation.f1_strict": "Citation support F1 (strict)",
+    "faithfulness.score": "Faithfulness (claims supported by the context)",
+    "faithfulness.cited": "Cited-passage faithfulness (claims supported by their citations)",
+    "faithfulness.n_claims": "Claims in the answer",
+    "faithfulness.n_uncited": "Claims without a citation",
+    "context.precision_answer": "Context precision (useful for the answer)",
+    "context.precision_reference": "Context precision (useful for the reference)",
+    "context.recall": "Context recall (reference claims in the context)",
+    "context.relevance": "Context relevance (0-2 rating / 2)",
+    "context.n_reference_claims": "Claims in the reference answer",
+    "correctness.f1": "Answer correctness (claim F1 vs the reference)",
+    "correctness.precision": "Answer claims the reference supports",
+    "correctness.recall": "Reference claims the answer covers",
+    "correctness.score": "Answer correctness (F1 blended with similarity)",
 }
 _SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "nuggets.vital_strict": "vital strict",
           "nuggets.weighted": "weighted", "citation.f1": "cite F1", "hhem.score": "HHEM",
-          "no_answer.answered": "answered"}
+          "no_answer.answered": "answered", "faithfulness.score": "faithful", "faithfulness.cited": "cited faithful",
+          "context.precision_answer": "ctx precision", "context.recall": "ctx recall", "correctness.f1": "correct F1"}
 _FAMILIES = {
     "umbrela": "Passage relevance (UMBRELA)",
     "nuggets": "Answer completeness (nuggets)",
@@ -42,11 +58,16 @@ _FAMILIES = {
     "consistency": "Consistency across runs",
     "consistency.judge": "Judge test-retest",
     "spread": "Spread of each metric across runs",
+    "faithfulness": "Faithfulness (claims checked against the passages)",
+    "context": "Retrieved context (precision, recall, relevance)",
+    "correctness": "Answer correctness (claims vs the reference answer)",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
+                          ".n_uncited", "correctness.fp", "correctness.fn",
                           ".fabricated", ".hallucinated", ".ungrounded", ".flip_rate", ".crossing")
 _LOWER_BETTER = {"latency.ms"}
-_COUNTS = (".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", "citation.fabricated", "latency.ms")
+_COUNTS = (".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", "citation.fabricated", "latency.ms", ".n_claims",
+           ".n_uncited", ".n_reference_claims", "correctness.tp", "correctness.fp", "correctness.fn")
 
 
 def is_dispersion(metric: str) -> bool:

@@ -20,8 +20,9 @@ __all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywh
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
 SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
 FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency",
-            "health")
-JUDGED_FAMILIES = ("umbrela.", "nuggets.", "citation.", "no_answer.", "consistency.judge")  # values from the judge
+            "health", "faithfulness", "context", "correctness")
+JUDGED_FAMILIES = ("umbrela.", "nuggets.", "citation.", "no_answer.", "consistency.judge", "faithfulness.", "context.",
+                   "correctness.")  # values from the judge
 Key = tuple[str, int | None]
 
 

@@ -1,0 +1,153 @@
+"""The ``generation`` evaluator: the generation metrics RAG teams know from ragas, judged the TREC evaluator's way
+(docs/generation.md) -- same judge client, cache, accounting, failure rules, outputs, dry run and report.
+
+Metrics are selected by name (``metrics:``); ``METRICS`` maps each name to its class (a module per family under
+``open_rag_eval.metrics``, pure scores in ``open_rag_eval.scoring.generation``). To add a metric: write its class
+(``names()`` and ``async score(session, output)``, see ``open_rag_eval.metrics._generation``), list it here with a
+field of ``GenerationOptions`` for its options, and name its scores in ``report/names.py`` and docs/RESULTS.md.
+
+Every output is evaluated at once and its metrics concurrently; the judge alone limits concurrency. Claims are
+extracted once per text and verified once per (claims, sources) through the shared ``ClaimSession``; extraction is
+queued before verification, and both before the leaf judgments (context usefulness and relevance).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from importlib import import_module
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from open_rag_eval.errors import JudgeError
+from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
+from open_rag_eval.metrics._generation import GenerationMetric
+from open_rag_eval.metrics.claims import TRIALS, ClaimSession
+from open_rag_eval.metrics.context import ContextPrecisionOptions
+from open_rag_eval.metrics.correctness import CorrectnessOptions
+from open_rag_eval.metrics.faithfulness import FaithfulnessOptions
+from open_rag_eval.scoring.generation import blend
+from open_rag_eval.types import EvalResult, RAGOutput, Score
+
+__all__ = ["METRICS", "SIMILARITY", "GenerationEvaluator", "GenerationOptions"]
+
+# name in config -> (class, the GenerationOptions field holding its options or None)
+METRICS: dict[str, tuple[str, str | None]] = {
+    "faithfulness": ("open_rag_eval.metrics.faithfulness:Faithfulness", "faithfulness"),
+    "context_precision": ("open_rag_eval.metrics.context:ContextPrecision", "context_precision"),
+    "context_recall": ("open_rag_eval.metrics.context:ContextRecall", None),
+    "context_relevance": ("open_rag_eval.metrics.context:ContextRelevance", None),
+    "answer_correctness": ("open_rag_eval.metrics.correctness:AnswerCorrectness", "answer_correctness"),
+}
+DEFAULT_METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
+# The semantic-similarity score answer correctness blends with (``answer_correctness.blend: true``): (the metric
+# name that must be selected, the score name it produces). None until a similarity metric is listed in METRICS.
+SIMILARITY: tuple[str, str] | None = None
+
+
+class GenerationOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
+    faithfulness: FaithfulnessOptions = Field(default_factory=FaithfulnessOptions)
+    context_precision: ContextPrecisionOptions = Field(default_factory=ContextPrecisionOptions)
+    answer_correctness: CorrectnessOptions = Field(default_factory=CorrectnessOptions)
+
+    @field_validator("metrics")
+    @classmethod
+    def _known_metrics(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in METRICS]
+        if unknown:
+            raise ValueError(f"unknown metric(s) {', '.join(unknown)}; valid choices: {', '.join(METRICS)}")
+        if not value:
+            raise ValueError(f"select at least one metric: {', '.join(METRICS)}")
+        return list(dict.fromkeys(value))
+
+    @model_validator(mode="after")
+    def _blend_needs_similarity(self) -> GenerationOptions:
+        if "answer_correctness" in self.metrics and self.answer_correctness.blend:
+            if SIMILARITY is None:
+                raise ValueError("answer_correctness.blend needs a semantic-similarity metric, which this version "
+                                 "does not provide yet; set blend: false (the F1 alone)")
+            if SIMILARITY[0] not in self.metrics:
+                raise ValueError(f"answer_correctness.blend needs the '{SIMILARITY[0]}' metric in metrics")
+        return self
+
+
+def _build(name: str, options: GenerationOptions) -> GenerationMetric:
+    target, field = METRICS[name]
+    module, _, attr = target.partition(":")
+    cls = getattr(import_module(module), attr)
+    return cls(getattr(options, field)) if field else cls()
+
+
+class GenerationEvaluator:
+    """Per-output generation metrics with the judge (see the module docstring)."""
+
+    name: ClassVar[str] = "generation"
+    needs_judge: ClassVar[bool] = True
+    Options: ClassVar[type[BaseModel]] = GenerationOptions
+
+    def __init__(self, options: GenerationOptions | None = None) -> None:
+        self.options = options or GenerationOptions()
+        self.metrics = {name: _build(name, self.options) for name in self.options.metrics}
+
+    @classmethod
+    def metric_names(cls, options: GenerationOptions, before: Sequence[str] = ()) -> list[str]:
+        """Every score these options can produce (config checks name them)."""
+        return [n for name in options.metrics for n in _build(name, options).names()]
+
+    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+        """The requests of a run, rehearsed (``open_rag_eval.judge.rehearsal``): this evaluator's own code runs
+        against the rehearsal judge, which extracts one claim per sentence and finds every claim supported."""
+        from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
+
+        judge = RehearsalJudge()
+        run_sync(GenerationEvaluator(self.options).evaluate(outputs, Context(judge=judge)))
+        notes = ["generation: claims are estimated (one per sentence of the answer and of the reference)"]
+        return Plan(notes=notes, requests=judge.requests, reasks=self.reask_bounds())
+
+    def reask_bounds(self) -> dict[str, int]:
+        """Per task, the most extra attempts one request takes when its replies do not parse."""
+        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance"), TRIALS - 1)
+
+    async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        if ctx.judge is None:
+            raise JudgeError("the generation evaluator needs a judge")
+        result = EvalResult()
+        for chunk in query_chunks(outputs, CHUNK_OUTPUTS):
+            session = ClaimSession(ctx.judge)
+            try:
+                parts = await _gather([self._output(session, output, ctx) for output in chunk])
+            finally:
+                session.cancel()
+            for part in parts:
+                result.extend(part)
+        return result
+
+    async def _output(self, session: ClaimSession, output: RAGOutput, ctx: Context) -> EvalResult:
+        result = EvalResult()
+        if output.error is not None:
+            names = [n for metric in self.metrics.values() for n in metric.names()]
+            result.scores = [Score.failed(output, n, f"no output: {output.error}") for n in names]
+        else:
+            for scores, details in await _gather([m.score(session, output) for m in self.metrics.values()]):
+                result.extend(EvalResult(scores=scores, details=details))
+            result.scores += self._blended(output, result.scores)
+        ctx.progress("outputs", 1)
+        return result
+
+    def _blended(self, output: RAGOutput, scores: Sequence[Score]) -> list[Score]:
+        """``correctness.score`` from the output's F1 and similarity (only with ``blend: true``)."""
+        options = self.options.answer_correctness
+        if "answer_correctness" not in self.metrics or not options.blend or SIMILARITY is None:
+            return []
+        by_name = {s.metric: s for s in scores}
+        f1, similarity = by_name.get("correctness.f1"), by_name.get(SIMILARITY[1])
+        for part, name in ((f1, "correctness.f1"), (similarity, SIMILARITY[1])):
+            if part is None or part.value is None:
+                reason = part.error if part is not None and part.error else f"{name} has no value"
+                return [Score.failed(output, "correctness.score", reason)]
+        assert f1 is not None and similarity is not None and f1.value is not None and similarity.value is not None
+        return [Score.ok(output, "correctness.score", blend(f1.value, similarity.value, options.weights))]
