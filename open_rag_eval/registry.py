@@ -19,6 +19,7 @@ EVALUATORS: dict[str, str] = {
 }
 
 CONNECTORS: dict[str, str] = {
+    "bm25": "open_rag_eval.connectors.bm25:Bm25Connector",
     "http": "open_rag_eval.connectors.http:HttpConnector",
     "langchain": "open_rag_eval.connectors.langchain:LangChainConnector",
     "llamaindex": "open_rag_eval.connectors.llamaindex:LlamaIndexConnector",

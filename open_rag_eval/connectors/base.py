@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from pydantic import BaseModel
 
 from open_rag_eval.config.connector import ConnectorConfig, connector_spec
+from open_rag_eval.errors import ConfigError
 from open_rag_eval.types import RAGOutput
 
 if TYPE_CHECKING:
@@ -36,10 +37,18 @@ class Connector(Protocol):
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]: ...
 
 
-def build_connector(config: ConnectorConfig, *, file: str = "") -> Connector:
-    """Resolve ``config.type`` and construct it with its validated options."""
+def build_connector(config: ConnectorConfig, *, file: str = "", base_dir: Path | None = None) -> Connector:
+    """Resolve ``config.type`` and construct it with its validated options; options the class names in
+    ``PATH_OPTIONS`` (files, folders) resolve against ``base_dir``, the config's folder."""
+    from open_rag_eval.config import _absolute_paths
+
     cls, options = connector_spec(config, file=file)
-    return cls(options)  # type: ignore[no-any-return]
+    if base_dir is not None:
+        options = _absolute_paths(options, getattr(cls, "PATH_OPTIONS", ()), base_dir)
+    try:
+        return cls(options)  # type: ignore[no-any-return]
+    except ConfigError as error:  # a connector's own check of its options: name the config file
+        raise ConfigError(error.problem, path=error.path, file=error.file or file) from None
 
 
 async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: int | None = None,
@@ -51,7 +60,7 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     from open_rag_eval.inputs import read_queries
 
     file = str(loaded.path or "")
-    connector = build_connector(config, file=file)
+    connector = build_connector(config, file=file, base_dir=loaded.base_dir)
     queries = read_queries(loaded.resolve_path(config.queries))[:limit]
     if journal is None:
         log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
