@@ -124,7 +124,7 @@ def test_build_connector_validates_options() -> None:
         build_connector(ConnectorConfig(type="http", queries="q.csv", options={"url": "http://x", "concurrency": 0}))
     with pytest.raises(ConfigError, match="connector.options.url"):
         build_connector(ConnectorConfig(type="http", queries="q.csv", options={}))
-    with pytest.raises(ConfigError, match="valid choices: http"):
+    with pytest.raises(ConfigError, match="valid choices: bm25, http"):
         build_connector(ConnectorConfig(type="nope", queries="q.csv"))
 
 
