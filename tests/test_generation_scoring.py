@@ -29,16 +29,21 @@ def test_average_precision_without_passages_is_undefined() -> None:
 
 
 def test_claim_f1_literal_numbers() -> None:
-    assert claim_f1(ClaimCounts(tp=1, fp=2, fn=1)) == pytest.approx({"precision": 1 / 3, "recall": 0.5, "f1": 0.4})
-    assert claim_f1(ClaimCounts(tp=3, fp=0, fn=0)) == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
-    assert claim_f1(ClaimCounts(tp=2, fp=0, fn=2)) == pytest.approx({"precision": 1.0, "recall": 0.5, "f1": 2 / 3})
+    counts = ClaimCounts(tp=1, fp=2, fn=1, covered=1)
+    assert claim_f1(counts) == pytest.approx({"precision": 1 / 3, "recall": 0.5, "f1": 0.4})
+    assert claim_f1(ClaimCounts(tp=3, fp=0, fn=0, covered=2)) == {"precision": 1.0, "recall": 1.0, "f1": 1.0}
+    assert claim_f1(ClaimCounts(tp=2, fp=0, fn=2, covered=2)) == pytest.approx(
+        {"precision": 1.0, "recall": 0.5, "f1": 2 / 3})
+    # ragas's f1 counts tp on the answer's side and fn on the reference's: an answer whose claims the reference does
+    # not support scores 0 even when it covers the reference (recall 1.0 here)
+    assert claim_f1(ClaimCounts(tp=0, fp=3, fn=0, covered=2)) == {"precision": 0.0, "recall": 1.0, "f1": 0.0}
 
 
 def test_claim_f1_edge_cases_a_refusal_and_nothing_to_count() -> None:
     # a refusal against a reference with 3 claims: nothing claimed, everything missed
     assert claim_f1(ClaimCounts(tp=0, fp=0, fn=3)) == {"precision": None, "recall": 0.0, "f1": 0.0}
     # every answer claim wrong, the reference has none
-    assert claim_f1(ClaimCounts(tp=0, fp=2, fn=0)) == {"precision": 0.0, "recall": None, "f1": 0.0}
+    assert claim_f1(ClaimCounts(tp=0, fp=2, fn=0, covered=0)) == {"precision": 0.0, "recall": None, "f1": 0.0}
     assert claim_f1(ClaimCounts(tp=0, fp=0, fn=0)) == {"precision": None, "recall": None, "f1": None}
 
 

@@ -4,8 +4,9 @@ The answer's claims are verified against the reference (supported: TP, not: FP) 
 the answer (not supported: FN), two batched calls -- ragas's factual correctness, whose F1 with beta 1 equals its
 answer correctness's ``tp / (tp + (fp + fn) / 2)``.
 
-``correctness.f1``, ``correctness.precision`` tp/(tp+fp), ``correctness.recall`` tp/(tp+fn), counts
-``correctness.tp/fp/fn``; ``correctness.score`` only with ``blend: true``: ``weights`` (ragas's default
+``correctness.f1`` (ragas's formula), ``correctness.precision`` tp/(tp+fp) over the answer's claims,
+``correctness.recall`` covered/(covered+fn) over the reference's claims (ragas's factual correctness divides tp by
+tp+fn, mixing the two sides), counts ``correctness.tp/fp/fn``; ``correctness.score`` only with ``blend: true``: ``weights`` (ragas's default
 [0.75, 0.25]) over the F1 and the answer's semantic similarity to the reference, computed by the evaluator once both
 are known (``open_rag_eval.evaluators.generation.SIMILARITY``).
 
@@ -29,6 +30,9 @@ __all__ = ["AnswerCorrectness", "CorrectnessOptions", "correctness_values"]
 
 VALUES = ("correctness.f1", "correctness.precision", "correctness.recall")
 COUNTS = ("correctness.tp", "correctness.fp", "correctness.fn")
+UNDEFINED = {"correctness.f1": "is undefined: neither the answer nor the reference makes a factual claim",
+             "correctness.precision": "is undefined: the answer makes no factual claim",
+             "correctness.recall": "is undefined: the reference answer makes no factual claim"}
 
 
 class CorrectnessOptions(BaseModel):
@@ -86,7 +90,8 @@ async def _verify(session: ClaimSession, claims: tuple[Claim, ...], against: str
 def _counts(to_ref: Verified | None, to_answer: Verified | None) -> ClaimCounts:
     answer = [v.supported for v in to_ref.verdicts] if to_ref else []
     reference = [v.supported for v in to_answer.verdicts] if to_answer else []
-    return ClaimCounts(tp=sum(answer), fp=len(answer) - sum(answer), fn=len(reference) - sum(reference))
+    return ClaimCounts(tp=sum(answer), fp=len(answer) - sum(answer), fn=len(reference) - sum(reference),
+                       covered=sum(reference))
 
 
 def _rows(extracted: Extracted, verified: Verified | None) -> list[dict[str, Any]]:
@@ -100,11 +105,5 @@ def correctness_values(output: RAGOutput, counts: ClaimCounts) -> list[Score]:
     scores = []
     for name in VALUES:
         value = values[name.split(".", 1)[1]]
-        if value is not None:
-            scores.append(Score.ok(output, name, value))
-        elif name == "correctness.precision" and counts.tp + counts.fp == 0:
-            scores.append(Score.failed(output, name, "is undefined: the answer makes no factual claim"))
-        else:
-            scores.append(Score.failed(output, name, "is undefined: neither the answer nor the reference makes a "
-                                                     "factual claim"))
+        scores.append(Score.ok(output, name, value) if value is not None else Score.failed(output, name, UNDEFINED[name]))
     return scores + [Score.ok(output, f"correctness.{k}", getattr(counts, k)) for k in ("tp", "fp", "fn")]

@@ -1,5 +1,6 @@
 """HTML of one query's drill-down. It opens on the evidence of each run -- passages with UMBRELA grades, the answer
-with a support badge per citation, nuggets with importance and assignment, HHEM and no-answer -- and keeps every
+with a support badge per citation, nuggets with importance and assignment, the answer's claims with their verdicts
+(generation evaluator), HHEM and no-answer -- and keeps every
 score, failures (red), undefined statistics (grey) and consistency across runs folded below. A metric unavailable
 for the whole run (no model weights) is said once in the report's header, not here.
 
@@ -110,6 +111,33 @@ def _nuggets(output: dict[str, Any]) -> str:
             f'<th>assignment</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def _verdict(supported: Any) -> str:
+    text = {True: "supported", False: "not supported"}.get(supported, "not judged")
+    return f'<span class="verdict" data-supported="{esc(supported)}">{esc(text)}</span>'
+
+
+def _claims(output: dict[str, Any]) -> str:
+    """The answer's claims (generation evaluator): sentence, citations, verdict, the passages that support it."""
+    data = output.get("details", {}).get("faithfulness") or {}
+    claims = data.get("claims") or []
+    if not claims:
+        note = "the answer is a refusal: no claim to check" if data.get("refusal") else ""
+        return f'<h3>Claims</h3><p class="muted claims-none">{esc(note)}</p>' if note else ""
+    rows = []
+    for claim in claims:
+        cited = " ".join(f"[{esc(c)}]" for c in claim.get("citations") or []) or "–"
+        support = " ".join(f"[{esc(s)}]" for s in claim.get("supporting") or []) or "–"
+        by_citation = "yes" if claim.get("cited_supported") else "no"
+        rows.append(f'<tr><td>{esc(claim.get("claim"))}</td><td class="num">{esc(claim.get("sentence"))}</td>'
+                    f'<td>{cited}</td><td>{_verdict(claim.get("supported"))}</td><td>{support}</td>'
+                    f'<td>{by_citation}</td></tr>')
+    failed = data.get("verification_reason")
+    note = f'<p class="errors">{esc(scrub_paths(str(failed)))}</p>' if failed else ""
+    return ('<h3>Claims (faithfulness)</h3>' + note + '<div class="scroll"><table class="claims"><thead><tr><th>claim'
+            '</th><th>sentence</th><th>cites</th><th>verdict</th><th>supported by</th><th>by its citation</th></tr>'
+            f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
+
+
 def _chips(scores: dict[str, Any]) -> str:
     chips = [f'<span class="chip" data-metric="{esc(m)}">{esc(m)} <b>{fmt(v)}</b></span>'
              for m, v in scores.items() if v is not None]
@@ -173,7 +201,7 @@ def _run(output: dict[str, Any]) -> str:
             f'{" · " + counts if counts else ""}</summary>{_chips(scores)}{_errors(errors, {})}</details>')
     return (f'<section class="run" data-run="{esc(output.get("run"))}"><h3>Run {esc(output.get("run"))}'
             f' <span class="muted">{esc(scrub_paths(str(output.get("source") or "")))}</span></h3>{system_error}'
-            f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{more}</section>')
+            f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{_claims(output)}{more}</section>')
 
 
 def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None, key: Sequence[str]) -> str:

@@ -17,7 +17,8 @@ __all__ = ["DEFAULT_HEADLINE", "DEFAULT_TARGETS", "headline_metrics", "report_op
 
 # In order; golden.ndcg@k / golden.recall@k stand for the largest k (at most 10) the run has.
 DEFAULT_HEADLINE = ("umbrela.mean", "nuggets.vital_strict", "nuggets.weighted", "citation.f1", "hhem.score",
-                    "no_answer.answered", "golden.ndcg@k", "golden.recall@k")
+                    "no_answer.answered", "golden.ndcg@k", "golden.recall@k", "faithfulness.score", "faithfulness.cited",
+                    "context.recall", "correctness.f1")
 DEFAULT_TARGETS: dict[str, float] = {
     "umbrela.mean": 1.5,  # between "related" (1) and "highly relevant" (2) on average
     "nuggets.vital_strict": 0.5,  # half the vital facts fully present

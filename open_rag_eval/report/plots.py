@@ -137,7 +137,8 @@ def _answered_panel(ax: Any, sets: Sequence[ResultSet]) -> None:
     ax.set_xlim(0.3, len(sets) + 0.7)
 
 
-def plot_trec(sets: Sequence[ResultSet], metrics: Sequence[str], path: Path) -> Path:
+def plot_trec(sets: Sequence[ResultSet], metrics: Sequence[str], path: Path,
+              title: str = "open-rag-eval: TREC metrics") -> Path:
     """One boxplot panel per metric (one box per result set, mean and median marked) + % questions answered."""
     plt = _pyplot()
     panels = len(metrics) + 1
@@ -152,7 +153,7 @@ def plot_trec(sets: Sequence[ResultSet], metrics: Sequence[str], path: Path) -> 
     _answered_panel(flat[len(metrics)], sets)
     for ax in flat[panels:]:
         ax.set_visible(False)
-    return _finish(fig, plt, sets, "open-rag-eval: TREC metrics", path, legend=True, markers=True)
+    return _finish(fig, plt, sets, title, path, legend=True, markers=True)
 
 
 def _order(groups: dict[str, list[float]]) -> list[str]:

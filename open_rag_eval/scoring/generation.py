@@ -33,21 +33,23 @@ def average_precision(useful: Sequence[bool]) -> float | None:
 
 @dataclass(frozen=True)
 class ClaimCounts:
-    """Answer correctness counts: answer claims the reference supports (tp) or not (fp), reference claims the answer
-    does not cover (fn)."""
+    """Answer correctness counts: answer claims the reference supports (tp) or not (fp); reference claims the answer
+    covers (covered) or not (fn)."""
 
     tp: int
     fp: int
     fn: int
+    covered: int = 0
 
 
 def claim_f1(counts: ClaimCounts) -> dict[str, float | None]:
-    """precision tp/(tp+fp), recall tp/(tp+fn), f1 = tp / (tp + (fp + fn) / 2) (0 when tp = 0 and there is
-    something to count); None where a denominator is 0."""
-    tp, fp, fn = counts.tp, counts.fp, counts.fn
+    """f1 = tp / (tp + (fp + fn) / 2) as ragas defines it (0 when tp = 0 and there is something to count);
+    precision tp / (tp + fp) over the answer's claims; recall covered / (covered + fn) over the reference's claims.
+    None where a denominator is 0."""
+    tp, fp, fn, covered = counts.tp, counts.fp, counts.fn, counts.covered
     return {
         "precision": tp / (tp + fp) if tp + fp else None,
-        "recall": tp / (tp + fn) if tp + fn else None,
+        "recall": covered / (covered + fn) if covered + fn else None,
         "f1": tp / (tp + 0.5 * (fp + fn)) if tp + fp + fn else None,
     }
 

@@ -13,8 +13,9 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="result directories or CSV files")
-    parser.add_argument("-e", "--evaluator", required=True, choices=("trec", "consistency"),
-                        help="trec: boxplots per metric + %% answered; consistency: per-query spread across runs")
+    parser.add_argument("-e", "--evaluator", required=True, choices=("trec", "generation", "consistency"),
+                        help="trec / generation: boxplots per metric (their defaults) + %% answered; consistency: "
+                        "per-query spread across runs")
     parser.add_argument("-o", "--output-file", "--output", dest="output_file", default="metrics_comparison.png",
                         help="PNG to write (default: metrics_comparison.png)")
     parser.add_argument("--metrics-to-plot", nargs="+", default=None, metavar="METRIC",
@@ -36,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.errors import InputError
     from open_rag_eval.report import plots
     from open_rag_eval.report.loader import load_results
-    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_TREC
+    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_GENERATION, DEFAULT_TREC
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else [None] * len(args.files)
     if len(labels) != len(args.files):
@@ -44,10 +45,12 @@ def run(args: argparse.Namespace) -> int:
     sets = [load_results(Path(f), label) for f, label in zip(args.files, labels)]
     metrics = _metrics(args.metrics_to_plot)
     output = Path(args.output_file)
-    if args.evaluator == "trec":
+    if args.evaluator in ("trec", "generation"):
+        defaults = DEFAULT_TREC if args.evaluator == "trec" else DEFAULT_GENERATION
         if metrics is None:
-            metrics = [m for m in DEFAULT_TREC if any(s.values(m) for s in sets)] or list(DEFAULT_TREC)
-        plots.plot_trec(sets, metrics, output)
+            metrics = [m for m in defaults if any(s.values(m) for s in sets)] or list(defaults)
+        title = "open-rag-eval: TREC metrics" if args.evaluator == "trec" else "open-rag-eval: generation metrics"
+        plots.plot_trec(sets, metrics, output, title)
     else:
         if metrics is None:
             metrics = [m for m in DEFAULT_CONSISTENCY if any(s.per_query(m) for s in sets)] or ["hhem.score"]
