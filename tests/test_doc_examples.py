@@ -8,8 +8,8 @@ What happens to a block depends on its language (the word after the opening fenc
 - ``bash`` / ``sh`` / ``shell`` / ``console``: every command line runs in the scratch folder: ``open-rag-eval ...``
   and ``python -m open_rag_eval ...`` through ``open_rag_eval.cli.main`` (what the console script calls; in this
   process, so imports and models load once), and must exit 0; ``export NAME=VALUE`` sets the variable for the
-  next lines (a value of ``...`` keeps the scratch folder's stand-in); any other command is refused -- mark the
-  block;
+  next lines (a value of ``...`` keeps the scratch folder's stand-in); ``pip install ...`` lines are not run (the
+  test environment has every extra installed; they are listed); any other command is refused -- mark the block;
 - ``yaml``: loaded by the real config loader over a base config (``<!-- base: PATH -->``, default a small trec
   config of the demo data): the block's sections replace the base's, so a whole config stands alone and a
   fragment (a ``judge:`` or ``sweep:`` section) is checked in context;
@@ -111,6 +111,9 @@ def test_not_run_blocks_are_listed(capsys: pytest.CaptureFixture[str]) -> None:
     """Nothing is skipped silently: the blocks not run, with their reasons (shown with ``pytest -rP``)."""
     listed = [f"{b.where} ```{b.lang}: not run: {b.markers['not-run']}" for b in ALL if "not-run" in b.markers]
     listed += [f"{b.where} ```{b.lang}: not code (text)" for b in ALL if b.kind == "text"]
+    listed += [f"{b.where} ```{b.lang}: not run: `{line}` (installs from the package index; the tests have the "
+               f"extras)" for b in ALL if b.kind == "shell" and "not-run" not in b.markers
+               for line in _commands(b.body) if _is_install(line)]
     listed += [f"{b.where} ```python: run by {DEDICATED[str(b.doc.relative_to(ROOT))]}" for b in ALL
                if b.kind == "python" and str(b.doc.relative_to(ROOT)) in DEDICATED and "not-run" not in b.markers]
     print("\n".join(listed))
@@ -237,9 +240,15 @@ def _commands(body: str) -> Iterator[str]:
             yield line
 
 
+def _is_install(line: str) -> bool:
+    return re.match(r"^(python3? -m )?pip install ", line) is not None
+
+
 def _shell(block: Block, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
     allowed = {0, *(int(code) for code in re.findall(r"\d+", block.markers.get("exit", "")))}
     for line in _commands(block.body):
+        if _is_install(line):
+            continue  # listed by test_not_run_blocks_are_listed
         argv = shlex.split(line, comments=True)
         if argv[0] == "export":
             for assignment in argv[1:]:
