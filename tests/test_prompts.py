@@ -84,3 +84,21 @@ def test_support_provenance_says_script_not_figure() -> None:
     assert "Read it carefully" not in figure.text
     assert '- "Full Support":' in script.text and "\u2022 Full Support:" in figure.text
     assert script.text.endswith("Response:\n") and figure.text.endswith("Citation: {citation}\n")
+
+
+GENERATION_TEMPLATES = ("generation.claim_extract", "generation.claim_verify", "generation.context_useful",
+                        "generation.context_relevance_1", "generation.context_relevance_2")
+
+
+@pytest.mark.parametrize("template_id", GENERATION_TEMPLATES)
+def test_our_templates_carry_their_attribution_in_a_header_the_judge_never_sees(template_id: str) -> None:
+    from importlib import resources
+
+    template = prompts.load(template_id)
+    entry = next(e for e in prompts.manifest() if e["id"] == template_id)
+    raw = resources.files("open_rag_eval.prompts").joinpath(entry["file"]).read_text(encoding="utf-8")
+    header = [line for line in raw.split("\n") if line.startswith("#|")]
+    assert header and "version 1" in header[0] and "ragas" in " ".join(header) and "Apache-2.0" in " ".join(header)
+    assert "#|" not in template.text and raw.endswith(template.text)
+    assert template.sha256 == hashlib.sha256(raw.encode()).hexdigest()  # the header is hashed with the text
+    assert "written by this project" in template.source and "ragas" in template.source
