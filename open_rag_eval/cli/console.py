@@ -411,6 +411,7 @@ def print_summary(report: RunReport) -> None:
     _headline(report)
     _accounting_line(report.manifest.get("accounting"), report.simulated)
     _health(report)
+    _diagnosis(report)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.simulated:
         _out(SIMULATED)
@@ -426,6 +427,17 @@ def _health(report: RunReport) -> None:
         _out(line)
     for problem in report.health.problems:
         log.warning("JUDGE UNHEALTHY: %s", problem)
+
+
+def _diagnosis(report: RunReport) -> None:
+    """The diagnosis rules over the run's means (the report's Diagnosis section says the same)."""
+    from open_rag_eval.diagnosis import diagnose, diagnosis_lines, options_from_manifest
+    from open_rag_eval.diagnosis.trec import outputs_for_means, run_means
+
+    means, _ = run_means(outputs_for_means(report.result), {a.metric: a.mean for a in report.summary})
+    found = diagnose(means, options_from_manifest(report.manifest), health=report.manifest.get("health"))
+    for line in diagnosis_lines(found):
+        _out(line)
 
 
 def _headline(report: RunReport) -> None:

@@ -24,6 +24,7 @@ from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_n
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.config.peer import is_peer_config, translate_peer_config
+from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 from open_rag_eval.tracking.options import TrackingOptions
@@ -72,6 +73,7 @@ class Config(BaseModel):
     sweep: SweepOptions | None = None
     report: ReportOptions | None = None
     tracking: TrackingOptions | None = None  # docs/tracking.md
+    diagnosis: DiagnosisOptions | None = None  # docs/diagnosis.md
 
 
 @dataclass(frozen=True)

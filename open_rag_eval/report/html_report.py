@@ -26,7 +26,7 @@ from open_rag_eval.report.data import read_json
 from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
-from open_rag_eval.report.hints import diagnose, run_means
+from open_rag_eval.report.hints import run_means
 from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.report.names import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
@@ -250,9 +250,15 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
 
 
 def _diagnosis(run: RunData) -> str:
+    from open_rag_eval.diagnosis import diagnose, options_from_manifest, unchecked_summary
+
     means, refusals = run_means(run.outputs, {m: s.get("mean") for m, s in run.stats.items()})
-    found = diagnose(means, health=run.manifest.get("health"))  # an unhealthy judge is named first
-    hints = "".join(f'<li><span class="hint-area">{esc(a)}</span>: {esc(t)}</li>' for a, t in found)
+    options = options_from_manifest(run.manifest)
+    found = diagnose(means, options, health=run.manifest.get("health"))  # an unhealthy judge is named first
+    hints = f'<li><span class="hint-area">judge</span>: {esc(found.judge)}</li>' if found.judge else ""
+    hints += "".join(f'<li data-rule="{esc(f.rule)}"><span class="hint-area">{esc(f.area)}</span>: {esc(f.text)}'
+                     f'{f" ({esc(f.uncertain)})" if f.uncertain else ""} <span class="muted">[{esc(f.rule)}; '
+                     f'{esc(f.source)}]</span></li>' for f in found.findings)
     if refusals:
         hints += (f'<li><span class="hint-area">correct refusals</span>: {refusals} output(s) declined to answer '
                   'with no retrieved passage holding an answer (no UMBRELA grade of 2 or more); they are left out of '
@@ -262,7 +268,12 @@ def _diagnosis(run: RunData) -> str:
         hints += (f'<li><span class="hint-area">failures</span>: {failed} values failed (judgments or model calls '
                   'that went wrong); each query below gives the reasons. They are left out of the means, never '
                   'guessed.</li>')
-    return f'<ul class="hints" id="hints">{hints or "<li>no clear pattern</li>"}</ul>'
+    if not options.enabled:
+        return '<p class="muted" id="hints">Diagnosis is off (diagnosis.enabled: false).</p>'
+    unchecked = "".join(f"<li>{esc(line)}</li>" for line in unchecked_summary(found))
+    unchecked = (f'<details id="unchecked"><summary>{len(found.unchecked)} rules could not be checked (their '
+                 f'metrics are missing or have no value)</summary><ul>{unchecked}</ul></details>') if unchecked else ""
+    return f'<ul class="hints" id="hints">{hints or "<li>no clear pattern</li>"}</ul>{unchecked}'
 
 
 def _page(title: str, body: str) -> str:

@@ -1,0 +1,138 @@
+"""Run the diagnosis rules over a run's metric means: pure, no I/O.
+
+A check reads the first of its candidate metrics that has a mean. A rule fires when all its checks hold; it is
+decided (and silent) as soon as one check with a value does not hold; otherwise, when a metric it needs is missing
+from the run or has no value (every value failed or is undefined), it is *not checked* and the reason is kept --
+a rule never fires on a number that is not there. When a rule fires, the rules it ``replaces`` are dropped.
+
+The judge's health comes first: when manifest.json's ``health`` says the judge is unhealthy, a line says so before
+any finding, and a finding whose metrics rest on an unhealthy judge task is marked uncertain. Golden, lexical and
+latency metrics use no judge and are never doubted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from open_rag_eval.diagnosis import trec
+from open_rag_eval.diagnosis.options import DiagnosisOptions
+from open_rag_eval.diagnosis.rules import RULES, Check, Rule
+
+__all__ = ["Diagnosis", "Finding", "diagnose"]
+
+Means = Mapping[str, float | None]
+_NO_JUDGE = ("golden", "lexical", "latency", "hhem", "consistency")  # families no judge reply goes into
+_RULES = {rule.name: rule for rule in RULES}
+_CLAIMS = ("claim_extract", "claim_verify")
+_FAMILY_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
+                 "citation": ("support",), "no_answer": ("no_answer",), "faithfulness": _CLAIMS,
+                 "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    area: str
+    text: str
+    source: str
+    uncertain: str = ""  # why the numbers may show the judge rather than the system
+
+
+@dataclass
+class Diagnosis:
+    judge: str | None = None  # the unhealthy judge, said first
+    findings: list[Finding] = field(default_factory=list)
+    unchecked: list[tuple[str, str]] = field(default_factory=list)  # (rule, why it could not be checked)
+    disabled: list[str] = field(default_factory=list)
+    enabled: bool = True
+
+
+def _value(means: Means, candidates: Sequence[str]) -> tuple[str, float | None]:
+    """(metric, mean) of the first candidate with a mean; else (the first present one, None) or (all, None)."""
+    present = None
+    for name in candidates:
+        if name in means:
+            value = means[name]
+            if value is not None and math.isfinite(float(value)):
+                return name, float(value)
+            present = present or name
+    return present or " / ".join(candidates), None
+
+
+def _holds(value: float, op: str, threshold: float) -> bool:
+    return value < threshold if op == "<" else value > threshold if op == ">" else value >= threshold
+
+
+def _why_missing(metric: str, means: Means) -> str:
+    if metric in means:
+        return f"{metric} has no value (every value failed or is undefined)"
+    return f"{metric} is not in this run"
+
+
+def _evaluate(rule: Rule, means: Means, options: DiagnosisOptions) -> tuple[str, list[tuple[Check, str, float]], str]:
+    """("fired" | "silent" | "unchecked", the checks' (check, metric, value), why unchecked)."""
+    read, missing, silent = [], [], False
+    for check in rule.checks:
+        metric, value = _value(means, options.candidates(rule, check))
+        if value is None:
+            missing.append(_why_missing(metric, means))
+            continue
+        read.append((check, metric, value))
+        silent = silent or not _holds(value, check.op, options.threshold(rule, check))
+    if silent:
+        return "silent", read, ""
+    if missing:
+        return "unchecked", read, "; ".join(missing)
+    return "fired", read, ""
+
+
+def _tasks(metrics: Sequence[str], unhealthy: Sequence[str]) -> list[str]:
+    """The unhealthy judge tasks ``metrics`` rest on (every unhealthy task for a judged family we do not know)."""
+    shaky: list[str] = []
+    for metric in metrics:
+        family = metric.split(".", 1)[0]
+        if family in _NO_JUDGE:
+            continue
+        known = _FAMILY_TASKS.get(family)
+        shaky += [task for task in unhealthy if known is None or task in known]
+    return list(dict.fromkeys(shaky))
+
+
+def _text(rule: Rule, read: Sequence[tuple[Check, str, float]], options: DiagnosisOptions) -> str:
+    numbers = ", ".join(f"{metric} = {value:.3f} {check.op} {options.threshold(rule, check):g}"
+                        for check, metric, value in read)
+    return f"{rule.symptom} ({numbers}): {rule.advice}"
+
+
+def diagnose(means: Means, options: DiagnosisOptions | None = None, *, health: Mapping[str, Any] | None = None,
+             evidence: bool | None = None) -> Diagnosis:
+    """The findings of every active rule over ``means`` (metric -> mean; None = no value), judge health first."""
+    options = options or DiagnosisOptions()
+    result = Diagnosis(disabled=[rule.name for rule in RULES if not options.active(rule)], enabled=options.enabled)
+    if not options.enabled:
+        return result
+    unhealthy = trec.unhealthy_tasks(health)
+    if unhealthy:
+        result.judge = trec.judge_line(unhealthy)
+    fired: list[Finding] = []
+    for rule in RULES:
+        if not options.active(rule):
+            continue
+        state, read, why = _evaluate(rule, means, options)
+        if state == "unchecked":
+            result.unchecked.append((rule.name, why))
+        elif state == "fired" and not rule.custom:
+            shaky = _tasks([metric for _, metric, _ in read], unhealthy)
+            note = trec.uncertain_note(shaky) if shaky else ""
+            fired.append(Finding(rule.name, rule.area, _text(rule, read, options), rule.source, note))
+    for name, area, text in trec.system_hints(means, evidence, trec.thresholds(options), options):
+        shaky = trec.shaky(area, unhealthy)
+        source = _RULES[name].source
+        fired.append(Finding(name, area, trec.hedge(text, area) if shaky else text, source,
+                             trec.uncertain_note(shaky) if shaky else ""))
+    replaced = {name for finding in fired for name in _RULES[finding.rule].replaces}
+    result.findings = [finding for finding in fired if finding.rule not in replaced]
+    return result
