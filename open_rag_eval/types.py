@@ -67,6 +67,7 @@ class RAGOutput(_Frozen):
     answer_text: str = ""  # the answer as given, citation markers included
     labels: Labels = Labels()
     latency_ms: float | None = None
+    refused: bool | None = None  # the system's own report that it declined to answer, when it gives one
     error: str | None = None  # the system gave no output (e.g. a connector call failed)
     source: str | None = None  # "file:line" the output was read from
 

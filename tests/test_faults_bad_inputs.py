@@ -149,7 +149,7 @@ def test_corpus_size_and_coverage() -> None:
     names = [case.file for case in CASES]
     assert len(names) == len(set(names)) >= 93
     kinds = {kind: sum(1 for c in CASES if c.kind == kind) for kind in ("outputs", "queries", "qrels", "run", "config")}
-    assert kinds == {"outputs": 52, "queries": 4, "qrels": 5, "run": 6, "config": 26}
+    assert kinds == {"outputs": 52, "queries": 6, "qrels": 5, "run": 6, "config": 26}
     on_disk = {p.name for p in BAD.iterdir() if p.name != "inputs_cases.yaml"}
     assert on_disk == set(names)  # every file in the folder is a case, every case a file
 

@@ -164,7 +164,7 @@ def test_read_queries_generates_stable_ids(tmp_path: Path) -> None:
     assert queries == [(expected("How do vaccines work?"), "How do vaccines work?"),
                        (expected("What is photosynthesis?"), "What is photosynthesis?")]
     reordered = tmp_path / "reordered.csv"
-    reordered.write_text("query,notes\nWhat is photosynthesis?,x\nHow do vaccines work?,y\n")
+    reordered.write_text("query\nWhat is photosynthesis?\nHow do vaccines work?\n")
     assert read_queries(reordered) == queries[::-1]
 
 

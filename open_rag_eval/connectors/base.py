@@ -4,7 +4,9 @@ A connector class (named in YAML as ``type: http`` or ``type: "module:Class"``) 
 model, is constructed as ``Class(options)`` and has ``async fetch(queries, repeats) -> list[RAGOutput]``. It
 returns one output per (query, run), in query order then run order; an output whose query failed carries ``error``
 (it is reported, never silently dropped). The pipeline saves what a connector returns to ``outputs.jsonl`` before
-any judging, so re-evaluating never re-queries.
+any judging, so re-evaluating never re-queries. The labels of the queries file (``relevant_ids``,
+``expected_keywords``, ``expected_refusal``, ``required_citations``, ``reference_answer``, ``grounding_ids``, or the
+fields of another tool's query set, ``inputs.datasets``) go with every output of their query.
 
     connector = build_connector(config.connector)          # validated options; errors name connector.options.*
     outputs = await fetch_outputs(loaded, config.connector)  # reads the queries CSV, fetches, logs a summary
@@ -57,11 +59,12 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
 
     With ``journal`` (a folder), outputs are saved there as they arrive, and queries whose outputs an unfinished
     run of the same connector saved there are not asked again (``store.journal``)."""
-    from open_rag_eval.inputs import read_queries
+    from open_rag_eval.inputs import read_query_set
 
     file = str(loaded.path or "")
     connector = build_connector(config, file=file, base_dir=loaded.base_dir)
-    queries = read_queries(loaded.resolve_path(config.queries))[:limit]
+    query_set = read_query_set(loaded.resolve_path(config.queries))[:limit]
+    queries = [(query.query_id, query.query) for query in query_set]
     if journal is None:
         log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
         outputs = await connector.fetch(queries, config.repeats)
@@ -71,7 +74,9 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     if failed:
         log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
                     len(failed), len(outputs), "query", failed[0].query_id, failed[0].run, failed[0].error)
-    return outputs
+    labels = {query.query_id: query.labels for query in query_set}
+    return [output.model_copy(update={"labels": labels[output.query_id]}) if output.query_id in labels else output
+            for output in outputs]
 
 
 async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],

@@ -71,6 +71,7 @@ class HttpOptions(BaseModel):
     passage_text_path: str = "text"
     passage_title_path: str | None = None
     passage_score_path: str | None = None
+    refused_path: str | None = None  # a boolean the system sets when it declines to answer
     concurrency: int = Field(4, ge=1, le=256)
     timeout_s: float = Field(60.0, gt=0, le=86_400)  # the whole request: connect, wait, every byte of the reply
     max_reply_mb: float = Field(32.0, gt=0, le=4096)  # a longer reply (after decompression) is a failed call
@@ -229,7 +230,15 @@ class HttpConnector:
         passages = self._passages(reply)
         parts = segment_answer(answer, [p.id for p in passages]) if answer.strip() else ()
         return RAGOutput(query_id=qid, query=query, run=run, passages=passages, answer=parts, answer_text=answer,
-                         latency_ms=round(latency_ms, 3))
+                         latency_ms=round(latency_ms, 3), refused=self._refused(reply))
+
+    def _refused(self, reply: Any) -> bool | None:
+        if self.options.refused_path is None:
+            return None
+        flag = get_path(reply, self.options.refused_path)
+        if flag is not None and not isinstance(flag, bool):
+            raise Malformed(f"'{self.options.refused_path}' is not true, false or null (got {type(flag).__name__})")
+        return flag
 
     def _passages(self, reply: Any) -> tuple[Passage, ...]:
         options = self.options

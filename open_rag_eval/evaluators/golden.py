@@ -13,11 +13,17 @@ relevance labels at all gets no retrieval rows (as trec_eval ignores a run's unj
 in list order (``passage_order: list``) or by their scores with trec_eval's tie rule (``score``). Passage ids map to
 document ids (``doc_id_separator: "#"`` turns ``doc7#3`` into ``doc7``; ``doc_id_pattern`` is a regex whose group
 ``doc``, else its first group, is the document id); a document counts once, at the rank of its first passage, so any
-retrieved chunk of a relevant document is a hit. Labels name documents.
+retrieved chunk of a relevant document is a hit. Labels name documents. ``k_counts: chunks`` keeps every passage
+in the ranking instead (k then counts chunks, as tools that cut the top k chunks before mapping them do); ``id_map``
+(a JSON object id -> name, such as a file-id mapping) turns a document named by its name into its id.
+``no_relevant`` says how recall@k, recall_all@k and hit@k treat a query with an empty set of relevant documents.
 
-Lexical checks (``lexical.*``, see ``open_rag_eval.metrics.lexical``) and ``latency.ms`` are per output. Refusals
-come from the no-answer judgment when an evaluator before this one produced ``no_answer.answered``, else from the
-lexical detector. An output the system failed to produce gets its applicable metrics as missing values.
+Lexical checks (``lexical.*``, see ``open_rag_eval.metrics.lexical``) and ``latency.ms`` are per output. Context
+overlap reads the text of the ``grounding_ids`` documents from ``corpus`` when one is given (a folder of text files,
+a corpus CSV, or an Open RAG Benchmark folder), else from the retrieved passages of those documents. Refusals come
+from the system's own ``refused`` flag when the output has one, else from the no-answer judgment when an evaluator
+before this one produced ``no_answer.answered``, else from the lexical detector. An output the system failed to
+produce gets its applicable metrics as missing values.
 """
 
 from __future__ import annotations
@@ -33,19 +39,26 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from open_rag_eval.config.guard import MAX_K
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.metrics import lexical as lx
-from open_rag_eval.scoring.golden import NO_RELEVANT, evaluated_queries, measure_names, query_measures, trec_ranking
+from open_rag_eval.scoring.golden import (
+    MEASURES,
+    NO_RELEVANT,
+    evaluated_queries,
+    measure_names,
+    query_measures,
+    trec_ranking,
+)
+from open_rag_eval.inputs.datasets import names_to_ids, read_documents, read_id_map, read_query_set
 from open_rag_eval.inputs.trec_files import Qrels, Run, read_qrels, read_run
-from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+from open_rag_eval.types import Detail, EvalResult, Labels, RAGOutput, Score
 
 __all__ = ["METRICS", "GoldenEvaluator", "GoldenOptions"]
 
 log = logging.getLogger(__name__)
 
-RETRIEVAL_METRICS = tuple(f"golden.{name}" for name in
-                          ("p@k", "recall@k", "recall_all@k", "hit@k", "mrr", "ap", "map@k", "ndcg@k"))
+RETRIEVAL_METRICS = tuple(f"golden.{name}" for name in MEASURES)
 LEXICAL_METRICS = ("lexical.groundedness", "lexical.ungrounded", "lexical.keyword_coverage", "lexical.context_overlap",
                    "lexical.keyword_score", "lexical.citation_compliance", "lexical.has_sources",
-                   "lexical.refusal_correct")
+                   "lexical.refusal_correct", "lexical.grounded")
 METRICS = RETRIEVAL_METRICS + LEXICAL_METRICS + ("latency.ms",)
 FAMILIES = ("golden", "lexical", "latency")
 
@@ -61,6 +74,9 @@ class GoldenOptions(BaseModel):
     doc_id_separator: str | None = None
     doc_id_pattern: str | None = None
     passage_order: Literal["list", "score"] = "list"
+    k_counts: Literal["documents", "chunks"] = "documents"  # chunks: a document's every passage keeps its rank
+    id_map: str | None = None  # JSON object id -> name: documents named by their name count as their id
+    no_relevant: Literal["trec", "missing", "one", "empty_retrieval"] = "trec"  # R = 0: recall@k, recall_all@k, hit@k
     pad_precision: bool = True  # False: p@k is missing when fewer than k documents were retrieved
     metrics: list[str] | None = None  # names of METRICS or families; None = all
     groundedness_threshold: float = Field(0.1, ge=0, le=1)
@@ -68,6 +84,11 @@ class GoldenOptions(BaseModel):
     sources_header: str = Field("Sources", min_length=1)
     required_citations: int = Field(1, ge=0)  # when an output has no required_citations label
     stopwords: list[str] | None = None  # replaces the built-in English list
+    tokenizer: Literal["content", "alnum"] = "content"  # groundedness and context overlap
+    keyword_match: Literal["word", "substring"] = "word"
+    empty_score: float | None = Field(None, ge=0, le=1)  # a share with nothing to count (no keyword, no answer token)
+    corpus: str | None = None  # the gold documents' own text, for context overlap
+    labels: str | None = None  # a query set (inputs.datasets) whose labels fill the outputs' missing ones
 
     @field_validator("k_values")
     @classmethod
@@ -115,13 +136,18 @@ class GoldenEvaluator:
     needs_judge: ClassVar[bool] = False
     Options: ClassVar[type[BaseModel]] = GoldenOptions
 
-    PATH_OPTIONS: ClassVar[tuple[str, ...]] = ("qrels", "run")  # file options, relative to the config's folder
+    # file options, relative to the config's folder
+    PATH_OPTIONS: ClassVar[tuple[str, ...]] = ("qrels", "run", "id_map", "corpus", "labels")
 
     def __init__(self, options: GoldenOptions, base_dir: Path | None = None) -> None:
         self.options = options
         where = (lambda name: base_dir / name) if base_dir is not None else Path
         self.qrels: Qrels | None = read_qrels(where(options.qrels)) if options.qrels else None
         self.run: Run | None = read_run(where(options.run)) if options.run else None
+        self.names_to_ids = names_to_ids(read_id_map(where(options.id_map))) if options.id_map else {}
+        self.corpus: dict[str, str] | None = read_documents(where(options.corpus)) if options.corpus else None
+        self.labels: dict[str, Labels] = {q.query_id: q.labels for q in read_query_set(where(options.labels))} \
+            if options.labels else {}
         self._pattern = re.compile(options.doc_id_pattern) if options.doc_id_pattern else None
         self._names = [f"golden.{name}" for name in measure_names(options.k_values)
                        if options.wants(f"golden.{name}")]
@@ -137,6 +163,7 @@ class GoldenEvaluator:
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         result = EvalResult()
+        outputs = [self._labelled(output) for output in outputs]
         if self.run is not None:
             result.extend(self._evaluate_run())
         else:
@@ -151,8 +178,20 @@ class GoldenEvaluator:
         ctx.progress("outputs", len(outputs))
         return result
 
+    def _labelled(self, output: RAGOutput) -> RAGOutput:
+        """``output`` with the labels of the ``labels`` file where it has none of its own."""
+        extra = self.labels.get(output.query_id)
+        if extra is None:
+            return output
+        own = output.labels.model_dump(exclude_none=True)
+        return output.model_copy(update={"labels": Labels(**{**extra.model_dump(exclude_none=True), **own})})
+
     def doc_id(self, passage_id: str) -> str:
-        """The document a passage belongs to."""
+        """The document a passage belongs to (its id under ``id_map``)."""
+        doc = self._doc_name(passage_id)
+        return self.names_to_ids.get(doc, doc)
+
+    def _doc_name(self, passage_id: str) -> str:
         if self.options.doc_id_separator:
             head, sep, _ = passage_id.rpartition(self.options.doc_id_separator)
             return head if sep and head else passage_id
@@ -166,16 +205,17 @@ class GoldenEvaluator:
 
     def _rows(self, qid: str, run: int, ranking: list[str], labels: dict[str, int], source: str) -> EvalResult:
         opts = self.options
-        values = query_measures(ranking, labels, opts.k_values, opts.relevance_level, opts.pad_precision)
+        values = query_measures(ranking, labels, opts.k_values, opts.relevance_level, opts.pad_precision,
+                                opts.no_relevant)
         scores = []
         for name in self._names:
             value = values[name.removeprefix("golden.")]
-            reason = NO_RELEVANT if name.startswith("golden.recall_all") else "fewer than k documents retrieved"
+            reason = "fewer than k documents retrieved" if name.startswith("golden.p@") else NO_RELEVANT
             scores.append(Score(query_id=qid, run=run, metric=name, value=value, error=None if value is not None
                                 else reason))
         n_rel = sum(1 for grade in labels.values() if grade >= opts.relevance_level)
         data = {"source": source, "relevance_level": opts.relevance_level, "n_relevant": n_rel,
-                "ranking": ranking[: max(opts.k_values)]}
+                "ranking": ranking[: max(opts.k_values)], "k_counts": opts.k_counts, "no_relevant": opts.no_relevant}
         return EvalResult(scores=scores, details=[Detail(query_id=qid, run=run, section="golden", data=data)])
 
     def _evaluate_run(self) -> EvalResult:
@@ -208,18 +248,15 @@ class GoldenEvaluator:
     def _ranking(self, output: RAGOutput) -> list[str]:
         passages = [(p.id, p.score if p.score is not None else 0.0) for p in output.passages]
         ids = trec_ranking(passages) if self.options.passage_order == "score" else [pid for pid, _ in passages]
-        ranking: list[str] = []
-        for passage_id in ids:
-            doc = self.doc_id(passage_id)
-            if doc not in ranking:
-                ranking.append(doc)
-        return ranking
+        docs = [self.doc_id(passage_id) for passage_id in ids]
+        return docs if self.options.k_counts == "chunks" else list(dict.fromkeys(docs))
 
     # -- lexical checks -------------------------------------------------------------------------------------------
 
     def _lexical_names(self, output: RAGOutput) -> list[str]:
         labels = output.labels
-        names = ["lexical.groundedness", "lexical.ungrounded", "lexical.citation_compliance", "lexical.has_sources"]
+        names = ["lexical.groundedness", "lexical.ungrounded", "lexical.grounded", "lexical.citation_compliance",
+                 "lexical.has_sources"]
         if labels.expected_keywords is not None or labels.grounding_ids is not None:
             names += ["lexical.keyword_coverage", "lexical.context_overlap", "lexical.keyword_score"]
         if labels.expected_refusal is not None:
@@ -237,7 +274,7 @@ class GoldenEvaluator:
         values: dict[str, float | str] = {}  # a str is the reason a value is missing
         data: dict[str, object] = {}
         self._grounding(output, values)
-        if "lexical.keyword_coverage" in names:
+        if {"lexical.keyword_coverage", "lexical.context_overlap", "lexical.keyword_score"} & set(names):
             self._keywords(output, values, data)
         self._citations(output, values, data)
         if "lexical.refusal_correct" in names:
@@ -254,45 +291,77 @@ class GoldenEvaluator:
         words = self.options.stopwords
         return lx.STOPWORDS if words is None else frozenset(word.casefold() for word in words)
 
+    def _share(self, answer: str, context: list[str]) -> float | str:
+        """Token support of ``answer`` in ``context``; ``empty_score`` or the reason when the answer has no token."""
+        share = lx.token_support(answer, context, self._stopwords, self.options.tokenizer)
+        if share is not None:
+            return share
+        return self.options.empty_score if self.options.empty_score is not None else "the answer has no content words"
+
     def _grounding(self, output: RAGOutput, values: dict[str, float | str]) -> None:
+        names = ("lexical.groundedness", "lexical.ungrounded", "lexical.grounded")
         if _answer(output).strip().upper() == "NO_ANSWER":
-            values["lexical.groundedness"] = values["lexical.ungrounded"] = "the system declined (NO_ANSWER)"
+            values.update(dict.fromkeys(names, "the system declined (NO_ANSWER)"))
             return
-        share = lx.token_support(_answer(output), [p.text for p in output.passages], self._stopwords)
-        if share is None:
-            values["lexical.groundedness"] = values["lexical.ungrounded"] = "the answer has no content words"
+        share = self._share(_answer(output), [p.text for p in output.passages])
+        if isinstance(share, str):
+            values.update(dict.fromkeys(names, share))
             return
         values["lexical.groundedness"] = share
         values["lexical.ungrounded"] = float(share < self.options.groundedness_threshold)
+        values["lexical.grounded"] = float(share >= self.options.groundedness_threshold)
 
     def _keywords(self, output: RAGOutput, values: dict[str, float | str], data: dict[str, object]) -> None:
+        opts = self.options
         keywords = output.labels.expected_keywords or ()
-        coverage, found = lx.keyword_coverage(_answer(output), keywords)
+        coverage, found = lx.keyword_coverage(_answer(output), keywords, opts.keyword_match)
         data["keywords_found"] = found
         data["keywords_missing"] = [keyword for keyword in keywords if keyword not in found]
-        grounding = set(output.labels.grounding_ids or ())
-        context = [p.text for p in output.passages if not grounding or p.id in grounding
-                   or self.doc_id(p.id) in grounding]
-        overlap = lx.token_support(_answer(output), context, self._stopwords)
+        data.update(keyword_match=opts.keyword_match, tokenizer=opts.tokenizer)
+        if coverage is None:
+            coverage = opts.empty_score
         values["lexical.keyword_coverage"] = coverage if coverage is not None else "no expected keywords"
-        values["lexical.context_overlap"] = overlap if overlap is not None else "the answer has no content words"
-        if coverage is None or overlap is None:
-            values["lexical.keyword_score"] = "needs both keyword_coverage and context_overlap"
+        context = self._gold_context(output, data)
+        overlap = context if isinstance(context, str) else self._share(_answer(output), context)
+        values["lexical.context_overlap"] = overlap
+        if isinstance(coverage, float | int) and isinstance(overlap, float | int):
+            values["lexical.keyword_score"] = lx.keyword_score(coverage, overlap, opts.alpha)
         else:
-            values["lexical.keyword_score"] = lx.keyword_score(coverage, overlap, self.options.alpha)
+            values["lexical.keyword_score"] = "needs both keyword_coverage and context_overlap"
+
+    def _gold_context(self, output: RAGOutput, data: dict[str, object]) -> list[str] | str:
+        """The text context overlap is measured against, or the reason there is none."""
+        grounding = list(output.labels.grounding_ids or ())
+        if self.corpus is not None and grounding:
+            missing = [doc for doc in grounding if doc not in self.corpus]
+            data["context_source"] = "corpus"
+            if missing:
+                return f"grounding document(s) not in the corpus: {', '.join(missing)}"
+            return [self.corpus[doc] for doc in grounding]
+        data["context_source"] = "passages"
+        wanted = set(grounding)
+        return [p.text for p in output.passages if not wanted or p.id in wanted or self.doc_id(p.id) in wanted]
 
     def _citations(self, output: RAGOutput, values: dict[str, float | str], data: dict[str, object]) -> None:
         cited = {citation for part in output.answer for citation in part.citations}
         required = output.labels.required_citations
         required = self.options.required_citations if required is None else required
         has_sources = lx.has_sources_section(output.answer_text, self.options.sources_header)
+        listed = lx.sources_entries(output.answer_text, self.options.sources_header)
+        n_citations = max(len(cited), len(listed))
         values["lexical.has_sources"] = float(has_sources)
-        values["lexical.citation_compliance"] = lx.citation_compliance(has_sources, len(cited), required)
-        data.update(n_citations=len(cited), required_citations=required)
+        values["lexical.citation_compliance"] = lx.citation_compliance(has_sources, n_citations, required)
+        data.update(n_citations=n_citations, n_cited_passages=len(cited), n_sources_entries=len(listed),
+                    required_citations=required)
 
     def _refusal(self, output: RAGOutput, judgment: Score | None, values: dict[str, float | str],
                  data: dict[str, object], confusion: list[tuple[bool, bool]]) -> None:
         expected = bool(output.labels.expected_refusal)
+        if output.refused is not None:
+            confusion.append((expected, output.refused))
+            values["lexical.refusal_correct"] = float(output.refused == expected)
+            data.update(refused=output.refused, expected_refusal=expected, refusal_source="system")
+            return
         if judgment is not None and judgment.value is None:
             values["lexical.refusal_correct"] = f"the no-answer judgment failed: {judgment.error}"
             return

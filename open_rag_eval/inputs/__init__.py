@@ -21,7 +21,7 @@ JSONL (one output per line, blank lines skipped; what ``output_to_json`` writes)
     {"query_id": str|int, "query": str, "run": int = 1,
      "passages": [{"id": str|int, "text": str, "title"?: str, "score"?: number}],
      "answer": [{"text": str, "citations": [id, ...]}] | "plain text with [n] markers",
-     "answer_text"?: str, "latency_ms"?: number, "error"?: str,
+     "answer_text"?: str, "latency_ms"?: number, "error"?: str, "refused"?: bool (the system's own flag),
      "relevant_ids"?: {id: grade} | [id] | str, "expected_keywords"?: [str] | str, "expected_refusal"?: bool | str,
      "required_citations"?: int, "reference_answer"?: str, "grounding_ids"?: [id] | str}
 
@@ -45,14 +45,15 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import InputError
-from open_rag_eval.inputs.contexts import derived_query_id
-from open_rag_eval.inputs.csv_layout import read_csv, read_csv_outputs
+from open_rag_eval.inputs.csv_layout import read_csv_outputs
+from open_rag_eval.inputs.datasets import LabelledQuery, read_query_set
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
 from open_rag_eval.inputs.labels import LABEL_FIELDS
-from open_rag_eval.inputs.text import MAX_CELL_CHARS, Where, required_text
+from open_rag_eval.inputs.text import MAX_CELL_CHARS
 from open_rag_eval.types import RAGOutput
 
-__all__ = ["LABEL_FIELDS", "MAX_CELL_CHARS", "output_to_json", "read_outputs", "read_queries"]
+__all__ = ["LABEL_FIELDS", "MAX_CELL_CHARS", "LabelledQuery", "output_to_json", "read_outputs", "read_queries",
+           "read_query_set"]
 
 
 def read_outputs(path: Path) -> list[RAGOutput]:
@@ -67,29 +68,13 @@ def read_outputs(path: Path) -> list[RAGOutput]:
 
 
 def read_queries(path: Path) -> list[tuple[str, str]]:
-    """(query_id, query) pairs of a CSV with a ``query`` column and an optional ``query_id`` column.
+    """(query_id, query) pairs of a query set (``datasets.read_query_set``: a CSV with a ``query`` column, an
+    optional ``query_id`` column and label columns, or another tool's format).
 
     Without ``query_id``, ids are ``q_`` + the first 12 hex digits of the SHA-256 of the query text: stable when the
     file is reordered or extended.
     """
-    path = Path(path)
-    header, rows = read_csv(path, required=("query",))
-    result: list[tuple[str, str]] = []
-    first_line: dict[str, int] = {}
-    for line, row in rows:
-        where = Where(str(path), line)
-        query = required_text(row["query"], where, "query", "empty query")
-        if "query_id" in header:
-            query_id = required_text(row["query_id"], where, "query_id", "missing query_id")
-        else:
-            query_id = derived_query_id(query)
-        if query_id in first_line and "query_id" in header:
-            raise where.error(f"duplicate query_id '{query_id}' (first at line {first_line[query_id]})", "query_id")
-        if query_id in first_line:
-            raise where.error(f"duplicate query (same text as line {first_line[query_id]})", "query")
-        first_line[query_id] = line
-        result.append((query_id, query))
-    return result
+    return [(query.query_id, query.query) for query in read_query_set(path)]
 
 
 def output_to_json(output: RAGOutput) -> dict[str, Any]:
@@ -106,6 +91,8 @@ def output_to_json(output: RAGOutput) -> dict[str, Any]:
         data["latency_ms"] = output.latency_ms
     if output.error is not None:
         data["error"] = output.error
+    if output.refused is not None:
+        data["refused"] = output.refused
     for name, value in output.labels.model_dump(exclude_none=True).items():
         data[name] = list(value) if isinstance(value, tuple) else value
     return data

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from open_rag_eval.errors import InputError
 from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, CONTEXT_REQUIRED, read_context_rows
-from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
+from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook, parse_bool
 from open_rag_eval.inputs.text import (
     Where,
     check_text,
@@ -29,7 +29,7 @@ from open_rag_eval.types import Labels, Passage, RAGOutput
 log = logging.getLogger(__name__)
 
 CSV_REQUIRED = ("query_id", "query", "passage_id", "passage", "generated_answer")
-CSV_OPTIONAL = ("query_run", "passage_title", "passage_score", "latency_ms", *LABEL_FIELDS)
+CSV_OPTIONAL = ("query_run", "passage_title", "passage_score", "latency_ms", "refused", *LABEL_FIELDS)
 Rows = list[tuple[int, dict[str, str]]]
 
 
@@ -69,12 +69,18 @@ def _check_header(header: list[str], required: Required, where: Where, hint: str
         if not name:
             raise where.error(f"empty column name (column {index + 1})")
         if header.index(name) != index:
-            raise where.error("duplicate column", name)
+            raise where.error("duplicate column", shown(name))
     for entry in required:
         names = (entry,) if isinstance(entry, str) else entry
         if not any(name in header for name in names):
             either = f" (one of {', '.join(names)})" if len(names) > 1 else ""
-            raise where.error(f"missing column{either}{hint}; the header has: {', '.join(header)}", names[0])
+            raise where.error(f"missing column{either}{hint}; the header has: {', '.join(map(shown, header))}",
+                              names[0])
+
+
+def shown(name: str) -> str:
+    """A column name as an error message shows it: line breaks escaped, so that the message stays one line."""
+    return name.replace("\r", "\\r").replace("\n", "\\n")
 
 
 def _csv_records(text: str, file: str) -> list[tuple[int, list[str]]]:
@@ -196,6 +202,7 @@ class _Group:
     passage_ids: set[str] = field(default_factory=set)
     answer: tuple[str, int] | None = None
     latency: tuple[float, int] | None = None
+    refused: tuple[bool, int] | None = None
 
     def add(self, row: dict[str, str], where: Where) -> None:
         self._add_passage(row, where)
@@ -210,6 +217,11 @@ class _Group:
             if self.latency is not None and self.latency[0] != latency:
                 raise where.error(f"a different latency than line {self.latency[1]}", "latency_ms")
             self.latency = self.latency or (latency, where.line or 0)
+        if row.get("refused", "").strip():
+            refused = parse_bool(row["refused"], where, "refused")
+            if self.refused is not None and self.refused[0] != refused:
+                raise where.error(f"a different value than line {self.refused[1]}", "refused")
+            self.refused = self.refused or (refused, where.line or 0)
 
     def _add_passage(self, row: dict[str, str], where: Where) -> None:
         passage_id, text = normalize_id(row["passage_id"]), row["passage"]
@@ -232,4 +244,5 @@ class _Group:
         parts = segment(answer_text, [passage.id for passage in self.passages], source)
         return RAGOutput(query_id=self.key[0], query=self.query, run=self.key[1], passages=tuple(self.passages),
                          answer=parts, answer_text=answer_text, labels=labels,
-                         latency_ms=self.latency[0] if self.latency else None, source=source)
+                         latency_ms=self.latency[0] if self.latency else None,
+                         refused=self.refused[0] if self.refused else None, source=source)

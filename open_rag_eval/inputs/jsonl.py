@@ -28,7 +28,8 @@ from open_rag_eval.inputs.text import (
 from open_rag_eval.segment import normalize_id
 from open_rag_eval.types import AnswerPart, Passage, RAGOutput
 
-JSONL_FIELDS = ("query_id", "query", "run", "passages", "answer", "answer_text", "latency_ms", "error", *LABEL_FIELDS)
+JSONL_FIELDS = ("query_id", "query", "run", "passages", "answer", "answer_text", "latency_ms", "error", "refused",
+                *LABEL_FIELDS)
 _PASSAGE_FIELDS = ("id", "text", "title", "score")
 _PART_FIELDS = ("text", "citations")
 
@@ -132,9 +133,13 @@ class _JsonOutput:
         answer_text, parts = self._answer([passage.id for passage in passages])
         latency = self.obj.get("latency_ms")
         error = self.obj.get("error")
+        refused = self.obj.get("refused")
+        if refused is not None and not isinstance(refused, bool):
+            raise self.where.error(f"expected true, false or null, got {type_name(refused)}", "refused")
         return RAGOutput(query_id=query_id, query=query, run=run, passages=passages, answer=parts,
                          answer_text=answer_text, latency_ms=self._number(latency, "latency_ms", minimum=0.0),
-                         error=None if error is None else self._text(error, "error"), source=self._source)
+                         error=None if error is None else self._text(error, "error"), refused=refused,
+                         source=self._source)
 
     @property
     def _source(self) -> str:

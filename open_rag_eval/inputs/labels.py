@@ -48,7 +48,7 @@ def parse_label(name: str, raw: Any, where: Where) -> Any:
     if name == "grounding_ids":
         return tuple(normalize_id(item) for item in _parse_list(raw, where, name))
     if name == "expected_refusal":
-        return _parse_bool(raw, where, name)
+        return parse_bool(raw, where, name)
     if name == "required_citations":
         if isinstance(raw, bool) or not isinstance(raw, (int, str)):
             raise where.error(f"expected a whole number, got {type_name(raw)}", name)
@@ -58,7 +58,7 @@ def parse_label(name: str, raw: Any, where: Where) -> Any:
     return raw.strip()
 
 
-def _parse_bool(raw: Any, where: Where, name: str) -> bool:
+def parse_bool(raw: Any, where: Where, name: str) -> bool:
     if isinstance(raw, bool):
         return raw
     if isinstance(raw, (str, int)) and str(raw).strip().lower() in _BOOLEANS:

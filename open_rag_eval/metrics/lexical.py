@@ -1,16 +1,20 @@
 """Lexical answer checks: pure functions over text, no model and no judge.
 
 Tokens are lower-cased (casefolded) runs of word characters (``\\w+``); *content tokens* are tokens that are not
-stopwords (``STOPWORDS``, a standard English list, replaceable).
+stopwords (``STOPWORDS``, a standard English list, replaceable). The ``alnum`` tokenizer is the one of small
+answer-evaluation demos: the text lower-cased and split on whitespace, every character that is not a letter or digit
+removed from each piece, no stopwords (``don't`` -> ``dont``, ``RAG-based`` -> ``ragbased``).
 
 - groundedness: share of the answer's content tokens (counted with repetition) that occur among the context's tokens;
   missing when the answer has no content token.
 - keyword coverage: share of expected keywords found in the answer, case-insensitive, as whole words/phrases
-  (``"rag"`` does not match ``"fragment"``); missing when there are no keywords.
+  (``"rag"`` does not match ``"fragment"``), or (``match="substring"``) anywhere in the lower-cased answer;
+  missing when there are no keywords.
 - context overlap: groundedness computed against the passages of the ``grounding_ids`` documents only.
 - keyword score: ``alpha * coverage + (1 - alpha) * overlap``.
 - citation compliance: 0.5 for a sources section (a line starting with the header, e.g. ``Sources:`` or
-  ``**Sources**``) + 0.5 for at least ``required`` distinct cited passages.
+  ``**Sources**``) + 0.5 for at least ``required`` citations: distinct cited passages, or the entries listed under
+  the sources section (``sources_entries``) when there are more of those.
 - refusal: the lexical detector ``is_refusal`` (used when no no-answer judgment is available): an empty answer,
   ``NO_ANSWER``, or a first sentence that declines ("I don't know", "the provided context does not contain
   information", "cannot be answered", ...). It reads only the first sentence, so an answer that declines one part
@@ -25,6 +29,8 @@ from collections.abc import Iterable, Sequence
 
 __all__ = [
     "STOPWORDS",
+    "TOKENIZERS",
+    "alnum_tokens",
     "citation_compliance",
     "content_tokens",
     "has_sources_section",
@@ -32,6 +38,7 @@ __all__ = [
     "keyword_coverage",
     "keyword_score",
     "refusal_confusion",
+    "sources_entries",
     "token_support",
 ]
 
@@ -53,15 +60,32 @@ def content_tokens(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str
     return [token for token in _WORD.findall(text.casefold()) if token not in stopwords]
 
 
-def token_support(answer: str, context: Iterable[str], stopwords: frozenset[str] = STOPWORDS) -> float | None:
-    """Share of the answer's content tokens found in the context (groundedness / context overlap).
+def alnum_tokens(text: str) -> list[str]:
+    """Lower-cased whitespace-separated pieces with every non-alphanumeric character removed; empty pieces dropped."""
+    pieces = ("".join(char for char in piece if char.isalnum()) for piece in text.lower().split())
+    return [piece for piece in pieces if piece]
 
-    None when the answer has no content token; 0.0 when the context is empty.
+
+TOKENIZERS = ("content", "alnum")
+
+
+def token_support(answer: str, context: Iterable[str], stopwords: frozenset[str] = STOPWORDS,
+                  tokenizer: str = "content") -> float | None:
+    """Share of the answer's tokens found in the context (groundedness / context overlap), repeats counted.
+
+    ``content``: the answer's content tokens against every word token of the context; ``alnum``: ``alnum_tokens``
+    on both sides. None when the answer has no token; 0.0 when the context is empty.
     """
-    tokens = content_tokens(answer, stopwords)
+    if tokenizer == "alnum":
+        tokens = alnum_tokens(answer)
+        vocabulary = {token for text in context for token in alnum_tokens(text)}
+    elif tokenizer == "content":
+        tokens = content_tokens(answer, stopwords)
+        vocabulary = {token for text in context for token in _WORD.findall(text.casefold())}
+    else:
+        raise ValueError(f"tokenizer must be one of {', '.join(TOKENIZERS)}")
     if not tokens:
         return None
-    vocabulary = {token for text in context for token in _WORD.findall(text.casefold())}
     return sum(1 for token in tokens if token in vocabulary) / len(tokens)
 
 
@@ -73,11 +97,19 @@ def _keyword_found(keyword: str, text: str) -> bool:
     return re.search(pattern, text.casefold()) is not None
 
 
-def keyword_coverage(answer: str, keywords: Sequence[str]) -> tuple[float | None, list[str]]:
-    """(share of keywords found in the answer, the keywords found); share None when there are no keywords."""
+def keyword_coverage(answer: str, keywords: Sequence[str], match: str = "word") -> tuple[float | None, list[str]]:
+    """(share of keywords found in the answer, the keywords found); share None when there are no keywords.
+
+    ``match="word"``: whole words/phrases, case-insensitive; ``"substring"``: ``keyword.lower() in answer.lower()``.
+    """
+    if match not in ("word", "substring"):
+        raise ValueError("match must be 'word' or 'substring'")
     if not keywords:
         return None, []
-    found = [keyword for keyword in keywords if _keyword_found(keyword, answer)]
+    if match == "substring":
+        found = [keyword for keyword in keywords if keyword.lower() in answer.lower()]
+    else:
+        found = [keyword for keyword in keywords if _keyword_found(keyword, answer)]
     return len(found) / len(keywords), found
 
 
@@ -89,6 +121,25 @@ def has_sources_section(answer_text: str, header: str = "Sources") -> bool:
     """A line that starts (after markdown marks) with ``header`` followed by ``:`` or the end of the line."""
     pattern = rf"^[ \t>#*_]*{re.escape(header)}[ \t*_]*(?::|$)"
     return re.search(pattern, answer_text, flags=re.IGNORECASE | re.MULTILINE) is not None
+
+
+_BULLET = re.compile(r"^\s*(?:[-*\u2022+]|[0-9]{1,3}[.)])\s+(.*\S)")
+
+
+def sources_entries(answer_text: str, header: str = "Sources") -> list[str]:
+    """The entries listed under the answer's sources section: its bullet or numbered items, else its non-empty lines
+    (a section written on one line, ``Sources: a.pdf, b.pdf``, is split at commas and semicolons); distinct, in
+    order. Empty when there is no sources section."""
+    pattern = rf"^[ \t>#*_]*{re.escape(header)}[ \t*_]*(?::|$)"
+    match = re.search(pattern, answer_text, flags=re.IGNORECASE | re.MULTILINE)
+    if match is None:
+        return []
+    first, _, rest = answer_text[match.end():].partition("\n")
+    lines = [first.strip(" \t*_")] + rest.splitlines()
+    items = [bullet.group(1).strip() for line in lines if (bullet := _BULLET.match(line))]
+    if not items:
+        items = [piece.strip() for line in lines for piece in re.split(r"[,;]", line) if piece.strip(" \t*_")]
+    return list(dict.fromkeys(item.strip(" \t*_") for item in items if item.strip(" \t*_")))
 
 
 def citation_compliance(has_sources: bool, n_citations: int, required: int) -> float:

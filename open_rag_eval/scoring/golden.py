@@ -7,14 +7,27 @@ keeps its order, which differs from trec_eval only where trec_eval would have se
 Per query (``query_measures``), with R = number of judged documents whose grade >= ``relevance_level``:
 
     p@k          #relevant in top k / k (a ranking shorter than k is padded with non-relevant documents)
-    recall@k     #relevant in top k / R; 0 when R = 0
-    recall_all@k 1 when all R relevant documents are in the top k; missing (None) when R = 0
-    hit@k        1 when at least one relevant document is in the top k (trec_eval ``success.k``)
-    mrr          1 / rank of the first relevant document over the whole ranking (``recip_rank``)
+    recall@k     #relevant documents in top k / R (fractional recall, trec_eval ``recall.k``); 0 when R = 0
+    recall_all@k 1 when all R relevant documents are in the top k (binary); missing (None) when R = 0
+    hit@k        1 when at least one relevant document is in the top k (trec_eval ``success.k``; the "Recall@K"
+                 of tools that count the queries with a hit)
+    mrr          1 / rank of the first relevant document over the whole ranking (``recip_rank``, no cut-off)
+    mrr@k        the same when that document is in the top k, else 0
     ap           trec_eval ``map``: sum of precision at each relevant rank / R
     map@k        ``map_cut.k``: the same restricted to the top k, still divided by R
     ndcg@k       ``ndcg_cut.k``: linear gains = raw grades > 0; IDCG from all judged grades > 0; the relevance level
                  does not affect it
+
+A ranking may name a document more than once (``k`` counting chunks when chunk ids are mapped to documents): every
+position of a relevant document is relevant for p@k, hit@k, mrr and mrr@k, while recall@k, recall_all@k, ap, map@k
+and ndcg@k count a document once, at its first position (so they stay within 0..1).
+
+With no relevant document (R = 0), ``no_relevant`` says what recall@k, recall_all@k and hit@k are:
+
+    trec            recall@k 0, hit@k 0, recall_all@k missing (the default)
+    missing         all three missing, left out of the mean
+    one             all three 1 ("nothing to find, nothing missed")
+    empty_retrieval all three 1 when nothing was retrieved in the top k, else 0 (a correct refusal to retrieve)
 
 Averages (``mean_measures``): unweighted over queries; a missing value (recall_all@k with R = 0) is left out.
 ``evaluated_queries`` says which queries are averaged: those in both run and qrels, plus (``complete=True``,
@@ -31,6 +44,7 @@ from open_rag_eval.scoring.retrieval import average_precision, ndcg_at_k, precis
 __all__ = [
     "MEASURES",
     "NO_RELEVANT",
+    "NO_RELEVANT_RULES",
     "evaluated_queries",
     "mean_measures",
     "measure_names",
@@ -38,8 +52,10 @@ __all__ = [
     "trec_ranking",
 ]
 
-MEASURES = ("p@k", "recall@k", "recall_all@k", "hit@k", "mrr", "ap", "map@k", "ndcg@k")
+MEASURES = ("p@k", "recall@k", "recall_all@k", "hit@k", "mrr", "ap", "map@k", "ndcg@k", "mrr@k")
 NO_RELEVANT = "no relevant documents"
+NO_RELEVANT_RULES = ("trec", "missing", "one", "empty_retrieval")
+_RECALLS = ("recall@", "recall_all@", "hit@")
 
 
 def trec_ranking(scored: Iterable[tuple[str, float]]) -> list[str]:
@@ -64,26 +80,46 @@ def query_measures(
     k_values: Sequence[int],
     relevance_level: int = 1,
     pad: bool = True,
+    no_relevant: str = "trec",
 ) -> dict[str, float | None]:
-    """All measures of one query; ``None`` marks a missing value (recall_all@k when R = 0; p@k > n without ``pad``).
+    """All measures of one query; ``None`` marks a missing value (R = 0, see ``no_relevant``; p@k > n without ``pad``).
 
-    ``ranking`` holds distinct docids best first; unjudged documents are non-relevant.
+    ``ranking`` holds docids best first (a docid may repeat, see the module doc); unjudged documents are
+    non-relevant.
     """
+    if no_relevant not in NO_RELEVANT_RULES:
+        raise ValueError(f"no_relevant must be one of {', '.join(NO_RELEVANT_RULES)}")
+    first = _first_positions(ranking)
     rels = [qrels.get(docid, 0) >= relevance_level for docid in ranking]
-    gains = [float(qrels.get(docid, 0)) for docid in ranking]
+    new_rels = [rel and is_first for rel, is_first in zip(rels, first)]
+    gains = [float(qrels.get(docid, 0)) if is_first else 0.0 for docid, is_first in zip(ranking, first)]
     n_rel = sum(1 for grade in qrels.values() if grade >= relevance_level)
     out: dict[str, float | None] = {}
     for k in k_values:
-        found = sum(rels[:k])
+        found = sum(new_rels[:k])
         out[f"p@{k}"] = precision_at_k(rels, k, pad=pad)
         out[f"recall@{k}"] = found / n_rel if n_rel else 0.0
         out[f"recall_all@{k}"] = (1.0 if found == n_rel else 0.0) if n_rel else None
-        out[f"hit@{k}"] = 1.0 if found else 0.0
-        out[f"map@{k}"] = average_precision(rels, n_rel, k)
+        out[f"hit@{k}"] = 1.0 if any(rels[:k]) else 0.0
+        out[f"map@{k}"] = average_precision(new_rels, n_rel, k)
         out[f"ndcg@{k}"] = ndcg_at_k(gains, [float(g) for g in qrels.values()], k)
+        out[f"mrr@{k}"] = reciprocal_rank(rels[:k])
+        if not n_rel and no_relevant != "trec":
+            value = {"missing": None, "one": 1.0, "empty_retrieval": 0.0 if ranking[:k] else 1.0}[no_relevant]
+            out.update({f"{name}{k}": value for name in _RECALLS})
     out["mrr"] = reciprocal_rank(rels)
-    out["ap"] = average_precision(rels, n_rel)
+    out["ap"] = average_precision(new_rels, n_rel)
     return {name: out[name] for name in measure_names(k_values)}
+
+
+def _first_positions(ranking: Sequence[str]) -> list[bool]:
+    """Whether each position holds its document's first appearance."""
+    seen: set[str] = set()
+    first: list[bool] = []
+    for docid in ranking:
+        first.append(docid not in seen)
+        seen.add(docid)
+    return first
 
 
 def evaluated_queries(run_qids: Iterable[str], qrels_qids: Iterable[str], complete: bool = False) -> list[str]:
