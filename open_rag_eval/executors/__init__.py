@@ -1,0 +1,47 @@
+"""Executors: where a run evaluates its outputs (docs/scaling.md).
+
+- local (no executor): this process, the one async core (``open_rag_eval.pipeline``);
+- ``ray``: shards of whole queries in Ray worker actors, one judge budget and one judge cache for all of them
+  (``cluster``, ``remote``), the same files written by the same writer;
+- engine-free shards: ``eval --shard i/n`` writes a shard folder, ``merge`` joins the folders into one run's files
+  (``array``).
+
+Ray is imported only when a ray run starts (extra ``[ray]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from open_rag_eval.config.executor import ExecutorOptions
+from open_rag_eval.errors import MissingDependency
+
+__all__ = ["executor_for", "import_ray"]
+
+
+def import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependency("ray", "ray") from None
+    return ray
+
+
+def executor_for(loaded: Any, kind: str | None = None, address: str | None = None) -> Any:
+    """The executor a config (``executor:``) and the command line (``--executor``, ``--ray-address``) ask for;
+    None for a local run. Raises ``MissingDependency`` (exit 2) before any work when ray is not installed."""
+    options = loaded.config.executor or ExecutorOptions()
+    update: dict[str, Any] = {}
+    if kind is not None:
+        update["type"] = kind
+    if address is not None:
+        update["type"], update["address"] = "ray", address
+    options = options.model_copy(update=update)
+    if options.type == "local":
+        return None
+    import_ray()
+    from open_rag_eval.executors.cluster import RayExecutor
+    from open_rag_eval.executors.shards import check_shardable
+
+    check_shardable(loaded)
+    return RayExecutor(options)

@@ -1,0 +1,219 @@
+"""The ``ray`` executor: a run's outputs evaluated in Ray worker actors, written by the one writer.
+
+The driver (the ``eval`` process) splits the outputs into shards of whole queries (``shards.split_by_query``),
+starts one ``Budget`` actor per judge endpoint, one ``CacheOwner`` on its own machine and ``workers`` worker
+actors, and hands each worker the next shard as it finishes one. Alongside, the model stage (``models``) scores
+HHEM in a Ray Data pool of model actors. The shards' and the model stage's results are merged into one run's
+(``shards.merge_results``); evaluators that need the whole run (consistency) then run in the driver, with the same
+budget and cache; ``pipeline.arun`` writes the files. A worker that dies is restarted by Ray and its shard run again
+(``max_restarts``); every judgment it had finished comes from the cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import types
+import uuid
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from typing import Any
+
+from open_rag_eval.config.executor import ExecutorOptions
+from open_rag_eval.errors import OpenRagEvalError
+from open_rag_eval.executors import import_ray
+from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
+from open_rag_eval.executors.shards import (ShardResult, evaluate_rest, merge_accounting, merge_health,
+                                            merge_results, needs_judge, split_by_query, stages)
+from open_rag_eval.judge.accounting import price_for
+from open_rag_eval.judge.cache import cache_path
+from open_rag_eval.pipeline import Evaluated, is_simulated, judge_session
+from open_rag_eval.progress import Progress
+from open_rag_eval.types import EvalResult, RAGOutput
+
+__all__ = ["RayExecutor", "connect"]
+
+log = logging.getLogger("open_rag_eval.executors")
+
+
+def connect(address: str | None) -> Any:
+    """Ray, initialised: an instance already started in this process, else ``address`` (None: a new local one)."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    return ray
+
+
+class RayExecutor:
+    def __init__(self, options: ExecutorOptions) -> None:
+        self.options = options
+        self.actors: list[Any] = []  # the run's actors, killed when it ends
+        self.workers: list[Any] = []
+        self.budgets: list[Any] = []
+        self.cache_owner: Any = None
+
+    async def evaluate(self, loaded: Any, outputs: list[RAGOutput], progress: Progress) -> Evaluated:
+        ray = connect(self.options.address)
+        plan = stages(loaded)
+        try:
+            self._start(ray, loaded, outputs)
+            models = asyncio.ensure_future(asyncio.to_thread(self._models, ray, loaded, outputs, plan.models))
+            try:
+                results = await self._shards(ray, loaded, outputs, progress)
+            finally:
+                model_results = await models
+            result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, model_results)
+            snapshots = [r.accounting for r in results]
+            health = [r.health for r in results]
+            simulated = any(r.simulated for r in results)
+            if plan.driver:
+                rest, judge, recorded = await self._driver(loaded, outputs, results, result, progress)
+                result.extend(rest)
+                if judge is not None:
+                    snapshots.append(judge.accounting.snapshot())
+                    simulated = simulated or is_simulated(judge)
+                health.append(recorded)
+        finally:
+            for actor in self.actors:
+                ray.kill(actor)
+            self.actors, self.workers, self.budgets, self.cache_owner = [], [], [], None
+        judge_view = None
+        if needs_judge(loaded.evaluators):
+            config = loaded.judge
+            accounting = merge_accounting(snapshots, config.model, price_for(config.model, config.prices))
+            judge_view = types.SimpleNamespace(model=config.model, simulated=simulated, accounting=accounting)
+        return Evaluated(result, judge_view, merge_health(health))
+
+    # -- the run's actors --------------------------------------------------------------------------------
+
+    def _start(self, ray: Any, loaded: Any, outputs: list[RAGOutput]) -> None:
+        options, config = self.options, loaded.judge
+        run = uuid.uuid4().hex[:12]
+        cpus_total = ray.cluster_resources().get("CPU", 1)
+        workers = options.workers or max(1, int(cpus_total))
+        self.n_shards = max(workers, math.ceil(len(outputs) / options.shard_outputs))
+        endpoints = config.endpoints() or [(config.base_url or "", config.max_concurrency)]
+        for i, (_, limit) in enumerate(endpoints):
+            budget = self._actor(ray, Budget, f"open-rag-eval-budget-{run}-{i}", num_cpus=0)
+            self.budgets.append(budget.remote(limit, config.requests_per_minute, config.tokens_per_minute,
+                                              config.adaptive_concurrency))
+        path = cache_path(config.cache, loaded.base_dir)
+        if path is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            owner = self._actor(ray, CacheOwner, f"open-rag-eval-cache-{run}", num_cpus=0,
+                                scheduling_strategy=here)
+            self.cache_owner = owner.remote(str(path))
+            _unwrap_sync(ray, self.cache_owner.count.remote())  # a cache that cannot be opened fails here
+        workers = min(workers, len(outputs)) or 1
+        cpus = options.worker_cpus or min(1.0, max(0.01, cpus_total / workers))
+        restarts = options.max_restarts
+        for w in range(workers):
+            worker = self._actor(ray, ShardWorker, f"open-rag-eval-worker-{run}-{w}", num_cpus=cpus,
+                                 max_restarts=restarts, max_task_retries=restarts)
+            self.workers.append(worker.remote(f"worker-{w}", self.budgets[w % len(self.budgets)], self.cache_owner,
+                                              w % len(endpoints)))
+        log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s)", len(outputs), workers, cpus,
+                 len(endpoints))
+
+    def _actor(self, ray: Any, cls: type, name: str, **options: Any) -> Any:
+        return _Tracked(ray.remote(cls).options(name=name, **options), self.actors)
+
+    # -- the stages --------------------------------------------------------------------------------------
+
+    async def _shards(self, ray: Any, loaded: Any, outputs: list[RAGOutput], progress: Progress
+                      ) -> list[ShardResult]:
+        shards = deque((i, s) for i, s in enumerate(split_by_query(outputs, self.n_shards)) if s)
+        results: list[ShardResult] = []
+        stage = replace(loaded, evaluators=stages(loaded).shards)
+        name = stage.evaluators[0].cls.name if stage.evaluators else "evaluate"
+        stage_ref = ray.put(stage)
+
+        async def drive(worker: Any) -> None:
+            while shards:
+                index, positions = shards.popleft()
+                mine = [outputs[p] for p in positions]
+                results.append(await _unwrap(worker.run.remote(stage_ref, mine, index)))
+                progress.report(name, "outputs", len(mine))
+
+        await asyncio.gather(*(drive(worker) for worker in self.workers))
+        return results
+
+    def _models(self, ray: Any, loaded: Any, outputs: list[RAGOutput], specs: dict[int, Any]) -> dict[int, EvalResult]:
+        if not specs:
+            return {}
+        from open_rag_eval.executors.models import model_stage
+
+        gpus = self.options.model_gpus
+        if gpus is None:
+            gpus = 1.0 if ray.cluster_resources().get("GPU", 0) else 0.0
+        return {i: model_stage(ray, spec, outputs, actors=self.options.model_actors, num_gpus=gpus)
+                for i, spec in specs.items()}
+
+    async def _driver(self, loaded: Any, outputs: list[RAGOutput], results: list[ShardResult], previous: EvalResult,
+                      progress: Progress) -> tuple[EvalResult, Any, dict[str, Any]]:
+        """The evaluators that see the whole run, here, with the run's shared budget and cache."""
+        async with self._judge(loaded, needs_judge(stages(loaded).driver)) as judge:
+            rest, recorded = await evaluate_rest(loaded, results, outputs, judge, previous, progress)
+        return rest, judge, recorded
+
+    @contextlib.asynccontextmanager
+    async def _judge(self, loaded: Any, needed: bool) -> AsyncIterator[Any]:
+        if not needed:
+            yield None
+            return
+        limiter = SharedLimiter(self.budgets[0], f"driver:{os.getpid()}",
+                                requests_per_minute=loaded.judge.requests_per_minute,
+                                tokens_per_minute=loaded.judge.tokens_per_minute)
+        shared: dict[str, Any] = {"limiter": limiter}
+        if self.cache_owner is not None:
+            shared["cache"] = RemoteCache(self.cache_owner)
+        try:
+            async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or ""), **shared) as judge:
+                yield judge
+        finally:
+            await limiter.aclose()
+
+
+class _Tracked:
+    """``ray.remote(cls).options(...)`` whose ``remote()`` remembers the actor, to be killed when the run ends."""
+
+    def __init__(self, remote: Any, actors: list[Any]) -> None:
+        self._remote, self._actors = remote, actors
+
+    def remote(self, *args: Any) -> Any:
+        actor = self._remote.remote(*args)
+        self._actors.append(actor)
+        return actor
+
+
+def _error(error: BaseException) -> BaseException:
+    """An error raised inside an actor as itself (a judge outage stays ``JudgeUnavailable``, a cache problem a
+    ``StorageError`` naming the file); a worker that died for good, named."""
+    import ray
+
+    if isinstance(error, ray.exceptions.RayTaskError):
+        cause = getattr(error, "cause", None)
+        return cause if isinstance(cause, BaseException) else error
+    if isinstance(error, ray.exceptions.RayActorError):
+        return OpenRagEvalError(f"a ray worker died and could not be restarted: {error}")
+    return error
+
+
+async def _unwrap(ref: Any) -> Any:
+    try:
+        return await ref
+    except Exception as error:
+        raise _error(error) from None
+
+
+def _unwrap_sync(ray: Any, ref: Any) -> Any:
+    try:
+        return ray.get(ref)
+    except Exception as error:
+        raise _error(error) from None

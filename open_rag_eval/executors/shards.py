@@ -1,0 +1,207 @@
+"""Shards of one evaluation: split the outputs by query, evaluate a shard, merge shard results into one run's.
+
+A shard holds whole queries (every run of a query, so its nugget list is built once), contiguous in the order the
+queries first appear. Evaluating a shard runs the run's evaluators, in order, on its outputs with the normal async
+core; merging puts every evaluator's scores and details back into the order one run over all outputs gives, so the
+written files are byte-identical to a local run's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.errors import ConfigError
+from open_rag_eval.evaluators.base import Context
+from open_rag_eval.health.record import HealthRecorder, TaskCounts, recording
+from open_rag_eval.judge.accounting import Accounting, TaskStats
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+
+__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_shard", "merge_accounting",
+           "merge_health", "needs_judge", "merge_results", "split_by_query", "stages"]
+
+# evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
+# query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once
+# (consistency compares a query's runs and batches BERTScore over every pair of the run): they run after the shards,
+# in the driver.
+SHARDED = {"trec": "query", "generation": "query", "golden": "input"}
+MODEL_METRICS = ("hhem",)  # trec's model metric: computed in the model stage, in the run's own batches
+
+
+@dataclass(frozen=True)
+class Stages:
+    """A run's evaluators split by where they run: ``shards`` (in order, model metrics left out) evaluate shard by
+    shard; ``models`` (index into the run's evaluators -> a spec computing only its model metrics) run in the model
+    stage over the run's own chunks; ``driver`` (the rest, in order) run once over every output."""
+
+    shards: list[Any]
+    models: dict[int, Any]
+    driver: list[Any]
+
+
+def stages(loaded: Any) -> Stages:
+    specs = list(loaded.evaluators)
+    cut = next((i for i, spec in enumerate(specs) if spec.cls.name not in SHARDED), len(specs))
+    shards, models = [], {}
+    for i, spec in enumerate(specs[:cut]):
+        metrics = list(getattr(spec.options, "metrics", ()))
+        held = [m for m in metrics if m in MODEL_METRICS] if spec.cls.name == "trec" else []
+        if held:
+            models[i] = replace(spec, options=spec.options.model_copy(update={"metrics": held}))
+            spec = replace(spec, options=spec.options.model_copy(update={"metrics": [m for m in metrics
+                                                                                     if m not in held]}))
+        shards.append(spec)
+    return Stages(shards, models, specs[cut:])
+
+
+def split_by_query(outputs: Sequence[RAGOutput], n: int) -> list[list[int]]:
+    """``n`` shards of output indices: whole queries, contiguous in first-seen order, about equal in outputs.
+    A shard may be empty when there are fewer queries than shards."""
+    by_query: dict[str, list[int]] = {}
+    for index, output in enumerate(outputs):
+        by_query.setdefault(output.query_id, []).append(index)
+    shards: list[list[int]] = [[] for _ in range(n)]
+    done, total = 0, len(outputs)
+    for indices in by_query.values():
+        shard = min(n - 1, done * n // total) if total else 0
+        shards[shard].extend(indices)
+        done += len(indices)
+    return [sorted(shard) for shard in shards]
+
+
+def needs_judge(specs: Sequence[Any]) -> bool:
+    """Whether any of these evaluators asks the judge (consistency does only with judge_repeats)."""
+    return any(getattr(spec.build(), "needs_judge", False) for spec in specs)
+
+
+def check_shardable(loaded: Any) -> None:
+    """Evaluators that read their own data (a TREC run file, an earlier results folder) cannot be split by query,
+    and a taped judge records one process's calls."""
+    judge = loaded.judge
+    if judge.record is not None or judge.replay is not None:
+        raise ConfigError("judge.record / judge.replay tape one process's calls: use executor: local",
+                          path="judge.replay" if judge.replay is not None else "judge.record")
+    for i, spec in enumerate(loaded.evaluators):
+        if getattr(spec.options, "run", None) or getattr(spec.options, "results_dir", None):
+            raise ConfigError(f"the {spec.type} evaluator reads its own data (run / results_dir), which cannot be "
+                              "split into shards: use executor: local for this config", path=f"evaluators[{i}]")
+
+
+@dataclass
+class ShardResult:
+    """What evaluating one shard gives: per evaluator its result, and the judge's counters."""
+
+    index: int
+    parts: list[EvalResult]
+    accounting: dict[str, Any] | None = None  # Accounting.snapshot() of the shard's judge
+    health: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> TaskCounts fields
+    simulated: bool = False
+    # evaluator index -> query id -> its nugget list, for evaluators after the shards (judge test-retest reuses them)
+    nugget_lists: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
+
+
+async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
+                         output_dir: Path | None = None) -> ShardResult:
+    """Run every evaluator of ``loaded`` on ``outputs`` (one shard) with ``judge``, as a local run does."""
+    from open_rag_eval.pipeline import evaluate_all, is_simulated
+
+    evaluators = [spec.build() for spec in stages(loaded).shards]
+    with recording() as recorder:
+        parts = await evaluate_all(evaluators, list(outputs), judge, output_dir=output_dir, base_dir=loaded.base_dir)
+    accounting = getattr(judge, "accounting", None)
+    lists = {i: {query: asdict(built) for query, built in e.nugget_lists.items()}
+             for i, e in enumerate(evaluators) if getattr(e, "nugget_lists", None)}
+    return ShardResult(index, parts, accounting.snapshot() if accounting is not None else None,
+                       {task: vars(counts) for task, counts in recorder.tasks.items()}, is_simulated(judge), lists)
+
+
+async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput], judge: Judge | None,
+                        previous: EvalResult, progress: Any = None) -> tuple[EvalResult, dict[str, dict[str, Any]]]:
+    """The evaluators after the shard stage, once over every output, seeing the shards' evaluators as a single run
+    does (their nugget lists restored); their result and judge-health record."""
+    from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
+    from open_rag_eval.pipeline import evaluate_all
+
+    evaluators = [spec.build() for spec in loaded.evaluators]
+    for shard in results:
+        for i, lists in shard.nugget_lists.items():
+            for query, data in lists.items():
+                nuggets = [ScoredNugget(**n) for n in data["nuggets"]]
+                evaluators[int(i)].nugget_lists[query] = NuggetList(**{**data, "nuggets": nuggets})
+    first = len(stages(loaded).shards)
+    with recording() as recorder:
+        parts = await evaluate_all(evaluators[first:], outputs, judge, output_dir=None, base_dir=loaded.base_dir,
+                                   progress=progress, previous=previous, everyone=evaluators)
+    result = EvalResult()
+    for part in parts:
+        result.extend(part)
+    return result, {task: vars(counts) for task, counts in recorder.tasks.items()}
+
+
+def _ranks(outputs: Sequence[RAGOutput], by_query: bool) -> dict[tuple[str, int | None], tuple[int, int]]:
+    """(query_id, run) -> its place in one run's results: by input position, or query by query (a query's
+    cross-run row right after its last run)."""
+    queries: dict[str, int] = {}
+    for output in outputs:
+        queries.setdefault(output.query_id, len(queries))
+    order = sorted(range(len(outputs)), key=lambda i: (queries[outputs[i].query_id], i)) if by_query \
+        else range(len(outputs))
+    ranks: dict[tuple[str, int | None], tuple[int, int]] = {}
+    last: dict[str, int] = {}
+    for place, i in enumerate(order):
+        ranks.setdefault(outputs[i].key, (place, 0))
+        last[outputs[i].query_id] = place
+    for query_id, place in last.items():
+        ranks[(query_id, None)] = (place, 1)
+    return ranks
+
+
+def merge_results(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
+                  models: dict[int, EvalResult] | None = None) -> EvalResult:
+    """One run's result from the shards' (and the model stage's, after the shards'): evaluator by evaluator, each
+    evaluator's scores and details in the order a single run over ``outputs`` gives them (a stable sort, so an
+    output's own order is kept)."""
+    ordered = sorted(shards, key=lambda shard: shard.index)
+    result = EvalResult()
+    for e, name in enumerate(names):
+        ranks = _ranks(outputs, SHARDED.get(name) == "query")
+        far = (len(outputs) + 1, 2)
+
+        def rank(item: Score | Detail) -> tuple[int, int]:
+            return ranks.get((item.query_id, item.run), far)
+
+        parts = [shard.parts[e] for shard in ordered] + ([models[e]] if models and e in models else [])
+        scores = [s for part in parts for s in part.scores]
+        details = [d for part in parts for d in part.details]
+        result.extend(EvalResult(scores=sorted(scores, key=rank), details=sorted(details, key=rank)))
+    return result
+
+
+def merge_accounting(snapshots: Sequence[dict[str, Any] | None], model: str, price: Any) -> Accounting | None:
+    """The judge's counters summed over the shards (None when no shard used a judge)."""
+    found = [s for s in snapshots if s is not None]
+    if not found:
+        return None
+    total = Accounting(model, price)
+    fields = set(vars(TaskStats()))
+    for snapshot in found:
+        for task, row in snapshot["tasks"].items():
+            total.task(task).add(TaskStats(**{k: v for k, v in row.items() if k in fields}))
+        total.fingerprints.update(snapshot["fingerprints"])
+    return total
+
+
+def merge_health(parts: Sequence[dict[str, dict[str, Any]]]) -> HealthRecorder:
+    recorder = HealthRecorder()
+    for part in parts:
+        for task, row in part.items():
+            counts = recorder.tasks.setdefault(task, TaskCounts())
+            counts.judgments += row["judgments"]
+            counts.replies += row["replies"]
+            counts.reasked += row["reasked"]
+            for klass, n in row["classes"].items():
+                counts.classes[klass] = counts.classes.get(klass, 0) + n
+    return recorder

@@ -1,0 +1,44 @@
+"""Shared by the executor tests: one config over the bundled demo outputs, run locally, on Ray or in shards."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+DEMO = Path(__file__).parent.parent / "configs" / "data" / "demo.csv"
+RESULT_FILES = ("results.csv", "results.json")
+
+
+def write_config(folder: Path, name: str, *, base_url: str | None = None, hhem: Path | None = None,
+                 consistency: bool = True, executor: dict[str, Any] | None = None, judge: dict[str, Any] | None = None,
+                 metrics: tuple[str, ...] = ("umbrela", "nuggets", "citation", "no_answer")) -> Path:
+    """``folder/name.yaml`` (JSON is YAML) evaluating the demo outputs into ``folder/name`` with its own cache."""
+    if not (folder / "demo.csv").exists():
+        shutil.copy(DEMO, folder / "demo.csv")
+    trec: dict[str, Any] = {"type": "trec", "k_values": [1, 3], "metrics": list(metrics)}
+    if hhem is not None:
+        trec["metrics"].append("hhem")
+        trec["hallucination"] = {"model_path": str(hhem), "device": "cpu"}
+    evaluators = [trec]
+    if consistency:
+        evaluators.append({"type": "consistency", "metrics": ["rouge", "bertscore", "dispersion"], "judge_repeats": 2})
+    source = {"base_url": base_url} if base_url else {"simulated": {"latency_ms": 1}}
+    config = {"input": "demo.csv", "output_dir": name,
+              "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", **source, **(judge or {})},
+              "evaluators": evaluators}
+    if executor is not None:
+        config["executor"] = executor
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def result_bytes(folder: Path) -> dict[str, bytes]:
+    return {name: (folder / name).read_bytes() for name in RESULT_FILES}
+
+
+def paid_calls(folder: Path) -> int:
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    return int(manifest["accounting"]["total"]["calls"])

@@ -1,0 +1,107 @@
+"""Engine-free shards: `eval --shard i/n` + `merge` write what one run writes; shards by query; merge refuses
+shards that do not make up one run. (No Ray needed.)"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from open_rag_eval.cli import main
+from open_rag_eval.executors.array import parse_shard
+from open_rag_eval.executors.shards import merge_results, split_by_query, ShardResult
+from open_rag_eval.types import EvalResult, RAGOutput, Score
+from tests.executor_runs import paid_calls, result_bytes, write_config
+
+
+def _outputs(keys: list[tuple[str, int]]) -> list[RAGOutput]:
+    return [RAGOutput(query_id=q, query=f"question {q}", run=r) for q, r in keys]
+
+
+def test_shards_hold_whole_queries_contiguous_and_balanced() -> None:
+    outputs = _outputs([("a", 1), ("b", 1), ("a", 2), ("c", 1), ("d", 1), ("c", 2), ("e", 1)])
+    shards = split_by_query(outputs, 3)
+    assert sorted(p for s in shards for p in s) == list(range(len(outputs)))
+    queries = [{outputs[p].query_id for p in s} for s in shards]
+    assert queries == [{"a", "b"}, {"c"}, {"d", "e"}]  # every run of a query in one shard
+    assert split_by_query(outputs, 10).count([]) == 5  # more shards than queries: some are empty
+
+
+def test_merge_puts_scores_back_in_one_run_s_order() -> None:
+    """trec gives results query by query, golden in input order; the merge gives each its own order back."""
+    outputs = _outputs([("a", 1), ("b", 1), ("a", 2), ("b", 2)])
+    by_query = [("a", 1), ("a", 2), ("b", 1), ("b", 2)]
+
+    def part(keys: list[tuple[str, int]], metric: str) -> EvalResult:
+        return EvalResult(scores=[Score(query_id=q, run=r, metric=metric, value=float(i)) for i, (q, r) in
+                                  enumerate(keys)])
+
+    shards = [ShardResult(1, [part([("b", 1), ("b", 2)], "trec.x"), part([("b", 1), ("b", 2)], "golden.y")]),
+              ShardResult(0, [part([("a", 1), ("a", 2)], "trec.x"), part([("a", 1), ("a", 2)], "golden.y")])]
+    merged = merge_results(["trec", "golden"], outputs, shards)
+    keys = [(s.query_id, s.run) for s in merged.scores]
+    assert keys[:4] == by_query and keys[4:] == [o.key for o in outputs]
+
+
+@pytest.mark.parametrize("text", ["3/3", "1", "-1/2", "a/b", "1/0", "²/3"])
+def test_a_shard_is_i_of_n(text: str) -> None:
+    with pytest.raises(Exception, match="i/n"):
+        parse_shard(text)
+
+
+@pytest.fixture(scope="module")
+def three_shards(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[Path]]:
+    """A single run and the same config as shards 0/3..2/3, merged."""
+    folder = tmp_path_factory.mktemp("shards")
+    single = write_config(folder, "single")
+    assert main(["-q", "eval", "--config", str(single)]) == 0
+    sharded = write_config(folder, "sharded")
+    shard_dirs = []
+    for i in range(3):
+        shard_dir = folder / f"shard{i}"
+        assert main(["-q", "eval", "--config", str(sharded), "--shard", f"{i}/3", "--output-dir", str(shard_dir)]) == 0
+        shard_dirs.append(shard_dir)
+    assert main(["-q", "merge", *map(str, reversed(shard_dirs))]) == 0
+    return folder / "single", folder / "sharded", shard_dirs
+
+
+def test_shards_merged_write_what_a_single_run_writes(three_shards: tuple[Path, Path, list[Path]]) -> None:
+    single, merged, shard_dirs = three_shards
+    assert result_bytes(merged) == result_bytes(single)
+    assert paid_calls(merged) == paid_calls(single) > 0
+    queries = [{o["query_id"] for o in json.loads((d / "shard.json").read_text())["outputs"]} for d in shard_dirs]
+    assert all(queries) and not (queries[0] & queries[1] or queries[1] & queries[2] or queries[0] & queries[2])
+    manifest = json.loads((merged / "manifest.json").read_text())
+    assert manifest["complete"] is True and manifest["n_outputs"] == json.loads(
+        (single / "manifest.json").read_text())["n_outputs"]
+
+
+def test_merge_fills_the_config_s_cache_so_a_rerun_pays_nothing(three_shards: tuple[Path, Path, list[Path]],
+                                                                  tmp_path: Path) -> None:
+    single, merged, shard_dirs = three_shards
+    assert main(["-q", "eval", "--config", str(merged.parent / "sharded.yaml"), "--output-dir",
+                 str(tmp_path / "again")]) == 0
+    assert paid_calls(tmp_path / "again") == 0
+    assert result_bytes(tmp_path / "again") == result_bytes(single)
+
+
+def test_merge_refuses_shards_that_do_not_make_up_one_run(three_shards: tuple[Path, Path, list[Path]],
+                                                           tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _, _, shard_dirs = three_shards
+    out = ["--output-dir", str(tmp_path / "out")]
+    assert main(["-q", "merge", str(shard_dirs[0]), str(shard_dirs[1]), *out]) == 3
+    assert "shard(s) 2/3 missing" in caplog.text
+    assert main(["-q", "merge", *map(str, shard_dirs), str(shard_dirs[1]), *out]) == 3
+    assert "given twice" in caplog.text
+    other = tmp_path / "other"
+    shutil.copytree(shard_dirs[2], other)
+    data = json.loads((other / "shard.json").read_text())
+    data["config_digest"] = "0" * 64
+    (other / "shard.json").write_text(json.dumps(data))
+    assert main(["-q", "merge", str(shard_dirs[0]), str(shard_dirs[1]), str(other), *out]) == 3
+    assert "another config" in caplog.text
+    assert main(["-q", "merge", str(tmp_path), *out]) == 3
+    assert "not a shard folder" in caplog.text
+    assert not (tmp_path / "out").exists()  # nothing half-written
