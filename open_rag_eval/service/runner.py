@@ -1,0 +1,187 @@
+"""The job runner: claims queued work from the database and runs it through the CLI's own pipeline.
+
+Runs inside ``serve`` (and alone as ``worker``). A job runs ``pipeline.arun`` on its ``job.yaml`` -- the run the CLI
+makes -- while a ticker renews the claim, stores the progress and usage, appends progress events, and stops the run
+when a cancel is requested or the claim was lost. A run killed with the process is taken up again (by the next
+start in SQLite mode, by any worker once its heartbeat is stale in PostgreSQL mode): the judge cache answers every
+judgment already paid for, so the resumed run calls the judge only for what was not judged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from open_rag_eval.errors import OpenRagEvalError, exit_code
+from open_rag_eval.progress import Progress
+from open_rag_eval.service import jobs
+from open_rag_eval.service.fair import FairShare, SharedJudge
+from open_rag_eval.service.settings import Settings
+
+__all__ = ["Runner", "worker_name"]
+
+log = logging.getLogger(__name__)
+
+PROGRESS_S = 0.5  # how often a running job's progress is looked at (an event only when it changed)
+ERROR_CODES = {2: "bad_config", 3: "bad_input", 4: "judge_unavailable", 5: "storage", 1: "failed"}
+
+
+def worker_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class Runner:
+    def __init__(self, engine: AsyncEngine, settings: Settings, worker: str | None = None) -> None:
+        self.engine, self.settings = engine, settings
+        self.worker = worker or worker_name()
+        self.active: dict[str, asyncio.Task[None]] = {}
+        self.shares: dict[str, FairShare] = {}
+        self.finished = 0
+        self._shown: dict[str, dict[str, Any]] = {}  # job -> the progress last sent as an event
+
+    def share(self, profile: str) -> FairShare:
+        if profile not in self.shares:
+            slots = int(self.settings.judge_profiles[profile].get("max_concurrency", 32))
+            self.shares[profile] = FairShare(slots)
+        return self.shares[profile]
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim and run jobs until ``stop`` is set; running jobs are then interrupted (their claims go stale
+        and the work resumes later)."""
+        limit = self.settings.runner.jobs
+        try:
+            while not stop.is_set():
+                job = await self._claim() if len(self.active) < limit else None
+                if job is None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(stop.wait(), self.settings.runner.poll_s)
+                    continue
+                task = asyncio.create_task(self._run_job(job), name=f"job {job['id']}")
+                self.active[job["id"]] = task
+                task.add_done_callback(lambda _t, job_id=job["id"]: self.active.pop(job_id, None))
+        finally:
+            for task in list(self.active.values()):
+                task.cancel()
+            await asyncio.gather(*self.active.values(), return_exceptions=True)
+
+    async def _claim(self) -> dict[str, Any] | None:
+        try:
+            return await jobs.claim(self.engine, self.worker, self.settings.runner.stale_after_s)
+        except Exception as error:  # a database hiccup must not stop the runner
+            log.warning("claiming work failed: %s", error)
+            return None
+
+    async def _run_job(self, job: dict[str, Any]) -> None:
+        job_id = job["id"]
+        log.info("job %s: %s", job_id, "resumed" if job.get("resumed") else "started")
+        progress = Progress()
+        work = asyncio.create_task(self._execute(job, progress))
+        stopped_by: str | None = None
+        try:
+            while not work.done():
+                await asyncio.wait({work}, timeout=min(self.settings.runner.heartbeat_s, PROGRESS_S))
+                if work.done():
+                    break
+                if not await self._tick(job_id, progress):
+                    stopped_by = await self._why_stopped(job_id)
+                    work.cancel()
+                    with contextlib.suppress(BaseException):
+                        await work
+                    break
+            await self._settle(job_id, work, progress, stopped_by)
+        except asyncio.CancelledError:  # the process is stopping: leave the claim to go stale, resume later
+            work.cancel()
+            with contextlib.suppress(BaseException):
+                await work
+            raise
+
+    async def _tick(self, job_id: str, progress: Progress) -> bool:
+        snapshot = progress_snapshot(progress)
+        changed = snapshot != self._shown.get(job_id)
+        self._shown[job_id] = snapshot
+        try:
+            return await jobs.heartbeat(self.engine, job_id, self.worker, snapshot, usage_snapshot(progress),
+                                        event=snapshot if changed else None)
+        except Exception as error:
+            log.warning("job %s: heartbeat failed: %s", job_id, error)
+            return True
+
+    async def _why_stopped(self, job_id: str) -> str:
+        row = await jobs.get_job(self.engine, None, job_id)
+        return "cancel" if row is not None and row["cancel_requested"] else "lost"
+
+    async def _settle(self, job_id: str, work: asyncio.Task[Any], progress: Progress, stopped_by: str | None) -> None:
+        self._shown.pop(job_id, None)
+        usage = json.dumps(usage_snapshot(progress), sort_keys=True)
+        final = json.dumps(progress_snapshot(progress), sort_keys=True)
+        if stopped_by == "lost":
+            log.warning("job %s: another worker took over its claim; this run stopped", job_id)
+            return
+        if stopped_by == "cancel" or work.cancelled():
+            await jobs.finish(self.engine, job_id, self.worker, "cancelled", usage=usage, progress=final)
+            return
+        error = work.exception()
+        if error is None:
+            results_dir, verdict = work.result()
+            await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, progress=final,
+                              results_dir=str(results_dir), verdict=verdict)
+        else:
+            await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error), usage=usage, progress=final)
+        self.finished += 1
+
+    async def _execute(self, job: dict[str, Any], progress: Progress) -> tuple[Path, str | None]:
+        request = json.loads(job["request"])
+        prepared = request["prepared"]
+        loaded = _load(prepared)
+        share = self.share(job["judge_profile"])
+        wrap = lambda judge: SharedJudge(judge, share, job["id"])  # noqa: E731
+        if job["kind"] == "sweep":
+            from open_rag_eval.sweeps.run import asweep
+
+            outcome = await asweep(loaded)
+            return outcome.output_dir, outcome.verdict
+        from open_rag_eval import pipeline
+
+        report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap)
+        return report.output_dir, None
+
+
+def _load(prepared: dict[str, Any]) -> Any:
+    from open_rag_eval.config import load_config_text
+
+    text = Path(prepared["config_file"]).read_text(encoding="utf-8")
+    return load_config_text(text, base_dir=Path(prepared["base_dir"]), file="job.yaml")
+
+
+def problem(error: BaseException) -> dict[str, Any]:
+    """A failed job's error for clients: a stable code and the message without server paths or secrets."""
+    from open_rag_eval.redaction import redact
+
+    code = ERROR_CODES.get(exit_code(error), "failed") if isinstance(error, OpenRagEvalError) else "internal"
+    detail = redact(str(error)) if isinstance(error, OpenRagEvalError) else "the run failed unexpectedly"
+    if not isinstance(error, OpenRagEvalError):
+        log.error("job failed unexpectedly", exc_info=error)
+    return {"code": code, "detail": detail}
+
+
+def progress_snapshot(progress: Progress) -> dict[str, Any]:
+    return {"stage": progress.stage, "stages": list(progress.stages), "done": dict(progress.done),
+            "outputs_total": progress.outputs_total, "step": progress.steps.get(progress.stage or "", "")}
+
+
+def usage_snapshot(progress: Progress) -> dict[str, Any]:
+    accounting = getattr(progress.judge, "accounting", None)
+    if accounting is None:
+        return {}
+    total = accounting.snapshot()["total"]
+    keep = ("calls", "cache_hits", "deduplicated", "retries", "failures", "prompt_tokens", "completion_tokens",
+            "cost_usd")
+    return {name: total.get(name) for name in keep}

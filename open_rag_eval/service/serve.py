@@ -1,0 +1,84 @@
+"""Start the service (``serve``) or a queue worker (``worker``) from the command line."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import signal
+
+from open_rag_eval.errors import ConfigError, MissingDependency
+from open_rag_eval.service.settings import Settings, is_loopback
+
+__all__ = ["require_server_extra", "serve", "work"]
+
+log = logging.getLogger("open_rag_eval")
+
+SERVER_MODULES = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "aiosqlite")
+
+
+def require_server_extra(postgres: bool = False) -> None:
+    for module in (*SERVER_MODULES, *(("asyncpg",) if postgres else ())):
+        if importlib.util.find_spec(module) is None:
+            raise MissingDependency(module, "server")
+
+
+def serve(settings: Settings, host: str, port: int) -> int:
+    if not is_loopback(host) and not settings.auth:
+        raise ConfigError(f"refusing to listen on {host} without authentication: set 'auth: true' in the server "
+                          "config and create keys (open-rag-eval serve keys create --tenant NAME)", path="--host")
+    require_server_extra(postgres=not settings.sqlite)
+    return asyncio.run(_serve(settings, host, port))
+
+
+async def _serve(settings: Settings, host: str, port: int) -> int:
+    import uvicorn
+
+    from open_rag_eval.redaction import safe_url
+    from open_rag_eval.service.app import create_app
+    from open_rag_eval.service.storage import Storage
+
+    storage = await Storage.open(settings)  # a second server on the same SQLite file stops here (exit 5)
+    try:
+        app = create_app(settings, storage=storage)
+        config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=True,
+                                server_header=False, log_config=None)
+        server = uvicorn.Server(config)
+        where = settings.db_url.split(":///", 1)[-1] if settings.sqlite else safe_url(settings.db_url)
+        log.info("open-rag-eval service on http://%s:%d (database %s, auth %s)", host, port, where,
+                 "on" if settings.auth else "off")
+        await server.serve()
+    finally:
+        await storage.close()
+    return 0
+
+
+def work(settings: Settings, jobs: int | None) -> int:
+    if settings.sqlite:
+        raise ConfigError("a worker shares the queue through PostgreSQL (database_url: postgresql+asyncpg://...); "
+                          "with the embedded SQLite database, 'serve' runs the jobs itself", path="database_url")
+    require_server_extra(postgres=True)
+    if jobs is not None:
+        settings = settings.model_copy(update={"runner": settings.runner.model_copy(update={"jobs": jobs})})
+    return asyncio.run(_work(settings))
+
+
+async def _work(settings: Settings) -> int:
+    from open_rag_eval.service.runner import Runner
+    from open_rag_eval.service.storage import Storage
+
+    storage = await Storage.open(settings)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(signum, stop.set)
+    runner = Runner(storage.engine, settings)
+    log.info("worker %s: taking jobs (%d at once)", runner.worker, settings.runner.jobs)
+    try:
+        await runner.run(stop)
+    finally:
+        await storage.close()
+    log.info("worker %s: stopped after %d job(s)", runner.worker, runner.finished)
+    return 0
