@@ -95,7 +95,30 @@ class Settings(_Strict):
         return chosen
 
     def connector_allowed(self, url: str) -> bool:
-        return any(url.startswith(prefix) for prefix in self.connector_allow)
+        """Whether ``url`` is under an allowed prefix: same scheme, host and port, the prefix's path, no userinfo."""
+        return any(_under(url, prefix) for prefix in self.connector_allow)
+
+
+def _parts(url: str) -> tuple[str, str, int | None, str, bool] | None:
+    from urllib.parse import urlsplit
+
+    try:
+        split = urlsplit(url)
+        port = split.port or {"http": 80, "https": 443}.get(split.scheme)
+    except ValueError:
+        return None
+    if split.scheme not in ("http", "https") or not split.hostname:
+        return None
+    return split.scheme, split.hostname.lower(), port, split.path or "/", "@" in split.netloc or "\\" in url
+
+
+def _under(url: str, prefix: str) -> bool:
+    candidate, allowed = _parts(url), _parts(prefix)
+    if candidate is None or allowed is None or candidate[4]:
+        return False
+    path, root = candidate[3], allowed[3]
+    inside = path.startswith(root) if root.endswith("/") else path == root or path.startswith(root + "/")
+    return candidate[:3] == allowed[:3] and inside and "/../" not in path + "/"
 
 
 def is_loopback(host: str) -> bool:
