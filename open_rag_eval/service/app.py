@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 
 COOKIE = "ore_key"
 ANONYMOUS = Principal("default", frozenset({"read", "write"}))
+BEARER = HTTPBearer(auto_error=False, description="an API key: open-rag-eval serve keys create --tenant NAME")
 
 
 @contextlib.asynccontextmanager
@@ -84,14 +86,13 @@ def settings_of(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-async def principal(request: Request) -> Principal:
+async def principal(request: Request,
+                    credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)) -> Principal:
     """Who is asking: anyone on a loopback server without auth; else the tenant of a valid key (Bearer or the
     dashboard's cookie)."""
     if not settings_of(request).auth:
         return ANONYMOUS
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    presented = token.strip() if scheme.lower() == "bearer" else request.cookies.get(COOKIE, "")
+    presented = credentials.credentials.strip() if credentials is not None else request.cookies.get(COOKIE, "")
     found = await verify(engine_of(request), presented) if presented else None
     if found is None:
         raise Problem(401, "unauthorized", "send a valid API key: Authorization: Bearer <key>",

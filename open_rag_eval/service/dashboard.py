@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 import sqlalchemy as sa
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.security import HTTPAuthorizationCredentials
 
 from open_rag_eval.service import jobs
 from open_rag_eval.service.app import COOKIE, engine_of, principal
@@ -52,8 +53,12 @@ def _page(title: str, body: str, script: str = "") -> HTMLResponse:
 
 
 async def _who(request: Request) -> Principal | None:
+    from fastapi.security.utils import get_authorization_scheme_param
+
+    scheme, token = get_authorization_scheme_param(request.headers.get("authorization", ""))
+    credentials = HTTPAuthorizationCredentials(scheme=scheme, credentials=token) if scheme.lower() == "bearer" else None
     try:
-        return await principal(request)
+        return await principal(request, credentials)
     except Problem:
         return None
 
