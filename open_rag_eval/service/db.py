@@ -125,10 +125,10 @@ def open_engine(url: str) -> AsyncEngine:
 
 async def migrate(engine: AsyncEngine) -> None:
     """Bring the database to the newest schema (Alembic ``upgrade head``)."""
+    logging.getLogger("alembic").setLevel(logging.WARNING)  # its plugins and steps are noise at every start
     from alembic import command
     from alembic.config import Config
 
-    logging.getLogger("alembic").setLevel(logging.WARNING)  # one line per migration step is noise at start
     config = Config()
     config.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
 

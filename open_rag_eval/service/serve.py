@@ -59,8 +59,11 @@ def work(settings: Settings, jobs: int | None) -> int:
         raise ConfigError("a worker shares the queue through PostgreSQL (database_url: postgresql+asyncpg://...); "
                           "with the embedded SQLite database, 'serve' runs the jobs itself", path="database_url")
     require_server_extra(postgres=True)
-    if jobs is not None:
-        settings = settings.model_copy(update={"runner": settings.runner.model_copy(update={"jobs": jobs})})
+    jobs = settings.runner.jobs if jobs is None else jobs
+    if jobs < 1:
+        raise ConfigError(f"a worker runs at least one job at a time, got {jobs} (runner.jobs or --jobs)",
+                          path="--jobs")
+    settings = settings.model_copy(update={"runner": settings.runner.model_copy(update={"jobs": jobs})})
     return asyncio.run(_work(settings))
 
 
