@@ -21,6 +21,7 @@ EDGES = {"cli", "api", "testing", "service", "executors", "sweeps", "calibration
 ALLOWED = {
     ("pipeline", "open_rag_eval.connectors.base"),  # running a connector is a stage of the one pipeline
     ("config", "open_rag_eval.tracking.options"),  # the schema of the config's tracking: section
+    ("config", "open_rag_eval.ablation.options"),  # the schema of the config's ablate: section
     ("store.checks", "open_rag_eval.sweeps.history"),  # validate checks every database we keep, the history too
 }
 

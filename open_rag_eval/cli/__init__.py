@@ -21,7 +21,7 @@ from open_rag_eval.cli.terminal import ConsoleFilter, excepthook
 __all__ = ["error_line", "main"]
 
 COMMANDS = ("eval", "validate", "plot", "compare", "report", "sweep", "history", "simulate-judge", "calibrate",
-            "generate-queries", "merge", "serve", "worker")
+            "generate-queries", "merge", "serve", "worker", "ablate")
 
 log = logging.getLogger("open_rag_eval")
 

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
+from open_rag_eval.ablation.options import AblateOptions
 from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.config.connector import ConnectorConfig, connector_spec
 from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_numbers, config_error, load_yaml
@@ -76,6 +77,7 @@ class Config(BaseModel):
     tracking: TrackingOptions | None = None  # docs/tracking.md
     diagnosis: DiagnosisOptions | None = None  # docs/diagnosis.md
     executor: ExecutorOptions | None = None  # docs/scaling.md
+    ablate: AblateOptions | None = None  # docs/ablation.md (read by `open-rag-eval ablate` only)
 
 
 @dataclass(frozen=True)

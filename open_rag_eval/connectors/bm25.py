@@ -26,6 +26,7 @@ built.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,6 +106,7 @@ class Bm25Connector:
 
     def __init__(self, options: Bm25Options) -> None:
         self.bm25s = require("bm25s", "bm25")
+        logging.getLogger("bm25s").setLevel(logging.WARNING)  # a line per index built is noise here
         self.options = options
         self.index = self._build(self._documents())
 

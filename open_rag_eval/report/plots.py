@@ -16,7 +16,7 @@ from open_rag_eval.errors import MissingDependency
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import axis_range, display_name
 
-__all__ = ["plot_consistency", "plot_forest", "plot_history", "plot_trec", "short_label"]
+__all__ = ["plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
 
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#BAB0AC")
 SIMULATED_NOTE = "SIMULATED JUDGE: these numbers are not real judgments"
@@ -257,3 +257,19 @@ def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *, labels: tuple[str
     shown = [ResultSet(label=label, path=path, layout="ours", rows=[], simulated=simulated) for label in labels]
     title = f"B = {short_label(labels[1], 40)}  vs  A = {short_label(labels[0], 40)}"
     return _finish(fig, plt, shown, title, path, legend=False)
+
+
+def plot_metrics(sets: Sequence[ResultSet], metrics: Sequence[str], path: Path, title: str) -> Path:
+    """One boxplot panel per metric, one box per result set (an ablation's variants, say), mean marked."""
+    plt = _pyplot()
+    ncols = min(3, max(1, len(metrics)))
+    nrows = math.ceil(max(1, len(metrics)) / ncols)
+    width = max(4.6, 1.6 + 1.3 * len(sets))
+    fig, axes = plt.subplots(nrows, ncols, figsize=(width * ncols, 4.6 * nrows + 0.4 * math.ceil(len(sets) / 2)),
+                             squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax, metric in zip(flat, metrics):
+        _box_panel(ax, metric, sets)
+    for ax in flat[len(metrics):]:
+        ax.set_visible(False)
+    return _finish(fig, plt, sets, title, path, legend=True, markers=True)

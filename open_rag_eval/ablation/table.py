@@ -1,0 +1,103 @@
+"""The comparison of an ablation: every variant against the baseline variant, metric by metric, and the best
+variant per metric.
+
+Per (variant, metric): the paired comparison ``compare`` makes (queries paired, a query's value the mean over its
+runs; mean difference variant - baseline, 95% bootstrap CI, sign-flip permutation p-value), then the Holm
+correction across every (variant, metric) test of the table at ``alpha`` -- one family, so trying more variants
+does not make a chance difference look significant. The best variant of a metric has the highest mean over its
+queries (the lowest for lower-is-better metrics); ties are all named.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from open_rag_eval.report.compare import compare, default_metrics
+from open_rag_eval.report.data import ResultSet
+from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.scoring.paired import holm
+
+__all__ = ["COLUMNS", "AblationTable", "ablation_table", "query_mean"]
+
+COLUMNS = ("variant", "metric", "n", "mean_baseline", "mean_variant", "diff", "ci95_low", "ci95_high", "p_value",
+           "significant", "verdict")
+
+
+@dataclass
+class AblationTable:
+    baseline: str
+    variants: list[str]  # every variant, the baseline included, in grid order
+    metrics: list[str]
+    means: dict[str, dict[str, float | None]]  # variant -> metric -> mean over its queries
+    rows: list[dict[str, Any]] = field(default_factory=list)  # one per (variant other than the baseline, metric)
+    best: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> {"variants", "mean", "note"}
+    skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (variant, metric, why not compared)
+    alpha: float = 0.05
+
+
+def query_mean(result: ResultSet, metric: str) -> float | None:
+    """The mean over queries of each query's value (the mean over its runs); None when no query has one."""
+    per_query: dict[str, list[float]] = {}
+    for row in result.rows:
+        value = row.scores.get(metric)
+        if value is not None:
+            per_query.setdefault(row.query_id, []).append(value)
+    means = [math.fsum(values) / len(values) for values in per_query.values()]
+    return math.fsum(means) / len(means) if means else None
+
+
+def _metrics(baseline: ResultSet, others: Sequence[ResultSet]) -> list[str]:
+    """The headline metrics every variant has (see ``report.compare.default_metrics``)."""
+    chosen = default_metrics(baseline, others[0]) if others else []
+    return [m for m in chosen if all(m in default_metrics(baseline, other) for other in others[1:])]
+
+
+def _verdict(diff: float, significant: bool, metric: str) -> str:
+    if not significant:
+        return "no significant difference"
+    better = diff < 0 if lower_is_better(metric) else diff > 0
+    return "better than the baseline" if better else "worse than the baseline"
+
+
+def _best(table: AblationTable, metric: str) -> dict[str, Any]:
+    scored = [(v, table.means[v][metric]) for v in table.variants if table.means[v][metric] is not None]
+    if not scored:
+        return {"variants": [], "mean": None, "note": "no variant has a value"}
+    pick = min if lower_is_better(metric) else max
+    top = pick(mean for _, mean in scored)
+    winners = [v for v, mean in scored if math.isclose(mean, top, rel_tol=0, abs_tol=1e-12)]
+    if table.baseline in winners:
+        note = "the baseline" + (" (tied)" if len(winners) > 1 else "")
+    else:
+        row = next((r for r in table.rows if r["variant"] == winners[0] and r["metric"] == metric), None)
+        note = ("significantly better than the baseline" if row and row["verdict"].startswith("better")
+                else "not significantly different from the baseline")
+    return {"variants": winners, "mean": top, "note": note}
+
+
+def ablation_table(baseline: ResultSet, variants: Sequence[ResultSet], metrics: Sequence[str] | None = None, *,
+                   alpha: float = 0.05, seed: int = 0, resamples: int = 10_000) -> AblationTable:
+    """Compare each of ``variants`` (labelled by name; the baseline among them or not) with ``baseline``."""
+    others = [v for v in variants if v.label != baseline.label]
+    chosen = list(metrics) if metrics else _metrics(baseline, others)
+    labels = [v.label for v in variants]
+    ordered = labels if baseline.label in labels else [baseline.label, *labels]
+    sets = {baseline.label: baseline, **{v.label: v for v in others}}
+    table = AblationTable(baseline.label, ordered, chosen,
+                          {label: {m: query_mean(sets[label], m) for m in chosen} for label in ordered}, alpha=alpha)
+    tested = []
+    for other in others:
+        comparison = compare(baseline, other, chosen, seed=seed, resamples=resamples)
+        table.skipped += [(other.label, metric, why) for metric, why in comparison.skipped.items()]
+        tested += [(other.label, row) for row in comparison.rows]
+    rejected = holm([row["p_value"] for _, row in tested], alpha)
+    for (label, row), significant in zip(tested, rejected):
+        table.rows.append({"variant": label, "metric": row["metric"], "n": row["n"], "mean_baseline": row["mean_a"],
+                           "mean_variant": row["mean_b"], "diff": row["diff"], "ci95_low": row["ci95_low"],
+                           "ci95_high": row["ci95_high"], "p_value": row["p_value"], "significant": significant,
+                           "verdict": _verdict(row["diff"], significant, row["metric"])})
+    table.best = {metric: _best(table, metric) for metric in chosen}
+    return table
