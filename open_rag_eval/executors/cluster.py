@@ -38,6 +38,7 @@ from open_rag_eval.types import EvalResult, RAGOutput
 __all__ = ["RayExecutor", "connect"]
 
 log = logging.getLogger("open_rag_eval.executors")
+MODEL_CPUS = 0.5  # what a model actor reserves without a GPU
 
 
 def connect(address: str | None) -> Any:
@@ -111,7 +112,10 @@ class RayExecutor:
             self.cache_owner = owner.remote(str(path))
             _unwrap_sync(ray, self.cache_owner.count.remote())  # a cache that cannot be opened fails here
         workers = min(workers, len(outputs)) or 1
-        cpus = options.worker_cpus or min(1.0, max(0.01, cpus_total / workers))
+        # the model stage's actors run beside the workers: leave them their CPUs
+        models = 0.0 if not stages(loaded).models or ray.cluster_resources().get("GPU", 0) \
+            else MODEL_CPUS * options.model_actors
+        cpus = options.worker_cpus or min(1.0, max(0.01, (cpus_total - models) / workers))
         restarts = options.max_restarts
         for w in range(workers):
             worker = self._actor(ray, ShardWorker, f"open-rag-eval-worker-{run}-{w}", num_cpus=cpus,
@@ -152,8 +156,8 @@ class RayExecutor:
         gpus = self.options.model_gpus
         if gpus is None:
             gpus = 1.0 if ray.cluster_resources().get("GPU", 0) else 0.0
-        return {i: model_stage(ray, spec, outputs, actors=self.options.model_actors, num_gpus=gpus)
-                for i, spec in specs.items()}
+        return {i: model_stage(ray, spec, outputs, actors=self.options.model_actors, num_gpus=gpus,
+                               num_cpus=MODEL_CPUS) for i, spec in specs.items()}
 
     async def _driver(self, loaded: Any, outputs: list[RAGOutput], results: list[ShardResult], previous: EvalResult,
                       progress: Progress) -> tuple[EvalResult, Any, dict[str, Any]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from open_rag_eval.evaluators.base import Context
@@ -42,14 +43,18 @@ class ModelScorer:
         return {"chunk": batch["chunk"], "result": results}
 
 
-def model_stage(ray: Any, spec: Any, outputs: list[RAGOutput], *, actors: int, num_gpus: float) -> EvalResult:
+def model_stage(ray: Any, spec: Any, outputs: list[RAGOutput], *, actors: int, num_gpus: float,
+                num_cpus: float) -> EvalResult:
     """``spec``'s model metrics over ``outputs``, chunk by chunk in a pool of ``actors`` model actors."""
     from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, query_chunks
 
     chunks = query_chunks(outputs, CHUNK_OUTPUTS)
     items = [{"chunk": i, "outputs": json.dumps([o.model_dump(mode="json") for o in chunk])}
              for i, chunk in enumerate(chunks) if chunk]
-    resources: dict[str, float] = {"num_gpus": num_gpus} if num_gpus else {"num_cpus": 0.5}
+    resources: dict[str, float] = {"num_gpus": num_gpus} if num_gpus else {"num_cpus": num_cpus}
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = False  # the run has its own progress display
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
     dataset = ray.data.from_items(items).map_batches(
         ModelScorer, fn_constructor_kwargs={"spec": spec}, batch_size=1, concurrency=max(1, min(actors, len(items))),
         **resources)

@@ -1,0 +1,41 @@
+"""Shared by the Ray executor tests: a simulated judge that counts the replies it answered, and can hold requests."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import Counter
+from typing import Any
+
+from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+from open_rag_eval.judge.sim_http import Request, Response
+
+RAY_MISSING = "ray is not installed (pip install -e '.[ray]')"
+
+
+class CountingJudge(SimulatedJudgeServer):
+    """Counts every request body it answered (a paid call); once ``hold_after`` bodies are answered, holds the
+    requests that come until ``release()``, and answers none whose client went away meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__(SimulatedServerConfig(latency_ms=2))
+        self.answered: Counter[bytes] = Counter()
+        self.hold_after: int | None = None
+        self.held = 0
+        self._released = False
+
+    def release(self) -> None:
+        self._released = True
+
+    async def _fate(self, request: Request, body: dict[str, Any], text: str, key: bytes, seen: int,
+                    record: Any) -> Response | None:
+        if self.hold_after is not None and sum(self.answered.values()) >= self.hold_after:
+            self.held += 1
+            while not self._released:
+                await asyncio.sleep(0.01)
+            if request.reader.at_eof():  # the caller died while its request was held: nothing answered, nothing paid
+                return None
+        response = await super()._fate(request, body, text, key, seen, record)
+        if response is not None and response.status == 200:
+            self.answered[hashlib.sha256(key).digest()] += 1
+        return response

@@ -1,0 +1,158 @@
+"""The ray executor on one machine: the same files and paid calls as a local run, one judge budget across workers,
+and a worker killed mid-run. One Ray instance for the module (2 CPUs), small inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from open_rag_eval.cli import main
+from tests.executor_runs import paid_calls, result_bytes, write_config
+from tests.ray_setup import RAY_MISSING, CountingJudge
+
+ray = pytest.importorskip("ray", reason=RAY_MISSING)
+
+RPM = 1200.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance() -> Iterator[None]:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def judge() -> Iterator[CountingJudge]:
+    with CountingJudge() as server:
+        yield server
+
+
+def _run(config: Path, *extra: str) -> None:
+    assert main(["-q", "eval", "--config", str(config), *extra]) == 0
+
+
+def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, tmp_path: Path) -> None:
+    from open_rag_eval.hhem.tiny import write_tiny_hhem
+
+    hhem = write_tiny_hhem(tmp_path / "tiny-hhem")
+    before = sum(judge.answered.values())
+    _run(write_config(tmp_path, "local", base_url=judge.base_url, hhem=hhem))
+    local_paid = sum(judge.answered.values()) - before
+    ray_config = write_config(tmp_path, "ray", base_url=judge.base_url, hhem=hhem,
+                              executor={"workers": 2, "shard_outputs": 3})
+    _run(ray_config, "--executor", "ray")
+    assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "ray") == paid_calls(tmp_path / "local") == local_paid > 0
+    assert sum(judge.answered.values()) - before == 2 * local_paid  # each run paid once for each of its requests
+    results = (tmp_path / "ray" / "results.json").read_text()
+    assert '"hhem"' in results and "consistency.bertscore_f1" in results and "consistency.judge." in results
+
+
+@ray.remote
+class _Caller:
+    """A worker that only takes judge slots from its share of a budget, stamping each."""
+
+    async def take(self, budget: Any, name: str, n: int) -> list[float]:
+        from open_rag_eval.executors.remote import SharedLimiter
+
+        limiter = SharedLimiter(budget, name, requests_per_minute=RPM)
+        stamps: list[float] = []
+
+        async def one() -> None:
+            async with limiter.slot(10):
+                stamps.append(time.time())
+                await asyncio.sleep(0.005)
+
+        await asyncio.gather(*(one() for _ in range(n)))
+        await limiter.aclose()
+        return stamps
+
+
+def test_the_shared_budget_holds_the_rate_across_two_workers() -> None:
+    from open_rag_eval.executors.remote import Budget
+
+    budget = ray.remote(Budget).remote(8, RPM, None)
+    callers = [_Caller.remote() for _ in range(2)]
+    stamps = ray.get([caller.take.remote(budget, f"w{i}", 50) for i, caller in enumerate(callers)])
+    every = sorted(t for mine in stamps for t in mine)
+    steady = [t for t in every if t >= every[0] + 1.0]  # past the first second's burst
+    rate = (len(steady) - 1) / (steady[-1] - steady[0])
+    assert abs(rate - RPM / 60) <= 0.1 * RPM / 60, rate
+    assert all(0.3 <= len(mine) / len(every) for mine in stamps)  # both workers drew on the one budget
+    for actor in (budget, *callers):
+        ray.kill(actor)
+
+
+def test_an_overload_in_one_worker_slows_every_worker() -> None:
+    from open_rag_eval.executors.remote import Budget, SharedLimiter
+
+    budget = ray.remote(Budget).remote(8, None, None)
+
+    async def scenario() -> tuple[int, int, int]:
+        first, second = SharedLimiter(budget, "a"), SharedLimiter(budget, "b")
+        first.waiting = second.waiting = 8  # both want more than the whole budget
+        for limiter in (first, second, first):
+            await limiter.sync()
+        assert first.concurrency.limit == second.concurrency.limit == 4
+        first.overloaded("rate limited by the endpoint (429)")
+        await first.sync()
+        await second.sync()
+        return first.concurrency.limit, second.concurrency.limit, second.budget_limit
+
+    assert asyncio.run(scenario()) == (2, 2, 4)  # the budget halved; the worker that saw no 429 slowed too
+    ray.kill(budget)
+
+
+def _rows(cache: Path) -> int:
+    if not cache.exists():
+        return 0
+    with sqlite3.connect(cache) as connection:
+        return int(connection.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
+
+
+def test_a_worker_killed_mid_run_changes_nothing_and_pays_nothing_twice(judge: CountingJudge, tmp_path: Path) -> None:
+    from open_rag_eval import pipeline
+    from open_rag_eval.config import load_config
+    from open_rag_eval.config.executor import ExecutorOptions
+    from open_rag_eval.executors.cluster import RayExecutor
+
+    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
+    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
+    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3))
+    before, asked = judge.answered.copy(), judge.stats.requests
+    judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(loaded, executor=executor)
+        except BaseException as error:  # noqa: BLE001 (reported by the test)
+            errors.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        answered = lambda: sum((judge.answered - before).values())  # noqa: E731
+        while not (judge.held and _rows(tmp_path / "ray-cache.sqlite") == answered()):
+            assert time.monotonic() < deadline and thread.is_alive(), errors
+            time.sleep(0.05)
+        ray.kill(executor.workers[0], no_restart=False)  # Ray restarts it and runs its shard again
+        time.sleep(1.0)
+    finally:
+        judge.release()
+        thread.join(timeout=240)
+    judge.hold_after = None
+    assert not errors and not thread.is_alive()
+    paid = judge.answered - before
+    assert max(paid.values()) == 1  # no request answered twice: finished judgments came from the cache
+    assert sum(paid.values()) == paid_calls(tmp_path / "local")
+    assert judge.stats.requests - asked > sum(paid.values())  # the dead worker's held requests were asked again
+    assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
