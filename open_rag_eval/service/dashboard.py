@@ -44,11 +44,11 @@ iframe{width:100%;height:80vh;border:1px solid #e3e6ea;background:#fff}.regressi
 
 def _page(title: str, body: str, script: str = "") -> HTMLResponse:
     html = (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{escape(title)}</title>"
-            f"<meta name=viewport content='width=device-width,initial-scale=1'><style>{STYLE}</style></head><body>"
+            f"<meta name=viewport content='width=device-width,initial-scale=1'><link rel=icon href='data:,'><style>{STYLE}</style></head><body>"
             f"<header><a href='/dashboard'>Jobs</a><a href='/dashboard/sweeps'>Sweeps</a>"
             f"<span>open-rag-eval</span></header><main>{body}</main>"
             f"{f'<script>{script}</script>' if script else ''}</body></html>")
-    return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; style-src 'unsafe-inline'; "
+    return HTMLResponse(html, headers={"Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'unsafe-inline'; "
                                        "script-src 'unsafe-inline'; frame-ancestors 'self'"})
 
 
