@@ -40,20 +40,17 @@ async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     owned = app.state.storage is None
     storage = await Storage.open(settings) if owned else app.state.storage
     app.state.engine = storage.engine
-    stop = asyncio.Event()
-    runner_task = None
+    runner = None
     if app.state.run_jobs and settings.runner.jobs > 0:
-        from open_rag_eval.service.runner import Runner
+        from open_rag_eval.service.runner import RunnerThread
 
-        app.state.runner = Runner(storage.engine, settings)
-        runner_task = asyncio.create_task(app.state.runner.run(stop), name="job runner")
+        runner = app.state.runner = RunnerThread(settings)
+        runner.start()
     try:
         yield
     finally:
-        stop.set()
-        if runner_task is not None:
-            with contextlib.suppress(BaseException):
-                await runner_task
+        if runner is not None:
+            await asyncio.to_thread(runner.stop)
         if owned:
             await storage.close()
 

@@ -114,8 +114,7 @@ async def trigger(request: Request, sweep_id: str, who: Principal = Depends(writ
     definition = json.loads((await _owned(request, who, sweep_id))["definition"])
     body = intake.JobRequest(config_name=None, judge_profile=definition["judge_profile"])
     job_id = jobs.new_id()
-    job_dir = settings.data_path / "jobs" / job_id
-    job_dir.mkdir(parents=True, exist_ok=True)
+    job_dir = settings.data_path / "jobs" / job_id  # stays empty: a sweep run writes into the sweep's folder
     prepared = intake.Prepared(job_dir=str(job_dir), config_file=definition["config_file"],
                                base_dir=definition["base_dir"], n_outputs=definition["n_outputs"])
     keyed = f"sweep:{sweep_id}:{idempotency_key}" if idempotency_key else None

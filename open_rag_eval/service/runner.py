@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from open_rag_eval.service import jobs
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.settings import Settings
 
-__all__ = ["Runner", "worker_name"]
+__all__ = ["Runner", "RunnerThread", "worker_name"]
 
 log = logging.getLogger(__name__)
 
@@ -185,3 +186,40 @@ def usage_snapshot(progress: Progress) -> dict[str, Any]:
     keep = ("calls", "cache_hits", "deduplicated", "retries", "failures", "prompt_tokens", "completion_tokens",
             "cost_usd")
     return {name: total.get(name) for name in keep}
+
+
+class RunnerThread:
+    """The server's runner on a thread with its own event loop and database engine: a job's CPU work (reading
+    inputs, scoring, writing files and the report) never holds up the requests the server's own loop answers."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="open-rag-eval job runner", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+        self._ready.wait(30)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(timeout_s)
+
+    def _main(self) -> None:
+        asyncio.run(self._run())
+
+    async def _run(self) -> None:
+        from open_rag_eval.service.db import open_engine
+
+        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
+        engine = open_engine(self.settings.db_url)
+        self._ready.set()
+        try:
+            await Runner(engine, self.settings).run(self._stop)
+        except Exception:
+            log.exception("the job runner stopped unexpectedly")
+        finally:
+            await engine.dispose()
