@@ -20,6 +20,7 @@ EXTRAS = {
     "langchain": ["langchain-core>=0.3"],
     "llamaindex": ["llama-index-core>=0.11"],
     "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=2", "alembic"],  # sqlalchemy/alembic: the sqlite:/// store
+    "opik": [],  # our own client of Opik's REST API on httpx2 (the opik SDK pins openai<3 through litellm)
     "ray": ["ray[data]>=2.9"],  # the ray executor (docs/scaling.md); ray brings no torch of its own
     # the evaluation service (open-rag-eval serve / worker): docs/service.md
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "sqlalchemy[asyncio]>=2", "aiosqlite>=0.20", "alembic>=1.13",

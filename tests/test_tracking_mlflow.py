@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,26 +10,18 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.tracking.record import metric_key
-
-DATA = Path(__file__).parent / "data"
-
+from tests.tracking_runs import run_eval, write_config
 
 def _mlflow():
     return pytest.importorskip("mlflow", reason="mlflow is not installed (pip install -e '.[mlflow]')")
 
 
 def _config(tmp_path: Path, tracking: str = "", metrics: str = "[umbrela, citation, no_answer, hhem]") -> Path:
-    shutil.copy(DATA / "minimal.csv", tmp_path / "minimal.csv")
-    config = tmp_path / "eval.yaml"
-    config.write_text(f"input: minimal.csv\noutput_dir: out\njudge:\n  simulated: {{seed: 1}}\n  cache: false\n"
-                      f"evaluators:\n  - type: trec\n    metrics: {metrics}\n{tracking}", encoding="utf-8")
-    return config
+    return write_config(tmp_path, tracking, metrics)
 
 
 def _eval(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", "eval.yaml", *extra],
-                          capture_output=True, text=True, cwd=tmp_path,
-                          env={**__import__("os").environ, "MLFLOW_DISABLE_TELEMETRY": "true"})
+    return run_eval(tmp_path, *extra)
 
 
 def test_metric_keys_are_sanitised_without_collisions() -> None:
@@ -159,7 +150,7 @@ def test_docs_config_example_runs_from_the_command_line(tmp_path: Path) -> None:
     _mlflow()
     from mlflow import MlflowClient
 
-    (block,) = _blocks("yaml")
+    block = _blocks("yaml")[0]  # the MLflow config; the second is Opik's
     _config(tmp_path, block, metrics="[umbrela]")
     done = _eval(tmp_path)
     assert done.returncode == 0, done.stderr

@@ -30,9 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", metavar="I/N", type=_shard,
                         help="evaluate only shard I of N (whole queries) and write a shard folder for `merge` "
                         "(array jobs; --output-dir names the folder)")
-    parser.add_argument("--track", choices=["mlflow"],
-                        help="log the run to MLflow (params, metrics with CIs, tables, report) after its files are "
-                        "written; the config's tracking: section gives the details (docs/tracking.md)")
+    parser.add_argument("--track", choices=["mlflow", "opik"],
+                        help="log the run to MLflow or Opik (params, metrics with CIs, per-query table, report) after "
+                        "its files are written; the config's tracking: section gives the details (docs/tracking.md)")
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -122,17 +122,16 @@ def tracking_options(loaded: Any, backend: str | None) -> Any:
     return options
 
 
-def track_run(output_dir: Path, options: Any) -> int:
+def track_run(output_dir: Path, options: Any, *, metrics: dict[str, float] | None = None) -> int:
     """Log the written run; a tracking failure is one line and exit 5 -- the results stay written."""
     if options is None:
         return 0
-    from open_rag_eval.redaction import cut, redact, safe_url
-    from open_rag_eval.tracking import TrackingError, track
+    from open_rag_eval.redaction import cut
+    from open_rag_eval.tracking import TrackingError, location, track
 
-    uri = options.tracking_uri
-    where = "its default store" if not uri else safe_url(uri) if uri.startswith(("http://", "https://")) else redact(uri)
+    where = location(options)
     try:
-        run_id = track(output_dir, options)
+        run_id = track(output_dir, options, metrics=metrics)
     except TrackingError as error:
         log.error("error: tracking the run to %s at %s failed (exit 5): %s; the results are written to %s",
                   options.backend, where, cut(str(error)), output_dir)
