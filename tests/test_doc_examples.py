@@ -62,6 +62,7 @@ DEDICATED = {"docs/python-api.md": "tests/test_api_docs.py::test_docs_examples_r
              "README.md": "tests/test_api_docs.py::test_every_example_of_the_readme_python_sections_runs",
              "docs/tracking.md": "tests/test_tracking_mlflow.py::test_docs_python_examples_run_verbatim"}
 COMMAND_TIMEOUT_S = 120
+LONG_RUNNING = {"serve", "worker"}  # commands that run until stopped: never run here
 
 
 @dataclass
@@ -264,6 +265,9 @@ def _shell(block: Block, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
             raise AssertionError(f"{block.where}: only open-rag-eval commands run here, not {argv[0]!r}: {line!r} "
                                  "(mark the block <!-- not-run: REASON --> if it cannot run offline)")
         args = argv[1:] if argv[0] == "open-rag-eval" else argv[3:]
+        if args and args[0] in LONG_RUNNING:
+            raise AssertionError(f"{block.where}: `{line}` runs until it is stopped: mark the block "
+                                 "<!-- not-run: REASON --> and test the command in its own test")
         code = _cli(args, env, monkeypatch)
         assert code in allowed, f"{block.where}: `{line}` exited {code} (its output is in the captured log above)"
 
