@@ -196,6 +196,9 @@ def test_ablate_without_a_section_or_with_a_bad_grid_is_exit_2(tmp_path: Path) -
     config.write_text(text.replace("[1, 3, 5]", "[1, -3]"))
     assert "[1, -3]" in config.read_text()
     assert main(["ablate", "--config", str(config)]) == 2
+    assert main(["validate", "--config", str(config)]) == 2  # validate checks every variant too
+    config.write_text(text)
+    assert main(["validate", "--config", str(config)]) == 0
     assert not (tmp_path / "out").exists()  # nothing ran, nothing written
 
 

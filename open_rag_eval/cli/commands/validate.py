@@ -27,6 +27,10 @@ def run(args: argparse.Namespace) -> int:
 
     loaded = load_config(args.config)
     outputs = pipeline.load_outputs(loaded)
+    if loaded.config.ablate is not None:  # every variant of the grid is a config of its own: check them all
+        from open_rag_eval.ablation.variants import build_variants
+
+        log.info("%s: ablate: %d variants valid", args.config, len(build_variants(loaded)))
     code = _path_problems(loaded)
     if code:
         return code
