@@ -91,6 +91,13 @@ def test_answer_quotes_best_sentences_and_cites_the_passage_each_came_from(tmp_p
 
 
 @needs_bm25
+def test_top_passage_answer_is_the_first_passage_cut(tmp_path: Path) -> None:
+    connector = _connector(tmp_path, answer="top_passage", answer_chars=25)
+    assert connector.answer("How does the Moon orbit?")[0] == "The Moon orbits the Earth [1]\n\nSources:\n[1] moon.txt"
+    assert connector.answer("capital of Peru") == ("NO_ANSWER", ())
+
+
+@needs_bm25
 def test_chunks_have_document_ids_with_a_separator(tmp_path: Path) -> None:
     connector = _connector(tmp_path, chunk_words=6, chunk_overlap=2, top_k=2)
     assert [p.id for p in connector.index.passages] == [  # 15, 19 and 13 words: chunks start every 4 words
@@ -152,6 +159,9 @@ def test_bundled_example_runs_end_to_end_offline(tmp_path: Path) -> None:
     assert float(summary["golden.hit@3"]["mean"]) > float(summary["golden.hit@1"]["mean"]) > 0.5
     assert float(summary["golden.recall@3"]["mean"]) > float(summary["golden.recall@1"]["mean"])
     assert summary["citation.f1"]["mean"] != ""  # the trec evaluator judged the answers (simulated judge)
+    # the queries file's label columns reach the outputs: keywords and expected refusals are checked
+    assert 0 < float(summary["lexical.keyword_coverage"]["mean"]) < 1 and summary["lexical.keyword_coverage"]["n"] == "32"
+    assert summary["lexical.refusal_correct"]["n"] == "34"
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["simulated"] is True and manifest["config"]["connector"]["type"] == "bm25"
     outputs = [json.loads(line) for line in (tmp_path / "out" / "outputs.jsonl").open()]

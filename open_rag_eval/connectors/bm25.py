@@ -9,10 +9,11 @@ BM25, k1 = ``k1``, b = ``b``; lower-cased words, English stopwords removed unles
 retrieves its ``top_k`` best passages scoring above ``min_score``; passages that share no word with the query
 (BM25 score 0) are never returned, so a query none of whose words the corpus holds retrieves nothing.
 
-Answer: the ``answer_sentences`` sentences of the retrieved passages that score best against the query (BM25 again,
-over those sentences; ties keep retrieval order), in retrieval order, each followed by ``[n]``, the rank of the
-passage it was taken from, then a ``Sources:`` section listing the cited passages. Nothing retrieved, or no sentence
-sharing a word with the query, gives the refusal ``NO_ANSWER``.
+Answer (``answer: sentences``): the ``answer_sentences`` sentences of the retrieved passages that score best against
+the query (BM25 again, over those sentences; ties keep retrieval order), in retrieval order, each followed by ``[n]``,
+the rank of the passage it was taken from, then a ``Sources:`` section listing the cited passages. Nothing retrieved,
+or no sentence sharing a word with the query, gives the refusal ``NO_ANSWER``. ``answer: top_passage`` is the stub
+generator of small demo pipelines: the first passage's text cut to ``answer_chars`` characters, citing it.
 
     connector:
       type: bm25
@@ -52,7 +53,9 @@ class Bm25Options(InProcessOptions):
     min_score: float = Field(0.0, ge=0)  # passages scoring at most this are not retrieved
     chunk_words: int | None = Field(None, ge=1)  # None: whole documents are the passages
     chunk_overlap: int = Field(0, ge=0)
+    answer: Literal["sentences", "top_passage"] = "sentences"  # top_passage: the first passage, cut (a stub)
     answer_sentences: int = Field(2, ge=1, le=50)
+    answer_chars: int = Field(300, ge=1)  # top_passage: characters kept of the first passage
     k1: float = Field(1.5, ge=0, le=10)
     b: float = Field(0.75, ge=0, le=1)
     stopwords: Literal["en", "none"] = "en"
@@ -171,6 +174,10 @@ class Bm25Connector:
         k = min(self.options.top_k, len(self.index.passages))
         hits = self._scores(self.index.retriever, query, k, self.options.min_score)
         passages = tuple(self.index.passages[i].model_copy(update={"score": round(s, 6)}) for i, s in hits)
+        if self.options.answer == "top_passage":
+            cut = passages[0].text[: self.options.answer_chars].strip() if passages else ""
+            return compose_answer([(1, 0, cut)] if cut else [], 1, [p.id for p in passages],
+                                  self.options.sources_section), passages
         sentences = [(rank, position, part.text) for rank, passage in enumerate(passages, start=1)
                      for position, part in enumerate(split_answer(passage.text, ())[0])]
         if not sentences:
