@@ -105,3 +105,13 @@ def test_merge_refuses_shards_that_do_not_make_up_one_run(three_shards: tuple[Pa
     assert main(["-q", "merge", str(tmp_path), *out]) == 3
     assert "not a shard folder" in caplog.text
     assert not (tmp_path / "out").exists()  # nothing half-written
+
+
+def test_a_budget_is_shared_by_demand_and_never_given_out_twice() -> None:
+    from open_rag_eval.executors.remote import split
+
+    assert split(32, {"a": 40, "b": 40}) == {"a": 16, "b": 16}
+    assert split(32, {"a": 4, "b": 40, "c": 40}) == {"a": 4, "b": 14, "c": 14}  # the small one gets what it wants
+    assert split(32, {"a": 0, "b": 40}) == {"a": 0, "b": 32}  # an idle worker holds nothing
+    assert split(7, {"a": 9, "b": 9, "c": 9}) == {"a": 3, "b": 2, "c": 2}
+    assert sum(split(5, {w: 100 for w in "abcde"}).values()) == 5

@@ -98,17 +98,18 @@ class RayExecutor:
         workers = options.workers or max(1, int(cpus_total))
         self.n_shards = max(workers, math.ceil(len(outputs) / options.shard_outputs))
         endpoints = config.endpoints() or [(config.base_url or "", config.max_concurrency)]
-        for i, (_, limit) in enumerate(endpoints):
-            budget = self._actor(ray, Budget, f"open-rag-eval-budget-{run}-{i}", num_cpus=0)
+        names = [f"open-rag-eval-budget-{run}-{i}" for i in range(len(endpoints))]
+        for name, (_, limit) in zip(names, endpoints):
+            budget = self._actor(ray, Budget, name, num_cpus=0)
             self.budgets.append(budget.remote(limit, config.requests_per_minute, config.tokens_per_minute,
                                               config.adaptive_concurrency))
-        path = cache_path(config.cache, loaded.base_dir)
+        path, cache_name = cache_path(config.cache, loaded.base_dir), None
         if path is not None:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
             here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-            owner = self._actor(ray, CacheOwner, f"open-rag-eval-cache-{run}", num_cpus=0,
-                                scheduling_strategy=here)
+            cache_name = f"open-rag-eval-cache-{run}"
+            owner = self._actor(ray, CacheOwner, cache_name, num_cpus=0, scheduling_strategy=here)
             self.cache_owner = owner.remote(str(path))
             _unwrap_sync(ray, self.cache_owner.count.remote())  # a cache that cannot be opened fails here
         workers = min(workers, len(outputs)) or 1
@@ -120,8 +121,7 @@ class RayExecutor:
         for w in range(workers):
             worker = self._actor(ray, ShardWorker, f"open-rag-eval-worker-{run}-{w}", num_cpus=cpus,
                                  max_restarts=restarts, max_task_retries=restarts)
-            self.workers.append(worker.remote(f"worker-{w}", self.budgets[w % len(self.budgets)], self.cache_owner,
-                                              w % len(endpoints)))
+            self.workers.append(worker.remote(f"worker-{w}", names[w % len(names)], cache_name, w % len(endpoints)))
         log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s)", len(outputs), workers, cpus,
                  len(endpoints))
 

@@ -161,7 +161,8 @@ class SharedLimiter:
             for bucket, rate in ((self.local.requests, rpm), (self.local.tokens, tpm)):
                 if bucket is not None and rate:
                     bucket.rate = rate / 60.0
-                    bucket.capacity = max(1.0, bucket.rate)
+                    bucket.capacity = max(1.0, bucket.rate)  # a second's worth, as TokenBucket's default burst
+                    bucket._level = min(bucket._level, bucket.capacity)  # no burst beyond this worker's share
 
     async def _sync_loop(self) -> None:
         assert self._kick is not None
@@ -271,10 +272,11 @@ def _cause(error: BaseException) -> BaseException:
 class ShardWorker:
     """Evaluates shards (a Ray actor): its own judge client per shard, the shared budget and cache."""
 
-    def __init__(self, name: str, budget: Any, cache_owner: Any, endpoint: int) -> None:
-        self.name, self.budget, self.cache_owner, self.endpoint = name, budget, cache_owner, endpoint
+    def __init__(self, name: str, budget: str, cache_owner: str | None, endpoint: int) -> None:
+        # the shared actors by name, looked up at the first shard: a restarted worker finds them the same way
+        self.name, self.budget_name, self.cache_name, self.endpoint = name, budget, cache_owner, endpoint
         self.limiter: SharedLimiter | None = None
-        self.cache = RemoteCache(cache_owner) if cache_owner is not None else None
+        self.cache: RemoteCache | None = None
 
     def pid(self) -> int:
         return os.getpid()
@@ -285,9 +287,13 @@ class ShardWorker:
 
         if not needs_judge(loaded.evaluators):
             return await evaluate_shard(loaded, outputs, None, index)
+        import ray
+
         judge_config = loaded.judge
+        if self.cache is None and self.cache_name is not None:
+            self.cache = RemoteCache(ray.get_actor(self.cache_name))
         if self.limiter is None:
-            self.limiter = SharedLimiter(self.budget, f"{self.name}:{os.getpid()}",
+            self.limiter = SharedLimiter(ray.get_actor(self.budget_name), f"{self.name}:{os.getpid()}",
                                          requests_per_minute=judge_config.requests_per_minute,
                                          tokens_per_minute=judge_config.tokens_per_minute)
         shared: dict[str, Any] = {"limiter": self.limiter, "endpoint": self.endpoint}

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import ConfigError
-from open_rag_eval.evaluators.base import Context
 from open_rag_eval.health.record import HealthRecorder, TaskCounts, recording
 from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
