@@ -117,3 +117,17 @@ def test_refusal_confusion() -> None:
                                         "answered_unanswerable": 1}
 
 
+
+
+@pytest.mark.parametrize(("text", "entries"), [
+    ("Answer [1].\n\n**Sources:**\n- [1] a.pdf\n- b.pdf\n", ["[1] a.pdf", "b.pdf"]),
+    ("Answer.\n### Sources\n1. a.pdf\n2. a.pdf\n3. c.pdf", ["a.pdf", "c.pdf"]),
+    ("Answer.\nSources: a.pdf, b.pdf; c.pdf", ["a.pdf", "b.pdf", "c.pdf"]),
+    ("Answer.\nSources:\nReport, page 3\nMemo, 2024\n", ["Report, page 3", "Memo, 2024"]),
+    ("Answer without a section.", []),
+    ("Answer.\n**Sources:**\n", []),
+])
+def test_sources_entries(text: str, entries: list[str]) -> None:
+    from open_rag_eval.metrics.lexical import sources_entries
+
+    assert sources_entries(text) == entries

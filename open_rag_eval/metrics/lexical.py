@@ -127,9 +127,9 @@ _BULLET = re.compile(r"^\s*(?:[-*\u2022+]|[0-9]{1,3}[.)])\s+(.*\S)")
 
 
 def sources_entries(answer_text: str, header: str = "Sources") -> list[str]:
-    """The entries listed under the answer's sources section: its bullet or numbered items, else its non-empty lines
-    (a section written on one line, ``Sources: a.pdf, b.pdf``, is split at commas and semicolons); distinct, in
-    order. Empty when there is no sources section."""
+    """The entries listed under the answer's sources section (to the end of the answer): its bullet or numbered
+    items, else its non-empty lines (a section of one line, ``Sources: a.pdf, b.pdf``, is split at commas and
+    semicolons); distinct, in order. Empty when there is no sources section."""
     pattern = rf"^[ \t>#*_]*{re.escape(header)}[ \t*_]*(?::|$)"
     match = re.search(pattern, answer_text, flags=re.IGNORECASE | re.MULTILINE)
     if match is None:
@@ -138,7 +138,9 @@ def sources_entries(answer_text: str, header: str = "Sources") -> list[str]:
     lines = [first.strip(" \t*_")] + rest.splitlines()
     items = [bullet.group(1).strip() for line in lines if (bullet := _BULLET.match(line))]
     if not items:
-        items = [piece.strip() for line in lines for piece in re.split(r"[,;]", line) if piece.strip(" \t*_")]
+        items = [line for line in lines if line.strip(" \t*_")]
+        if len(items) == 1:
+            items = re.split(r"[,;]", items[0])
     return list(dict.fromkeys(item.strip(" \t*_") for item in items if item.strip(" \t*_")))
 
 
