@@ -35,8 +35,8 @@ evaluators:
 
 
 def eval_cli(folder: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", "run.yaml", "--output-dir", "out"],
-                          cwd=folder, capture_output=True, text=True, timeout=300)
+    command = [sys.executable, "-m", "open_rag_eval", "eval", "--config", "run.yaml", "--output-dir", "out"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
 
 
 def test_label_columns_reach_the_outputs_and_the_metrics(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ cells work):
 - ``NO_ANSWER`` as the answer is a real refusal: ``answer_text`` ``"NO_ANSWER"``, one statement ``NO_ANSWER``
   without citations (judges read "NO_ANSWER", not an empty string, which some APIs reject).
 - Optional per-passage columns: ``passage_title``, ``passage_score`` (the retriever's score). Per-output:
-  ``latency_ms``, ``refused`` (the system's own flag that it declined; true/false). Per-query labels, read from any row of the query (different values are an error):
+  ``latency_ms``, ``refused`` (the system's own flag that it declined; true/false). Per-query labels, read from
+  any row of the query (different values are an error):
   ``relevant_ids`` (``id`` or ``id:grade`` separated by ``;``, or a JSON list / object id -> grade),
   ``expected_keywords`` (``;``), ``expected_refusal`` (true/false/1/0/yes/no), ``required_citations`` (int),
   ``reference_answer``, ``grounding_ids`` (``;``). Other columns are ignored with a warning.
