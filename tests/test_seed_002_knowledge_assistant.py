@@ -163,3 +163,14 @@ def test_an_unknown_field_names_file_line_and_field(tmp_path: Path) -> None:
     path.write_text(json.dumps(sample("q1", ["a"])) + "\n" + json.dumps({**sample("q2", ["b"]), "expected": 1}) + "\n")
     with pytest.raises(InputError, match=r"set\.jsonl:2: field 'expected': unknown field"):
         read_query_set(path)
+
+
+def test_the_http_connector_reads_the_refused_flag() -> None:
+    from open_rag_eval.connectors.http import HttpConnector, HttpOptions, Malformed
+
+    connector = HttpConnector(HttpOptions(url="http://127.0.0.1:9/q", refused_path="meta.refused"))
+    reply = {"answer": "Not in your documents.", "passages": [], "meta": {"refused": True}}
+    assert connector._output(reply, "q", "?", 1, 5.0).refused is True
+    assert HttpConnector(HttpOptions(url="http://127.0.0.1:9/q"))._output(reply, "q", "?", 1, 5.0).refused is None
+    with pytest.raises(Malformed, match="'meta.refused' is not true, false or null"):
+        connector._output({**reply, "meta": {"refused": "yes"}}, "q", "?", 1, 5.0)

@@ -28,6 +28,8 @@ _LABELS = {
     "nuggets.vital_strict": "Vital nugget recall (strict)",
     "nuggets.weighted_strict": "Weighted nugget score (strict)",
     "citation.f1_strict": "Citation support F1 (strict)",
+    "lexical.grounded": "Grounded answers (share)",
+    "golden.hit@10": "Hit rate @10 (queries with a relevant result)",
     "faithfulness.score": "Faithfulness (claims supported by the context)",
     "faithfulness.cited": "Cited-passage faithfulness (claims supported by their citations)",
     "faithfulness.n_claims": "Claims in the answer",
