@@ -80,6 +80,6 @@ def test_another_tools_query_set_is_a_queries_file(tmp_path: Path) -> None:
     with RagServer() as server:
         loaded = load_config_text(config(server, "set.jsonl"), base_dir=tmp_path)
         outputs = asyncio.run(fetch_outputs(loaded, loaded.config.connector))  # type: ignore[arg-type]
-        assert [request["body"]["query_id"] for request in server.requests] == ["q1", "q2"]
+        assert sorted(request["body"]["query_id"] for request in server.requests) == ["q1", "q2"]
     assert outputs[0].labels == Labels(relevant_ids={"q1-d1": 1}, expected_refusal=False, required_citations=1)
     assert outputs[1].labels == Labels(relevant_ids={}, expected_refusal=True)
