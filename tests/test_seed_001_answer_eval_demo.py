@@ -125,3 +125,31 @@ def test_an_unknown_field_names_the_entry(tmp_path: Path) -> None:
     path.write_text(json.dumps([{"id": "q1", "question": "Why?", "expected_keyword": ["x"]}]))
     with pytest.raises(InputError, match=r"eval_questions\.json\[0\].*field 'expected_keyword': unknown field"):
         read_query_set(path)
+
+
+def test_the_demo_pipeline_end_to_end(tmp_path: Path) -> None:
+    """The demo's run: its BM25 retriever and stub generator (the top document's text) over its corpus, its question
+    file as the connector's queries, then its three numbers per question."""
+    pytest.importorskip("bm25s", reason="the bm25 extra is not installed (pip install -e '.[bm25]')")
+    from open_rag_eval.config import load_config_text
+    from open_rag_eval.connectors.base import fetch_outputs
+
+    folder = demo(tmp_path / "data")
+    text = """
+connector:
+  type: bm25
+  queries: data/eval_questions.json
+  options: {corpus: data/corpus, top_k: 2, answer: top_passage}
+evaluators: [{type: golden}]
+"""
+    loaded = load_config_text(text, base_dir=tmp_path)
+    outputs = asyncio.run(fetch_outputs(loaded, loaded.config.connector))  # type: ignore[arg-type]
+    assert [o.passages[0].id for o in outputs] == ["doc1.txt", "doc3.txt"]
+    assert outputs[0].labels.grounding_ids == ("doc1.txt",)  # the question file's labels came along
+    rows = evaluate(outputs, corpus=str(folder / "corpus"), **SEED)
+    # q1: the answer is doc1.txt's own text: both keywords, every token in the gold document
+    assert (rows[("q1", "lexical.keyword_coverage")], rows[("q1", "lexical.context_overlap")]) == (1.0, 1.0)
+    assert rows[("q1", "lexical.keyword_score")] == 1.0
+    # q2: no expected keyword (the demo's 0.0), the answer is doc3.txt's text
+    assert (rows[("q2", "lexical.keyword_coverage")], rows[("q2", "lexical.context_overlap")]) == (0.0, 1.0)
+    assert rows[("q2", "lexical.keyword_score")] == 0.5
