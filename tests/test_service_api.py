@@ -171,6 +171,9 @@ def test_evaluate_answers_in_the_request_when_quick(service: Service) -> None:
     answer = reply.json()
     assert answer["status"] == "completed"
     assert [o["query_id"] for o in answer["results"]["outputs"]] == ["q1", "q1", "7"]
+    later = service.client().post("/v1/evaluate", json=body(outputs_jsonl(5)), params={"wait_s": 0})
+    assert later.status_code == 202 and later.headers["location"] == f"/v1/jobs/{later.json()['id']}"
+    assert wait_status(service.client(), later.json()["id"], ("completed",))["n_outputs"] == 5
 
 
 def test_results_before_completion_unknown_job_and_delete(service: Service) -> None:

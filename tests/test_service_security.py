@@ -104,6 +104,8 @@ def test_cancel_stops_a_job_and_keeps_what_it_judged(service: Service) -> None:
     slow = {**body(outputs_jsonl(20)), "judge_profile": "slow"}
     job = erin.post("/v1/jobs", json=slow).json()["id"]
     wait_for(lambda: _cached(service.cache("erin")) >= 4, 120)
+    busy = erin.delete(f"/v1/jobs/{job}")
+    assert busy.status_code == 409 and busy.json()["code"] == "job_active"
     assert erin.post(f"/v1/jobs/{job}/cancel").json()["status"] in ("cancelling", "cancelled")
     cancelled = wait_status(erin, job, ("cancelled",))
     judged = _cached(service.cache("erin"))

@@ -147,7 +147,7 @@ class Runner:
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
 
-            outcome = await asweep(loaded)
+            outcome = await asweep(loaded, wrap_judge=wrap)
             return outcome.output_dir, outcome.verdict
         from open_rag_eval import pipeline
 

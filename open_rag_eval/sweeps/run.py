@@ -110,7 +110,8 @@ def _options(loaded: LoadedConfig) -> SweepOptions:
     return config.sweep or SweepOptions()
 
 
-async def asweep(loaded: LoadedConfig, *, now: datetime | None = None) -> SweepOutcome:
+async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_options: Any) -> SweepOutcome:
+    """``run_options`` go to the evaluation run (``pipeline.arun``), e.g. the service's ``wrap_judge``."""
     from open_rag_eval.connectors.base import fetch_outputs
     from open_rag_eval.pipeline import arun
 
@@ -126,7 +127,7 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None) -> SweepO
         if outputs and len(failed) == len(outputs):
             raise OpenRagEvalError(f"every call to the RAG system failed; first: {failed[0].error}")
         out = root / "sweeps" / sweep_id
-        report = await arun(loaded, outputs=outputs, output_dir=out)
+        report = await arun(loaded, outputs=outputs, output_dir=out, **run_options)
         record = SweepRecord(
             id=sweep_id, started_at=started.isoformat(timespec="seconds"),
             finished_at=_now().isoformat(timespec="seconds"), system=options.system, config_digest=loaded.digest,
