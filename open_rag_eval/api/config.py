@@ -30,6 +30,9 @@ _DATA_SECTIONS = ("input", "connector")
 def api_config(config: str | os.PathLike[str] | dict[str, Any] | None, options: dict[str, Any]) -> LoadedConfig:
     raw, base_dir, file = _raw(config)
     raw.update(copy.deepcopy(options))
+    raw["tracking"] = _tracking_section(raw.get("tracking"))
+    if raw["tracking"] is None:
+        del raw["tracking"]
     for name in _DATA_SECTIONS:
         if raw.pop(name, None) is not None:
             log.info("%s: '%s' is not used: evaluate() evaluates the data it is given", file, name)
@@ -40,6 +43,15 @@ def api_config(config: str | os.PathLike[str] | dict[str, Any] | None, options: 
         raise ConfigError(f"the config holds a value that is not plain data (str, number, bool, list, dict): "
                           f"{error}", file=file) from None
     return load_config_text(text, base_dir=base_dir, file=file, outputs_given=True)
+
+
+def _tracking_section(value: Any) -> Any:
+    """``tracking="mlflow"`` is ``{"backend": "mlflow"}``; a ``TrackingOptions`` is its fields."""
+    if isinstance(value, str):
+        return {"backend": value}
+    if hasattr(value, "model_dump"):
+        return value.model_dump()
+    return value
 
 
 def _raw(config: str | os.PathLike[str] | dict[str, Any] | None) -> tuple[dict[str, Any], Path, str]:

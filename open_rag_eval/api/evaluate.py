@@ -28,8 +28,11 @@ def evaluate(data: Data, config: ConfigArg = None, *, output_dir: str | os.PathL
              **options: Any) -> Results:
     """Evaluate ``data`` (a DataFrame, a list of dicts / RAGOutputs, or a .csv/.jsonl path) and return its
     ``Results``. ``config``: None (the trec evaluator), a YAML path or a dict; ``options`` replace its top-level
-    sections (``judge=...``, ``evaluators=[...]``). ``output_dir``: also keep the result files there (as
-    ``open-rag-eval eval`` writes them); without it nothing is left on disk but the judge cache."""
+    sections (``judge=...``, ``evaluators=[...]``, ``tracking=...``). ``output_dir``: also keep the result files
+    there (as ``open-rag-eval eval`` writes them); without it nothing is left on disk but the judge cache.
+    A ``tracking`` section (the config's, or ``tracking="mlflow"`` / ``{"backend": "opik", ...}``) logs the run
+    once its files are written (``Results.tracked_run``); a tracking failure raises ``TrackingError`` whose
+    ``results`` holds the results."""
     work = lambda: asyncio.run(aevaluate(data, config, output_dir=output_dir, **options))  # noqa: E731
     try:
         asyncio.get_running_loop()
@@ -46,9 +49,40 @@ async def aevaluate(data: Data, config: ConfigArg = None, *, output_dir: str | o
 
     outputs = to_outputs(data)  # bad data fails before the config or the judge is touched
     loaded = api_config(config, options)
+    tracking = _tracking(loaded.config.tracking, output_dir)
     if output_dir is not None:
         report = await pipeline.arun(loaded, output_dir=Path(output_dir), outputs=outputs)
-        return Results.from_folder(report.output_dir)
+        return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
     with tempfile.TemporaryDirectory(prefix="open-rag-eval-") as tmp:
         report = await pipeline.arun(loaded, output_dir=Path(tmp) / "results", outputs=outputs)
-        return Results.from_folder(report.output_dir)
+        return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
+
+
+def _tracking(options: Any, output_dir: str | os.PathLike[str] | None) -> Any:
+    """The run's tracking options, checked before any work (a missing backend package: MissingDependency). Without
+    an output folder the run has no name of its own: ``evaluate-<UTC time>``."""
+    if options is None:
+        return None
+    from datetime import UTC, datetime
+
+    from open_rag_eval.tracking import check_available
+
+    check_available(options)
+    if options.run_name is None and output_dir is None:
+        options = options.model_copy(update={"run_name": f"evaluate-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"})
+    return options
+
+
+async def _tracked(results: Results, folder: Path, options: Any) -> Results:
+    """Log the written run (in a worker thread: the backends' clients are synchronous). A failure raises
+    ``TrackingError`` carrying the results, so nothing judged is lost."""
+    if options is None:
+        return results
+    from open_rag_eval.tracking import TrackingError, track
+
+    try:
+        results.tracked_run = await asyncio.to_thread(track, folder, options)
+    except TrackingError as error:
+        error.results = results
+        raise
+    return results

@@ -36,6 +36,7 @@ class Results:
 
     def __init__(self, files: Mapping[str, str]) -> None:
         self.files = dict(files)  # file name -> text, as the CLI writes them
+        self.tracked_run: str | None = None  # the tracking backend's run id (MLflow run, Opik experiment)
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> Results:

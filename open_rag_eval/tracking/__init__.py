@@ -10,6 +10,7 @@ asked for; ``open-rag-eval --help`` never imports it. See docs/tracking.md.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from open_rag_eval.tracking.options import TrackingOptions
 
@@ -17,7 +18,10 @@ __all__ = ["TrackingError", "TrackingOptions", "check_available", "location", "t
 
 
 class TrackingError(Exception):
-    """Logging to the tracking backend failed; the results folder is untouched."""
+    """Logging to the tracking backend failed; the results folder is untouched. Raised by ``evaluate``, it
+    carries the run's ``results`` (else None)."""
+
+    results: Any = None
 
 
 def check_available(options: TrackingOptions) -> None:
@@ -52,13 +56,13 @@ def track(output_dir: Path, options: TrackingOptions, *, metrics: dict[str, floa
     run-level numbers to log with the aggregates (a sweep's verdict counts). Any failure becomes one
     ``TrackingError``."""
     from open_rag_eval.errors import ConfigError, MissingDependency
-    from open_rag_eval.tracking.record import read_record
+    from open_rag_eval.tracking.record import metric_key, read_record
 
     try:
         record = read_record(Path(output_dir))
         for name, value in (metrics or {}).items():
-            record.metrics[name] = float(value)
-            record.names[name] = name
+            record.metrics[metric_key(name)] = float(value)
+            record.names[metric_key(name)] = name
         if options.backend == "opik":
             from open_rag_eval.tracking.opik_backend import log_run
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.errors import OpenRagEvalError, exit_code
 from open_rag_eval.cli.terminal import echo
@@ -28,16 +28,22 @@ log = logging.getLogger("open_rag_eval")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, type=Path, help="YAML config with connector: and sweep: sections")
+    parser.add_argument("--track", choices=["mlflow", "opik"],
+                        help="log the sweep's run to MLflow or Opik (run named <system>-<sweep id>, the verdict as a tag "
+                        "and metrics); the config's tracking: section gives the details (docs/tracking.md)")
 
 
 def run(args: argparse.Namespace) -> int:
     from open_rag_eval.cli import error_line
 
     try:
+        from open_rag_eval.cli.commands.eval import tracking_options
         from open_rag_eval.config import load_config
         from open_rag_eval.sweeps.run import sweep
 
-        outcome = sweep(load_config(args.config))
+        loaded = load_config(args.config)
+        tracking = tracking_options(loaded, args.track)  # a missing backend package: exit 2 before the sweep
+        outcome = sweep(loaded)
     except OpenRagEvalError as error:
         log.error("%s", error_line(error))
         code = exit_code(error)
@@ -46,7 +52,26 @@ def run(args: argparse.Namespace) -> int:
         log.exception("sweep failed: %s", type(error).__name__)
         return EXIT_ERROR
     echo(format_outcome(outcome), end="")
-    return {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome.verdict, EXIT_STABLE)
+    code = {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome.verdict, EXIT_STABLE)
+    tracked = track_sweep(outcome, tracking, code)
+    return code if code != EXIT_STABLE else tracked  # a verdict outranks a tracking failure (its line is printed)
+
+
+def track_sweep(outcome: SweepOutcome, options: Any, code: int) -> int:
+    """Log the sweep's results folder as one run: named ``<run_name or system>-<sweep id>`` (the id holds the UTC
+    time), tagged with the sweep id, system, baseline and verdict; the verdict's exit code and the counts of
+    regressed and inconclusive metrics as metrics. Exit 5 when tracking fails."""
+    if options is None:
+        return EXIT_STABLE
+    from open_rag_eval.cli.commands.eval import track_run
+
+    tags = {"open_rag_eval.sweep_id": outcome.sweep_id, "open_rag_eval.sweep_system": outcome.system,
+            "open_rag_eval.sweep_baseline": outcome.baseline_id or "", "open_rag_eval.sweep_verdict": outcome.verdict}
+    options = options.model_copy(update={"run_name": f"{options.run_name or outcome.system}-{outcome.sweep_id}",
+                                         "tags": {**options.tags, **tags}})
+    metrics = {"sweep.verdict_exit_code": code, "sweep.regressions": len(outcome.regressions),
+               "sweep.inconclusive": len(outcome.inconclusive)}
+    return track_run(outcome.output_dir, options, metrics=metrics)
 
 
 def _number(value: float | None) -> str:
