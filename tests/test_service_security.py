@@ -36,7 +36,9 @@ def service(tmp_path_factory: pytest.TempPathFactory, judge: str) -> Any:
     folder = tmp_path_factory.mktemp("secure")
     profiles = {"sim": {"model": "simulated-judge", "simulated": {"latency_ms": 1}},
                 "slow": {"model": "simulated-judge", "simulated": {"latency_ms": 150}, "max_concurrency": 2},
-                "keyed": {"model": "simulated-judge", "base_url": judge, "api_key_env": "SIM_JUDGE_KEY"}}
+                "keyed": {"model": "simulated-judge", "base_url": judge, "api_key_env": "SIM_JUDGE_KEY"},
+                "unset": {"model": "gpt-4o-mini", "base_url": "https://judge.example.invalid/v1",
+                          "api_key_env": "OPEN_RAG_EVAL_TEST_UNSET_KEY"}}
     settings = {"auth": True, "judge_profiles": profiles, "runner": {"jobs": 4, "poll_s": 0.1, "heartbeat_s": 0.5},
                 "limits": {"max_active_jobs": 2, "max_outputs_per_job": 50, "retry_after_s": 7}}
     with Service(folder, settings, env={"SIM_JUDGE_KEY": JUDGE_KEY}) as running:
@@ -146,3 +148,31 @@ def test_no_key_in_any_response_file_or_log(service: Service) -> None:
     secret = api_key.split("_", 2)[2]
     for text in texts:
         assert JUDGE_KEY not in text and secret not in text
+
+
+def test_the_dashboard_asks_for_a_key_and_shows_only_the_tenants_jobs(service: Service) -> None:
+    key = service.new_key("gina")
+    gina = service.client(key)
+    job = gina.post("/v1/jobs", json=body()).json()["id"]
+    other = service.client(service.new_key("hank")).post("/v1/jobs", json=body()).json()["id"]
+    browser = service.client()
+    assert browser.get("/dashboard").headers["location"] == "/dashboard/login"
+    assert "not valid" in browser.post("/dashboard/login", content="key=ore_nope",
+                                       headers={"content-type": "application/x-www-form-urlencoded"}).text
+    signed = browser.post("/dashboard/login", content=f"key={key}",
+                          headers={"content-type": "application/x-www-form-urlencoded"})
+    assert signed.status_code == 303 and "httponly" in signed.headers["set-cookie"].lower()
+    page = browser.get("/dashboard")
+    assert page.status_code == 200 and job in page.text and other not in page.text
+    assert browser.get(f"/dashboard/jobs/{other}").status_code == 404
+    assert key not in page.text
+
+
+def test_a_job_whose_judge_cannot_be_used_fails_with_a_code_and_no_server_path(service: Service) -> None:
+    ivan = service.client(service.new_key("ivan"))
+    job = ivan.post("/v1/jobs", json={**body(), "judge_profile": "unset"}).json()["id"]
+    failed = wait_status(ivan, job, ("failed", "completed"))
+    assert failed["status"] == "failed"
+    assert failed["error"]["code"] == "bad_config"
+    assert "OPEN_RAG_EVAL_TEST_UNSET_KEY" in failed["error"]["detail"]
+    assert str(service.folder) not in failed["error"]["detail"]

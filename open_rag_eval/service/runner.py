@@ -135,7 +135,8 @@ class Runner:
             await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, progress=final,
                               results_dir=str(results_dir), verdict=verdict)
         else:
-            await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error), usage=usage, progress=final)
+            await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error, str(self.settings.data_path)),
+                              usage=usage, progress=final)
         self.finished += 1
 
     async def _execute(self, job: dict[str, Any], progress: Progress) -> tuple[Path, str | None]:
@@ -162,12 +163,14 @@ def _load(prepared: dict[str, Any]) -> Any:
     return load_config_text(text, base_dir=Path(prepared["base_dir"]), file="job.yaml")
 
 
-def problem(error: BaseException) -> dict[str, Any]:
+def problem(error: BaseException, hide: str = "") -> dict[str, Any]:
     """A failed job's error for clients: a stable code and the message without server paths or secrets."""
     from open_rag_eval.redaction import redact
 
     code = ERROR_CODES.get(exit_code(error), "failed") if isinstance(error, OpenRagEvalError) else "internal"
     detail = redact(str(error)) if isinstance(error, OpenRagEvalError) else "the run failed unexpectedly"
+    if hide:
+        detail = detail.replace(hide.rstrip("/") + "/", "").replace(hide, "")
     if not isinstance(error, OpenRagEvalError):
         log.error("job failed unexpectedly", exc_info=error)
     return {"code": code, "detail": detail}
