@@ -115,7 +115,8 @@ def test_cancel_stops_a_job_and_keeps_what_it_judged(service: Service) -> None:
     assert erin.get(f"/v1/jobs/{job}/results").json()["code"] == "not_ready"
     events = [e["data"]["status"] for e in sse_events(erin, f"/v1/jobs/{job}/events") if e["event"] == "status"]
     assert events[-2:] == ["cancelling", "cancelled"]
-    redo = wait_status(erin, erin.post("/v1/jobs", json=slow).json()["id"], ("completed",), 300)
+    quick = {**slow, "judge_profile": "sim"}  # the same simulated judge, answering fast: the same cache entries
+    redo = wait_status(erin, erin.post("/v1/jobs", json=quick).json()["id"], ("completed",), 300)
     assert redo["usage"]["cache_hits"] >= judged  # nothing judged before the cancel was paid again
 
 
