@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,9 @@ def test_eval_track_opik_logs_dataset_experiment_items_scores_and_report(tmp_pat
     assert paths.index("POST /traces/batch") < paths.index("PUT /traces/feedback-scores") < paths.index(
         "POST /experiments/items")
     (experiment_id, experiment), = server.experiments.items()
+    created = datetime.fromisoformat(manifest["created"])  # the run's time: the time part of its ids and traces
+    assert uuid.UUID(experiment_id).bytes[:6] == int(created.timestamp() * 1000).to_bytes(6, "big")
+    assert {trace["start_time"][:19] for trace in server.traces.values()} == {created.strftime("%Y-%m-%dT%H:%M:%S")}
     assert paths[-1] == f"PATCH /experiments/{experiment_id}" and experiment["status"] == "completed"
 
     # the dataset: one item per query
@@ -97,7 +101,7 @@ def test_eval_track_opik_logs_dataset_experiment_items_scores_and_report(tmp_pat
     assert len(links) == len(details["outputs"]) + sum(1 for q in details["queries"] if q.get("scores"))
     by_trace = {link["trace_id"]: link for link in links}
     for output in details["outputs"]:
-        trace_id = stable_id("trace", experiment_id, output["query_id"], str(output["run"]))
+        trace_id = stable_id("trace", experiment_id, output["query_id"], str(output["run"]), at=created)
         trace = server.traces[trace_id]
         assert trace["input"]["query"] == output["query"] and trace["output"]["answer"] == output["answer_text"]
         link = by_trace[trace_id]
@@ -111,7 +115,7 @@ def test_eval_track_opik_logs_dataset_experiment_items_scores_and_report(tmp_pat
                 assert server.scores[(trace_id, metric)]["value"] == pytest.approx(value)
 
     # the run's files, byte for byte, attached to the run trace
-    run_trace = stable_id("run-trace", experiment_id)
+    run_trace = stable_id("run-trace", experiment_id, at=created)
     for name in ("results.csv", "summary.csv", "report.html", "manifest.json"):
         assert server.attachments[(run_trace, name)] == (out / name).read_bytes()
 

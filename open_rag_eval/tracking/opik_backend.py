@@ -45,10 +45,12 @@ _MIME = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
 _EPOCH_MS = 1_700_000_000_000  # the time part of derived ids: fixed, plus a hash (ids must be UUID version 7)
 
 
-def stable_id(*parts: str) -> str:
-    """A UUID version 7 (Opik requires them) derived from ``parts``: the same parts, the same id."""
+def stable_id(*parts: str, at: datetime | None = None) -> str:
+    """A UUID version 7 (Opik requires them) derived from ``parts``: the same parts, the same id. Its time part is
+    ``at`` (a run's creation time: Opik orders traces by it), else a fixed time plus a hash."""
     digest = hashlib.sha256("\x1f".join(parts).encode("utf-8")).digest()
-    raw = bytearray((_EPOCH_MS + int.from_bytes(digest[:4], "big")).to_bytes(6, "big") + digest[6:16])
+    millis = int(at.timestamp() * 1000) if at is not None else _EPOCH_MS + int.from_bytes(digest[:4], "big")
+    raw = bytearray(millis.to_bytes(6, "big") + digest[6:16])
     raw[6] = 0x70 | (raw[6] & 0x0F)
     raw[8] = 0x80 | (raw[8] & 0x3F)
     return str(uuid.UUID(bytes=bytes(raw)))
@@ -82,10 +84,11 @@ def log_run(record: RunRecord, options: TrackingOptions) -> str:
 async def _log_run(record: RunRecord, options: TrackingOptions) -> str:
     url, workspace, api_key = opik_settings(options)
     details = _json(record.output_dir / "results.json")
-    run_key = hashlib.sha256((record.output_dir / "manifest.json").read_bytes()).hexdigest()
+    manifest = (record.output_dir / "manifest.json").read_bytes()
+    run_key, at = hashlib.sha256(manifest).hexdigest(), _created(manifest)
     name = options.run_name or record.output_dir.name
     project, dataset = options.experiment, options.dataset or options.experiment
-    experiment_id = stable_id("experiment", workspace, project, name, run_key)
+    experiment_id = stable_id("experiment", workspace, project, name, run_key, at=at)
     async with OpikClient(url, workspace=workspace, api_key=api_key, timeout_s=options.timeout_s,
                           retries=options.retries) as client:
         await client.dataset_id(dataset, stable_id("dataset", workspace, dataset),
@@ -96,8 +99,8 @@ async def _log_run(record: RunRecord, options: TrackingOptions) -> str:
         created = await client.call("POST", "v1/private/experiments", _experiment(
             record, options, experiment_id, name, project, dataset), ok=(409,))
         try:
-            await _log_outputs(client, record, details, experiment_id, project, items)
-            await _log_run_trace(client, record, experiment_id, name, project)
+            await _log_outputs(client, record, details, experiment_id, project, items, at)
+            await _log_run_trace(client, record, experiment_id, name, project, at)
             await client.call("PATCH", f"v1/private/experiments/{experiment_id}", {"status": "completed"})
         except BaseException:
             if created != 409:
@@ -146,14 +149,14 @@ def _dataset_items(details: dict[str, Any], workspace: str, dataset: str) -> dic
 
 
 async def _log_outputs(client: OpikClient, record: RunRecord, details: dict[str, Any], experiment_id: str,
-                       project: str, items: dict[str, dict[str, Any]]) -> None:
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+                       project: str, items: dict[str, dict[str, Any]], at: datetime) -> None:
+    now = _stamp(at)
     traces, scores, links = [], [], []
     rows = [(row, row.get("run")) for row in details.get("outputs", [])]
     rows += [(row, "all") for row in details.get("queries", []) if row.get("scores")]
     for row, run in rows:
         query_id = str(row["query_id"])
-        trace_id = stable_id("trace", experiment_id, query_id, str(run))
+        trace_id = stable_id("trace", experiment_id, query_id, str(run), at=at)
         values = row.get("scores") or {}
         missing = {metric: (row.get("errors") or {}).get(metric, "no value")
                    for metric, value in values.items() if value is None}
@@ -165,7 +168,8 @@ async def _log_outputs(client: OpikClient, record: RunRecord, details: dict[str,
                        "tags": ["open-rag-eval"]})
         scores += [{"id": trace_id, "project_name": project, "name": metric, "value": float(value),
                     "source": "sdk"} for metric, value in values.items() if value is not None]
-        links.append({"id": stable_id("experiment-item", experiment_id, trace_id), "experiment_id": experiment_id,
+        links.append({"id": stable_id("experiment-item", experiment_id, trace_id, at=at),
+                      "experiment_id": experiment_id,
                       "dataset_item_id": items[query_id]["id"], "trace_id": trace_id})
     for batch in _batches(traces):
         await client.call("POST", "v1/private/traces/batch", {"traces": batch})
@@ -176,9 +180,9 @@ async def _log_outputs(client: OpikClient, record: RunRecord, details: dict[str,
 
 
 async def _log_run_trace(client: OpikClient, record: RunRecord, experiment_id: str, name: str,
-                         project: str) -> None:
-    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
-    trace_id = stable_id("run-trace", experiment_id)
+                         project: str, at: datetime) -> None:
+    now = _stamp(at)
+    trace_id = stable_id("run-trace", experiment_id, at=at)
     await client.call("POST", "v1/private/traces/batch", {"traces": [{
         "id": trace_id, "project_name": project, "name": f"open-rag-eval run {name}", "start_time": now,
         "end_time": now, "input": {"params": record.params}, "output": {"metrics": record.metrics},
@@ -188,6 +192,20 @@ async def _log_run_trace(client: OpikClient, record: RunRecord, experiment_id: s
     for path in record.artifacts:
         await client.attach(path, trace_id=trace_id, project=project,
                             mime_type=_MIME.get(path.suffix, "application/octet-stream"))
+
+
+def _created(manifest: bytes) -> datetime:
+    """When the run was made (manifest.json's ``created``; now when it has none): the time of its traces and ids,
+    the same every time the folder is logged."""
+    try:
+        created = datetime.fromisoformat(json.loads(manifest)["created"])
+    except (KeyError, TypeError, ValueError):
+        return datetime.now(UTC)
+    return created if created.tzinfo else created.replace(tzinfo=UTC)
+
+
+def _stamp(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def _batches(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
