@@ -117,3 +117,15 @@ def test_the_simulated_judge_answers_the_generation_prompts() -> None:
     for template in ("generation.context_relevance_1", "generation.context_relevance_2"):
         text = load(template).render(question="What causes tides?", context="Tides are caused by the Moon.")
         assert reply([("user", text)]) .text == '{"rating": 2}'
+
+
+def test_compare_tests_the_generation_headline(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    assert main(["-q", "eval", "--config", str(_config(tmp_path, "a"))]) == 0
+    assert main(["-q", "eval", "--config", str(_config(tmp_path, "b"))]) == 0
+    capfd.readouterr()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--output-dir", str(tmp_path)]) == 0
+    said = capfd.readouterr()
+    text = said.out + said.err
+    for metric in ("faithfulness.score", "faithfulness.cited", "context.recall", "correctness.f1"):
+        assert metric in text, metric
+    assert "faithfulness.score" in (tmp_path / "compare.csv").read_text(encoding="utf-8")

@@ -266,3 +266,34 @@ def test_parse_useful_and_rating() -> None:
     assert parse_useful('{"useful": 1}').value is True and parse_useful('{"useful": false}').value is False
     assert parse_useful('{"useful": 2}').value is None and parse_useful("yes").value is None
     assert parse_rating('{"rating": 2}').value == 2 and parse_rating('{"rating": 3}').value is None
+
+
+class _FixedSimilarity:
+    """A stand-in semantic-similarity metric (the blend hook's other half)."""
+
+    def __init__(self, options: object = None) -> None:
+        pass
+
+    def names(self) -> list[str]:
+        return ["similarity.fixed"]
+
+    async def score(self, session: object, output: RAGOutput) -> tuple[list, list]:
+        from open_rag_eval.types import Score
+
+        return [Score.ok(output, "similarity.fixed", 0.8)], []
+
+
+def test_blend_hook_weights_the_f1_with_a_similarity_metric(monkeypatch: pytest.MonkeyPatch) -> None:
+    from open_rag_eval.evaluators import generation
+
+    monkeypatch.setitem(generation.METRICS, "fixed_similarity", (f"{__name__}:_FixedSimilarity", None))
+    monkeypatch.setattr(generation, "SIMILARITY", ("fixed_similarity", "similarity.fixed"))
+    with pytest.raises(ValidationError, match="needs the 'fixed_similarity' metric"):
+        GenerationOptions(metrics=["answer_correctness"], answer_correctness={"blend": True})
+    options = {"metrics": ["answer_correctness", "fixed_similarity"], "answer_correctness": {"blend": True}}
+    assert "correctness.score" in GenerationEvaluator.metric_names(GenerationOptions(**options))
+    values = _scores(_run([output()], judge(), **options))
+    # f1 = 1 / (1 + 0.5) (tp 1, fp 1); 0.75 * 0.6667 + 0.25 * 0.8
+    assert values["correctness.score"] == pytest.approx(0.75 * (2 / 3) + 0.25 * 0.8)
+    values = _scores(_run([output(reference=None)], judge(), **options))
+    assert values["correctness.score"] == "is undefined without a reference_answer (none is given for this query)"
