@@ -297,3 +297,15 @@ def test_blend_hook_weights_the_f1_with_a_similarity_metric(monkeypatch: pytest.
     assert values["correctness.score"] == pytest.approx(0.75 * (2 / 3) + 0.25 * 0.8)
     values = _scores(_run([output(reference=None)], judge(), **options))
     assert values["correctness.score"] == "is undefined without a reference_answer (none is given for this query)"
+
+
+def test_context_recall_edge_cases() -> None:
+    values = _scores(_run([output(reference="I don't know.")], judge(), metrics=["context_recall"]))
+    assert values == {"context.recall": "is undefined: the reference answer makes no factual claim",
+                      "context.n_reference_claims": 0}
+    failing = Verdicts(overrides={"claim_extract": lambda r: "garbled"})
+    values = _scores(_run([output()], judge(failing), metrics=["context_recall"]))
+    assert str(values["context.recall"]).startswith("claim extraction failed: reply did not parse after 2")
+    # recall over the reference's claims: alpha is in the passages, delta is not
+    values = _scores(_run([output(reference="Alpha holds. Delta holds.")], judge(), metrics=["context_recall"]))
+    assert values == {"context.recall": 0.5, "context.n_reference_claims": 2}

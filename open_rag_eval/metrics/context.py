@@ -35,6 +35,7 @@ __all__ = ["ContextPrecision", "ContextPrecisionOptions", "ContextRecall", "Cont
            "parse_useful"]
 
 PARAMS = {"max_tokens": 50}
+NO_REFERENCE_CLAIMS = "is undefined: the reference answer makes no factual claim"
 RELEVANCE_TEMPLATES = ("generation.context_relevance_1", "generation.context_relevance_2")
 
 
@@ -133,37 +134,36 @@ class ContextRecall:
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
         reference = reference_of(output)
-        detail: dict[str, Any] = {}
         if reference is None:
             return missing(output, self.names(), NO_REFERENCE), []
         extracted = await session.text_claims(output.query, reference)
-        detail = claims_detail(extracted)
-        if extracted.status != "ok" or not extracted.claims:
-            reason = extracted.reason if extracted.status == "failed" else \
-                "is undefined: the reference answer makes no factual claim"
-            return missing(output, ["context.recall"], reason or "claim extraction failed") + \
-                ([Score.ok(output, "context.n_reference_claims", 0)] if extracted.status != "failed" else
-                 missing(output, ["context.n_reference_claims"], reason or "")), \
-                [Detail(query_id=output.query_id, run=output.run, section="context_recall", data=detail)]
+        data = claims_detail(extracted)
+        if extracted.status == "failed":
+            return missing(output, self.names(), extracted.reason or "claim extraction failed"), \
+                [self._detail(output, data)]
         claims = extracted.claims
         count = Score.ok(output, "context.n_reference_claims", len(claims))
+        if not claims:
+            return [Score.failed(output, "context.recall", NO_REFERENCE_CLAIMS), count], [self._detail(output, data)]
         if not output.passages:
-            rows = [{"claim": c.text, "supported": False, "supporting": []} for c in claims]
-            detail |= {"claims": rows, "note": "no passages were retrieved: no claim can be attributed"}
-            return [Score.ok(output, "context.recall", 0.0), count], \
-                [Detail(query_id=output.query_id, run=output.run, section="context_recall", data=detail)]
+            data |= {"claims": [{"claim": c.text, "supported": False, "supporting": []} for c in claims],
+                     "note": "no passages were retrieved: no claim can be attributed"}
+            return [Score.ok(output, "context.recall", 0.0), count], [self._detail(output, data)]
         verified = await session.verify(claims, [source_text(p) for p in output.passages])
         if verified.status == "failed":
-            detail |= {"claims": [{"claim": c.text, "supported": None} for c in claims]}
+            data["claims"] = [{"claim": c.text, "supported": None} for c in claims]
             return [Score.failed(output, "context.recall", verified.reason or "claim verification failed"), count], \
-                [Detail(query_id=output.query_id, run=output.run, section="context_recall", data=detail)]
+                [self._detail(output, data)]
         ids = [p.id for p in output.passages]
-        detail |= {"verification_parse": verified.parse,
-                   "claims": [{"claim": c.text, "supported": v.supported, "supporting": [ids[n - 1] for n in v.sources]}
-                              for c, v in zip(claims, verified.verdicts, strict=True)]}
-        value = supported_share([v.supported for v in verified.verdicts]) or 0.0
-        return [Score.ok(output, "context.recall", value), count], \
-            [Detail(query_id=output.query_id, run=output.run, section="context_recall", data=detail)]
+        data |= {"verification_parse": verified.parse,
+                 "claims": [{"claim": c.text, "supported": v.supported, "supporting": [ids[n - 1] for n in v.sources]}
+                            for c, v in zip(claims, verified.verdicts, strict=True)]}
+        value = supported_share([v.supported for v in verified.verdicts])
+        return [Score.ok(output, "context.recall", value or 0.0), count], [self._detail(output, data)]
+
+    @staticmethod
+    def _detail(output: RAGOutput, data: dict[str, Any]) -> Detail:
+        return Detail(query_id=output.query_id, run=output.run, section="context_recall", data=data)
 
 
 class ContextRelevance:
