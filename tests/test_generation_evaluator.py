@@ -309,3 +309,18 @@ def test_context_recall_edge_cases() -> None:
     # recall over the reference's claims: alpha is in the passages, delta is not
     values = _scores(_run([output(reference="Alpha holds. Delta holds.")], judge(), metrics=["context_recall"]))
     assert values == {"context.recall": 0.5, "context.n_reference_claims": 2}
+
+
+def test_rehearsal_claims_are_the_sentences_and_a_bare_no_answer_is_a_refusal() -> None:
+    from open_rag_eval.judge.rehearsal import expected_reply
+    from open_rag_eval.prompts import load
+
+    prompt = load("generation.claim_extract").render(question="Q?", sentences="[1] Alpha holds.\n[2] Beta holds.")
+    assert json.loads(expected_reply(JudgeRequest.chat("claim_extract", prompt))) == {"refusal": False, "claims": [
+        {"sentence": 1, "claim": "Alpha holds."}, {"sentence": 2, "claim": "Beta holds."}]}
+    refusal = load("generation.claim_extract").render(question="Q?", sentences="[1] NO_ANSWER")
+    assert json.loads(expected_reply(JudgeRequest.chat("claim_extract", refusal))) == {"refusal": True, "claims": []}
+    verify = load("generation.claim_verify").render(sources="[1] a", claims="(1) x\n(2) y")
+    assert parse_verdicts(expected_reply(JudgeRequest.chat("claim_verify", verify)), 2, 1).value is not None
+    for task, parse in (("context_useful", parse_useful), ("context_relevance", parse_rating)):
+        assert parse(expected_reply(JudgeRequest.chat(task, "anything"))).value is not None

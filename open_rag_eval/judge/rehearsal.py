@@ -11,7 +11,8 @@ Replies (their sizes give the completion-token estimate):
     support            ``Full Support``
     no_answer          ``yes``
     generate_query     a JSON object with a 15-word question (and a 40-word answer when the prompt asks for one)
-    claim_extract      one claim of about twelve words per numbered sentence
+    claim_extract      one claim per numbered sentence: the sentence itself (so distinct sentences make distinct
+                       verification requests, as real claims do); an answer that is only ``NO_ANSWER`` is a refusal
     claim_verify       every claim supported, by source 1
     context_useful     ``{"useful": 1}``
     context_relevance  ``{"rating": 2}``
@@ -46,9 +47,8 @@ _INITIAL = re.compile(r"Initial Nugget List Length: ([0-9]+)")
 _CAP = re.compile(r"at most ([0-9]+) nuggets")
 _SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
 _COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
-_SENTENCE = re.compile(r"^\[([0-9]+)\] ", re.MULTILINE)
+_SENTENCE = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)
 _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
-_CLAIM_TEXT = "claim {} states one atomic fact of the answer in about twelve words"
 _FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}'}
 
 
@@ -80,8 +80,10 @@ def expected_reply(request: JudgeRequest) -> str:
     if request.task == "no_answer":
         return "yes"
     if request.task == "claim_extract":
-        claims = [{"sentence": int(n), "claim": _CLAIM_TEXT.format(n)} for n in _SENTENCE.findall(user)]
-        return json.dumps({"refusal": False, "claims": claims})
+        sentences = _SENTENCE.findall(user)
+        if [text.strip() for _, text in sentences] == ["NO_ANSWER"]:
+            return json.dumps({"refusal": True, "claims": []})
+        return json.dumps({"refusal": False, "claims": [{"sentence": int(n), "claim": text} for n, text in sentences]})
     if request.task == "claim_verify":
         verdicts = [{"claim": int(n), "supported": True, "sources": [1]} for n in _CLAIM.findall(user)]
         return json.dumps({"verdicts": verdicts})
