@@ -19,7 +19,8 @@ from tests.rag_server import RagBehaviour, RagServer
 from tests.test_sweep import sweep_config
 
 DATA = [{"query_id": "q1", "question": "Where is the Eiffel Tower?", "answer": "It is in Paris [1].",
-         "contexts": ["The Eiffel Tower stands on the Champ de Mars in Paris."]},
+         "contexts": ["The Eiffel Tower stands on the Champ de Mars in Paris."],
+         "reference_answer": "In Paris.", "expected_refusal": False},
         {"query_id": "q2", "question": "Who wrote the first computer program?", "answer": "Ada Lovelace [1].",
          "contexts": ["Ada Lovelace published the first algorithm meant for a machine in 1843."]}]
 JUDGE = {"simulated": {"seed": 1}, "cache": False}
@@ -88,7 +89,10 @@ def test_evaluate_with_opik_tracking_and_the_short_form(tmp_path: Path, monkeypa
                            tracking=TrackingOptions(backend="opik", tracking_uri=server.url, dataset="api-queries"))
         (experiment,) = server.experiments.values()
         assert results.tracked_run == experiment["id"] and experiment["name"] == "opik"
-        assert {item["data"]["query_id"] for item in server.items["api-queries"].values()} == {"q1", "q2"}
+        data = {item["data"]["query_id"]: item["data"] for item in server.items["api-queries"].values()}
+        assert set(data) == {"q1", "q2"}
+        assert data["q1"]["reference_answer"] == "In Paris." and data["q1"]["expected_refusal"] is False
+        assert "reference_answer" not in data["q2"]  # no label: nothing made up
         assert len(server.experiment_items) == 2
     monkeypatch.setitem(sys.modules, "mlflow", None)  # tracking="mlflow" with mlflow missing: before any work
     with pytest.raises(MissingDependency):

@@ -42,6 +42,8 @@ __all__ = ["DEFAULT_URL", "log_run", "opik_settings", "stable_id"]
 DEFAULT_URL = "http://localhost:5173/api"  # a local Opik server (its docker compose); Opik's cloud: see the docs
 _BATCH = 500
 _MIME = {".csv": "text/csv", ".html": "text/html", ".json": "application/json"}
+_LABELS = ("relevant_ids", "expected_keywords", "expected_refusal", "required_citations", "reference_answer",
+           "grounding_ids")
 _EPOCH_MS = 1_700_000_000_000  # the time part of derived ids: fixed, plus a hash (ids must be UUID version 7)
 
 
@@ -93,7 +95,7 @@ async def _log_run(record: RunRecord, options: TrackingOptions) -> str:
                           retries=options.retries) as client:
         await client.dataset_id(dataset, stable_id("dataset", workspace, dataset),
                                 "RAG queries evaluated by open-rag-eval")
-        items = _dataset_items(details, workspace, dataset)
+        items = _dataset_items(details, record.output_dir, workspace, dataset)
         for batch in _batches(list(items.values())):
             await client.call("PUT", "v1/private/datasets/items", {"dataset_name": dataset, "items": batch})
         created = await client.call("POST", "v1/private/experiments", _experiment(
@@ -137,15 +139,31 @@ def _aggregates(record: RunRecord) -> list[dict[str, Any]]:
     return scores
 
 
-def _dataset_items(details: dict[str, Any], workspace: str, dataset: str) -> dict[str, dict[str, Any]]:
-    """query id -> its dataset item (first text seen for the query)."""
+def _dataset_items(details: dict[str, Any], folder: Path, workspace: str,
+                   dataset: str) -> dict[str, dict[str, Any]]:
+    """query id -> its dataset item: the query id and text, and the query's golden labels when the input had any
+    (relevant_ids, expected_keywords, expected_refusal, required_citations, reference_answer, grounding_ids, as in
+    outputs.jsonl); the first run of a query gives them."""
+    labels = _labels(folder / "outputs.jsonl")
     items: dict[str, dict[str, Any]] = {}
     for row in [*details.get("outputs", []), *details.get("queries", [])]:
         query_id = str(row["query_id"])
         if query_id not in items:
-            items[query_id] = {"id": stable_id("item", workspace, dataset, query_id), "source": "sdk",
-                               "data": {"query_id": query_id, "query": row.get("query", "")}}
+            data = {"query_id": query_id, "query": row.get("query", ""), **labels.get(query_id, {})}
+            items[query_id] = {"id": stable_id("item", workspace, dataset, query_id), "source": "sdk", "data": data}
     return items
+
+
+def _labels(path: Path) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return found
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            output = json.loads(line)
+            found.setdefault(str(output.get("query_id")), {
+                name: output[name] for name in _LABELS if output.get(name) is not None})
+    return found
 
 
 async def _log_outputs(client: OpikClient, record: RunRecord, details: dict[str, Any], experiment_id: str,
