@@ -324,3 +324,29 @@ def test_rehearsal_claims_are_the_sentences_and_a_bare_no_answer_is_a_refusal() 
     assert parse_verdicts(expected_reply(JudgeRequest.chat("claim_verify", verify)), 2, 1).value is not None
     for task, parse in (("context_useful", parse_useful), ("context_relevance", parse_rating)):
         assert parse(expected_reply(JudgeRequest.chat(task, "anything"))).value is not None
+
+
+def test_drill_down_lists_claims_escaped_and_says_refusal_and_failure() -> None:
+    from open_rag_eval.report.drilldown import render_query
+    from open_rag_eval.report.missing import UNDEFINED, kind
+
+    claims = [{"claim": "<script>alert(1)</script> holds.", "sentence": 1, "citations": ["p1"], "supported": True,
+               "supporting": ["p1"], "cited_supported": True},
+              {"claim": "Beta holds.", "sentence": 2, "citations": [], "supported": False, "supporting": [],
+               "cited_supported": False}]
+    output = {"run": 1, "answer_text": "x", "scores": {}, "errors": {},
+              "details": {"faithfulness": {"claims": claims, "refusal": False}}}
+    html = render_query(0, "q1", "query", [output], None, {})
+    assert "Claims (faithfulness)" in html and "&lt;script&gt;alert(1)&lt;/script&gt; holds." in html
+    assert "<script>alert" not in html
+    assert 'data-supported="True"' in html and 'data-supported="False"' in html
+    refused = {**output, "details": {"faithfulness": {"claims": [], "refusal": True}}}
+    assert "the answer is a refusal: no claim to check" in render_query(0, "q1", "q", [refused], None, {})
+    failed = {**output, "details": {"faithfulness": {"claims": claims, "verification_reason": "claim verification "
+                                                                                               "failed: HTTP 500"}}}
+    assert "claim verification failed: HTTP 500" in render_query(0, "q1", "q", [failed], None, {})
+    # the reasons the generation metrics give are counted as undefined, not as failures
+    from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_CLAIMS, NO_PASSAGES, NO_REFERENCE, REFUSAL
+
+    assert {kind(reason) for reason in (NO_REFERENCE, REFUSAL, NO_CLAIMS, EMPTY_ANSWER, NO_PASSAGES)} == {UNDEFINED}
+    assert kind("claim extraction failed: judge call failed: HTTP 500") == "failed"
