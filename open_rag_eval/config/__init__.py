@@ -27,6 +27,7 @@ from open_rag_eval.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.config.peer import is_peer_config, translate_peer_config
 from open_rag_eval.diagnosis.options import DiagnosisOptions
+from open_rag_eval.profiles import ProfileName
 from open_rag_eval.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 from open_rag_eval.tracking.options import TrackingOptions
@@ -78,6 +79,7 @@ class Config(BaseModel):
     diagnosis: DiagnosisOptions | None = None  # docs/diagnosis.md
     executor: ExecutorOptions | None = None  # docs/scaling.md
     ablate: AblateOptions | None = None  # docs/ablation.md (read by `open-rag-eval ablate` only)
+    profile: ProfileName | None = None  # every evaluator's profile unless it names its own (docs/profiles.md)
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outpu
     except ValidationError as error:
         raise config_error(error, Config, file) from None
     check_numbers(config, "", file)  # and strings such as "inf" that validation turned into numbers
-    specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir) for i, entry in enumerate(config.evaluators)]
+    specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir, config.profile)
+             for i, entry in enumerate(config.evaluators)]
     for i, spec in enumerate(specs):
         check_numbers(spec.options, f"evaluators[{i}]", file)
     check_evaluators(specs, config.sweep, file)
@@ -246,7 +249,8 @@ def _scalar(text: str) -> Any:
     return typed if isinstance(typed, (bool, int, float)) else text
 
 
-def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path) -> EvaluatorSpec:
+def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path,
+                    profile: str | None = None) -> EvaluatorSpec:
     if "type" not in entry:
         raise ConfigError("missing 'type' (e.g. trec, consistency, golden)", path=path, file=file)
     options = {key: value for key, value in entry.items() if key != "type"}
@@ -254,6 +258,8 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path)
         cls = resolve("evaluator", str(entry["type"]), path=f"{path}.type")
     except ConfigError as error:
         raise ConfigError(error.problem, path=error.path, file=file) from None
+    if profile is not None and "profile" in cls.Options.model_fields:
+        options.setdefault("profile", profile)
     try:
         validated = cls.Options.model_validate(options)
     except ValidationError as error:

@@ -1,10 +1,12 @@
-"""Translate the peer's config layout (vectara/open-rag-eval) to ours.
+"""Translate vectara's open-rag-eval config layout to ours (docs/profiles.md).
 
-Peer keys: ``input_queries, results_folder, generated_answers, eval_results_file, metrics_file`` and
+Its keys: ``input_queries, results_folder, generated_answers, eval_results_file, metrics_file`` and
 ``evaluator: [{type: TRECEvaluator | ConsistencyEvaluator, model: {type, name, api_key, base_url}, options: {...}}]``
-(a single mapping is accepted too). The answers CSV ``results_folder/generated_answers`` becomes our ``input``;
-results go to ``results_folder``. The judge key must come from an environment variable: ``${oc.env:NAME}`` becomes
-``api_key_env: NAME``; a literal key is refused rather than copied into outputs.
+or, as its metrics documentation writes it, ``evaluator: {name: trecrag | consistency, options: {...}}`` (a single
+mapping or a list). The answers CSV ``results_folder/generated_answers`` becomes our ``input``; results go to
+``results_folder``. The judge key must come from an environment variable: ``${oc.env:NAME}`` becomes
+``api_key_env: NAME``; a literal key is refused rather than copied into outputs. Our own ``judge:`` and ``profile:``
+sections may accompany the layout; the profile defaults to ``vectara`` (its own metric definitions).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from open_rag_eval.errors import ConfigError
 
-__all__ = ["is_peer_config", "translate_peer_config"]
+__all__ = ["EVALUATOR_NAMES", "is_peer_config", "translate_peer_config"]
 
 PEER_KEYS = {"input_queries", "results_folder", "generated_answers", "eval_results_file", "metrics_file", "evaluator"}
 
@@ -33,6 +35,12 @@ METRIC_NAMES = {
     "hhem_score": "hhem.score",
 }
 
+# its evaluator names (``type:`` or ``name:``) -> ours
+EVALUATOR_NAMES = {"TRECEvaluator": "trec", "trecrag": "trec", "trec": "trec",
+                   "ConsistencyEvaluator": "consistency", "consistency": "consistency"}
+PASSED_THROUGH = ("judge", "profile")  # our sections allowed beside its layout
+DEFAULT_PROFILE = "vectara"
+
 _ENV_REF = re.compile(r"^\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
@@ -49,17 +57,22 @@ def translate_peer_config(raw: dict[str, Any], *, file: str) -> dict[str, Any]:
     if not isinstance(entries, list) or not entries:
         raise ConfigError("expected a list of evaluators", path="evaluator", file=file)
     ours: dict[str, Any] = {"input": f"{folder}/{answers}", "output_dir": folder, "evaluators": []}
+    ours.update({key: raw[key] for key in PASSED_THROUGH if key in raw})
+    ours.setdefault("profile", DEFAULT_PROFILE)
     for i, entry in enumerate(entries):
         _translate_evaluator(entry, f"evaluator[{i}]", ours, file)
     return ours
 
 
 def _translate_evaluator(entry: Any, path: str, ours: dict[str, Any], file: str) -> None:
-    if not isinstance(entry, dict) or "type" not in entry:
-        raise ConfigError("expected a mapping with a 'type'", path=path, file=file)
+    if not isinstance(entry, dict) or not ("type" in entry or "name" in entry):
+        raise ConfigError("expected a mapping with a 'name' (or 'type')", path=path, file=file)
     options = entry.get("options") or {}
-    kind = entry["type"]
-    if kind == "TRECEvaluator":
+    if not isinstance(options, dict):
+        raise ConfigError("expected a mapping", path=f"{path}.options", file=file)
+    key = "type" if "type" in entry else "name"
+    kind = EVALUATOR_NAMES.get(str(entry[key]))
+    if kind == "trec":
         if "model" in entry:
             ours["judge"] = _judge(entry["model"], f"{path}.model", file)
         trec: dict[str, Any] = {"type": "trec"}
@@ -68,14 +81,18 @@ def _translate_evaluator(entry: Any, path: str, ours: dict[str, Any], file: str)
         ours["evaluators"].append(trec)
         if options.get("run_consistency"):
             names = options.get("metrics_to_run_consistency") or []
-            ours["evaluators"].append({"type": "consistency", "dispersion_of": [METRIC_NAMES.get(n, n) for n in names]})
-    elif kind == "ConsistencyEvaluator":
-        ours["evaluators"].append(_consistency(options))
+            spread = [METRIC_NAMES.get(n, n) for n in names] or "all numeric"  # none named: every numeric one
+            ours["evaluators"].append({"type": "consistency", "dispersion_of": spread})
+    elif kind == "consistency":
+        if "model" in entry:
+            ours["judge"] = _judge(entry["model"], f"{path}.model", file)
+        ours["evaluators"].append(_consistency(options, path, file))
     else:
         raise ConfigError(
-            f"evaluator type '{kind}' has no counterpart here; valid: TRECEvaluator, ConsistencyEvaluator "
-            "(or write the config in open-rag-eval's own layout: trec, consistency, golden)",
-            path=f"{path}.type",
+            f"evaluator {key} '{entry[key]}' has no counterpart here; valid: TRECEvaluator, ConsistencyEvaluator "
+            "(type:) or trecrag, consistency (name:) -- or write the config in open-rag-eval's own layout: trec, "
+            "consistency, golden",
+            path=f"{path}.{key}",
             file=file,
         )
 
@@ -99,16 +116,19 @@ def _judge(model: Any, path: str, file: str) -> dict[str, Any]:
     return judge
 
 
-def _consistency(options: dict[str, Any]) -> dict[str, Any]:
+def _consistency(options: dict[str, Any], path: str, file: str) -> dict[str, Any]:
     ours: dict[str, Any] = {"type": "consistency"}
     metrics = []
-    for item in options.get("metrics") or []:
-        name, settings = next(iter(item.items())) if isinstance(item, dict) else (item, {})
+    for i, item in enumerate(options.get("metrics") or []):
+        name, settings = next(iter(item.items())) if isinstance(item, dict) and item else (item, {})
         if name == "bert_score":
             metrics.append("bertscore")
-            ours["bertscore"] = {k: v for k, v in (settings or {}).items()}
+            ours["bertscore"] = dict(settings or {})
         elif name == "rouge_score":
             metrics.append("rouge")
+        else:
+            raise ConfigError(f"unknown consistency metric {name!r}; valid: bert_score, rouge_score",
+                              path=f"{path}.options.metrics[{i}]", file=file)
     if metrics:
-        ours["metrics"] = metrics
+        ours["metrics"] = [*metrics, "dispersion"]
     return ours

@@ -1,10 +1,12 @@
 """The ``consistency`` evaluator: how much a system's answers and scores move between runs of the same query.
 
 Per query (rows with ``run = None``):
-- ``consistency.rouge1|rouge2|rougeL|rougeLsum``: mean ROUGE F1 over each unordered pair of runs;
+- ``consistency.rouge1|rouge2|rougeL|rougeLsum``: mean ROUGE F1 over each unordered pair of runs (with
+  ``rouge.measures`` also ``..._precision`` / ``..._recall``, the earlier run of a pair being the reference);
 - ``consistency.bertscore_f1``: mean BERTScore F1 over the same pairs;
-- ``consistency.<metric>.<stat>``: mean, median, std, cv, iqr, min, max of every numeric per-run metric of the
-  evaluators before this one (or of a results directory), across runs;
+- ``consistency.<metric>.<stat>``: the ``stats`` (default mean, median, std, cv, iqr, min, max; also variance,
+  range, cai) of every numeric per-run metric of the evaluators before this one (or of a results directory), across
+  runs; std and variance divide by n - ``ddof``;
 - ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on
   the same outputs, so judge noise can be told apart from system instability (module ``retest``). These need one
   run only, so they are not skipped with the query.
@@ -24,14 +26,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
 from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, find_labeller, judge_retest
 from open_rag_eval.metrics.similarity import (
-    ROUGE_TYPES,
     BertScoreOptions,
     RougeOptions,
     bertscore_pairs,
@@ -39,7 +40,8 @@ from open_rag_eval.metrics.similarity import (
     rouge_pairs,
     split_sentences,
 )
-from open_rag_eval.scoring.dispersion import STATS, dispersion
+from open_rag_eval import profiles
+from open_rag_eval.scoring.dispersion import ALL_STATS, STATS, dispersion
 from open_rag_eval.types import (
     AnswerPart,
     Detail,
@@ -59,6 +61,7 @@ PREFIX = "consistency"
 class ConsistencyOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    profile: profiles.ProfileName = profiles.DEFAULT  # fills the options not given (docs/profiles.md)
     min_runs: int = Field(2, ge=2)
     metrics: list[Literal["rouge", "bertscore", "dispersion"]] = ["rouge", "bertscore", "dispersion"]
     rouge: RougeOptions = RougeOptions()
@@ -67,6 +70,13 @@ class ConsistencyOptions(BaseModel):
     results_dir: str | None = None  # evaluate a finished run's results.json instead of the given outputs
     judge_repeats: int = Field(1, ge=1, le=50)
     trec: dict[str, Any] = {}  # options of the trec evaluator used for re-judging (its own defaults when empty)
+    stats: list[Literal[ALL_STATS]] = Field(default_factory=lambda: list(STATS), min_length=1)  # type: ignore[valid-type]
+    ddof: Literal[0, 1] = 1  # std and variance: 1 sample (n - 1), 0 population (n)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, data: Any) -> Any:
+        return profiles.apply("consistency", data)
 
 
 class ConsistencyEvaluator:
@@ -86,13 +96,13 @@ class ConsistencyEvaluator:
         spread_all = "dispersion" in options.metrics and options.dispersion_of == "all numeric"
         if options.results_dir is not None and spread_all:
             return None
-        names = [f"{PREFIX}.{name}" for name in ROUGE_TYPES] if "rouge" in options.metrics else []
+        names = [f"{PREFIX}.{name}" for name in options.rouge.names()] if "rouge" in options.metrics else []
         if "bertscore" in options.metrics:
             names.append(f"{PREFIX}.bertscore_f1")
         if "dispersion" in options.metrics:
             spread = (list(options.dispersion_of) if options.dispersion_of != "all numeric"
                       else [m for m in before if not m.startswith(f"{PREFIX}.")])
-            names += [f"{PREFIX}.{m}.{s}" for m in spread for s in STATS]
+            names += [f"{PREFIX}.{m}.{s}" for m in spread for s in options.stats]
         if options.judge_repeats > 1:
             names += [f"{RETEST_PREFIX}.{kind}.{stat}" for kind in RETEST for stat in RETEST_STATS]
         return names
@@ -156,11 +166,11 @@ class ConsistencyEvaluator:
     def _metric_names(self, previous: Sequence[Score]) -> list[str]:
         names: list[str] = []
         if "rouge" in self.options.metrics:
-            names += [f"{PREFIX}.{name}" for name in ROUGE_TYPES]
+            names += [f"{PREFIX}.{name}" for name in self.options.rouge.names()]
         if "bertscore" in self.options.metrics:
             names.append(f"{PREFIX}.bertscore_f1")
         if "dispersion" in self.options.metrics:
-            names += [f"{PREFIX}.{m}.{s}" for m in self._dispersed(previous) for s in STATS]
+            names += [f"{PREFIX}.{m}.{s}" for m in self._dispersed(previous) for s in self.options.stats]
         return names  # judge test-retest rows are not skipped with the query: they need only one run
 
     def _rouge(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
@@ -171,7 +181,7 @@ class ConsistencyEvaluator:
             for (i, j), values in by_pair.items():
                 if (i, j) in usable:
                     _pair_entry(details[qid], runs, i, j).update(values)
-            for name in ROUGE_TYPES:
+            for name in self.options.rouge.names():
                 metric = f"{PREFIX}.{name}"
                 if not usable:
                     scores.append(Score(query_id=qid, run=None, metric=metric, error="every pair has an empty answer"))
@@ -238,13 +248,13 @@ class ConsistencyEvaluator:
         failed = [o.run for o in runs if o.run in per_run and per_run[o.run].value is None]
         detail.setdefault("dispersion", {})[metric] = {
             "runs": [run for run, _ in present], "values": [value for _, value in present], "failed_runs": failed}
-        names = [f"{PREFIX}.{metric}.{stat}" for stat in STATS]
+        names = [f"{PREFIX}.{metric}.{stat}" for stat in self.options.stats]
         if len(present) < self.options.min_runs:
             reason = (f"{len(present)} of {len(runs)} runs have a value of {metric} "
                       f"(min_runs {self.options.min_runs})")
             return [Score(query_id=qid, run=None, metric=name, error=reason) for name in names]
-        stats = dispersion([value for _, value in present if value is not None])
-        return [_stat_score(qid, name, stat, stats[stat]) for name, stat in zip(names, STATS)]
+        stats = dispersion([value for _, value in present if value is not None], self.options.ddof)
+        return [_stat_score(qid, name, stat, stats[stat]) for name, stat in zip(names, self.options.stats)]
 
     # ------------------------------------------------------------ judge test-retest
 

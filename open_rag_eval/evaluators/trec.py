@@ -8,6 +8,7 @@ limits concurrency. Dependencies are expressed by awaiting shared tasks, never b
 * a query's nugget list is one task per query, built ONCE from the union of the passages of all its runs (first-seen
   order, de-duplicated by passage id -- closest to TREC pooling) that are graded >= ``min_grade``, and reused by
   every run of the query; importance is scored once per query; assignment is per output.
+  With ``nuggets.pool: output`` (vectara's definition) each output's own passages make its own list instead.
 
 A failed judge call affects only the judgments that needed it; ``JudgeUnavailable`` stops the run.
 """
@@ -18,8 +19,9 @@ import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from open_rag_eval import profiles
 from open_rag_eval.config.guard import MAX_K
 from open_rag_eval.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
@@ -34,6 +36,7 @@ from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
 __all__ = ["METRICS", "TrecEvaluator", "TrecOptions"]
 
 T = TypeVar("T")
+NuggetKey = str | tuple[str, int]  # a query id, or (query id, run) for per-output nugget lists
 METRICS = ("umbrela", "nuggets", "citation", "no_answer", "hhem")
 _FAMILY_SCORES = {
     "umbrela": ("mean", "mrr", "n_invalid", "n_failed"),
@@ -50,7 +53,7 @@ _FAMILY_SCORES = {
 class TrecOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    profile: Literal["trec2024"] = "trec2024"
+    profile: profiles.ProfileName = profiles.DEFAULT  # fills the options not given (docs/profiles.md)
     k_values: list[int] = Field(default_factory=lambda: [1, 3, 5])
     metrics: list[str] = Field(default_factory=lambda: ["umbrela", "nuggets", "citation", "no_answer"])
     umbrela: UmbrelaOptions = Field(default_factory=UmbrelaOptions)
@@ -58,6 +61,11 @@ class TrecOptions(BaseModel):
     citation: CitationOptions = Field(default_factory=CitationOptions)
     no_answer: NoAnswerOptions = Field(default_factory=NoAnswerOptions)
     hallucination: HallucinationOptions = Field(default_factory=HallucinationOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, data: Any) -> Any:
+        return profiles.apply("trec", data)
 
     @field_validator("metrics")
     @classmethod
@@ -97,7 +105,7 @@ class _Session:
     def __init__(self, evaluator: TrecEvaluator, judge: Judge, outputs: Sequence[RAGOutput]) -> None:
         self.evaluator, self.judge = evaluator, judge
         self.grades: dict[tuple[str, str, str, int], asyncio.Future[Grade]] = {}
-        self.nugget_lists: dict[str, asyncio.Future[NuggetList]] = {}
+        self.nugget_lists: dict[NuggetKey, asyncio.Future[NuggetList]] = {}
         self.pools: dict[str, list[Passage]] = {}
         self.pools = pools(outputs)
 
@@ -114,10 +122,13 @@ class _Session:
         return self._shared(self.grades, key, grader.grade(self.judge, query, passage, sample))
 
     def nugget_list(self, output: RAGOutput) -> Awaitable[NuggetList]:
-        return self._shared(self.nugget_lists, output.query_id, self._build_nuggets(output.query_id, output.query))
+        key = self.evaluator.nugget_key(output)
+        return self._shared(self.nugget_lists, key, self._build_nuggets(key, output))
 
-    async def _build_nuggets(self, query_id: str, query: str) -> NuggetList:
-        pool = self.pools.get(query_id, [])
+    async def _build_nuggets(self, key: NuggetKey, output: RAGOutput) -> NuggetList:
+        query = output.query
+        per_query = self.evaluator.options.nuggets.pool == "query"
+        pool = self.pools.get(output.query_id, []) if per_query else list(output.passages)
         grades = await asyncio.gather(*(self.grade(query, passage) for passage in pool))
         min_grade = self.evaluator.options.nuggets.min_grade
         segments = [p.text for p, g in zip(pool, grades) if g.grade is not None and g.grade >= min_grade]
@@ -126,12 +137,12 @@ class _Session:
             reason = next(g.reason for g in grades if g.grade is None)
             built = NuggetList([], "failed", [f"no passage graded >= {min_grade} and {n_ungraded} of {len(pool)} "
                                               f"have no grade ({reason})"], 0)
-            self.evaluator.nugget_lists[query_id] = built
+            self.evaluator.nugget_lists[key] = built
             return built
         built = await self.evaluator.nuggetizer.build(self.judge, query, segments)
         if n_ungraded:
             built.notes.append(f"{n_ungraded} passage(s) without a grade (failed call) left out of creation")
-        self.evaluator.nugget_lists[query_id] = built
+        self.evaluator.nugget_lists[key] = built
         return built
 
     def cancel(self) -> None:
@@ -159,7 +170,11 @@ class TrecEvaluator:
         self.nuggetizer = Nuggetizer(self.options.nuggets)
         self.citation = CitationJudge(self.options.citation)
         self.no_answer = NoAnswerClassifier(self.options.no_answer)
-        self.nugget_lists: dict[str, NuggetList] = {}  # query_id -> list, from the last evaluation
+        self.nugget_lists: dict[NuggetKey, NuggetList] = {}  # nugget_key -> list, from the last evaluation
+
+    def nugget_key(self, output: RAGOutput) -> NuggetKey:
+        """Which nugget list an output is scored against: its query's, or (``pool: output``) its own."""
+        return output.query_id if self.options.nuggets.pool == "query" else (output.query_id, output.run)
 
     def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
         """The requests of a run, rehearsed: this evaluator's own code runs against the rehearsal judge, which
@@ -290,7 +305,7 @@ class TrecEvaluator:
         """
         session = _Session(self, judge, [output])
         try:
-            nuggets = self.nugget_lists.get(output.query_id) or await session.nugget_list(output)
+            nuggets = self.nugget_lists.get(self.nugget_key(output)) or await session.nugget_list(output)
             grades, assigned, support, answered = await _gather([
                 asyncio.gather(*(session.grade(output.query, p, sample) for p in output.passages)),
                 self.nuggetizer.assign(judge, output.query, output.plain_answer, nuggets.nuggets, sample),

@@ -8,6 +8,9 @@ Unparseable labels are excluded and counted (``citation.n_unparsed``); failed ca
 because no label parsed) say what precision and recall rest on, so a recall of 1.0 built on 1 of 4 statements shows. Each judgment carries its reply's parse class (docs/judge-health.md);
 ``parse: strict`` accepts a reply naming exactly one label. ``prompt`` picks the organisers' script wording
 (``trec2024_script``, what TREC 2024 ran) or the wording printed in the paper's Fig. 1 (``paper_figure``).
+``scoring: per_passage`` computes precision as vectara's open-rag-eval does: the mean over the distinct cited
+passages of each passage's mean weight (docs/profiles.md); ``passage_text: text`` shows the judge the passage
+without its title.
 """
 
 from __future__ import annotations
@@ -16,18 +19,17 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.health.classify import classify_support
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.prompts import load
-from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, support_scores
+from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, support_scores, support_scores_per_passage
 from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
 
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
 
-TEMPERATURE = 0.1  # the organisers' script
 PROMPTS = {"trec2024_script": "support.trec2024", "paper_figure": "support.paper_figure"}
 
 
@@ -37,6 +39,10 @@ class CitationOptions(BaseModel):
     variant: Literal["first_citation", "all_citations"] = "first_citation"
     prompt: Literal["trec2024_script", "paper_figure"] = "trec2024_script"
     parse: Literal["reference", "strict"] = "reference"  # strict: exactly one label named
+    scoring: Literal["per_statement", "per_passage"] = "per_statement"  # per_passage: vectara's precision
+    passage_text: Literal["title_and_text", "text"] = "title_and_text"  # text: no title (vectara)
+    temperature: float = Field(0.1, ge=0, le=2)  # the organisers' script; vectara 0.0
+    seed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,14 +93,16 @@ class CitationJudge:
         if passage is None:
             return Judgment(passage_id, "NS", "ok", True, "cites a passage the output does not contain")
         template = load(PROMPTS[self.options.prompt])
-        user = template.render(statement=statement, citation=citation_text(passage))
-        profile = self.options.parse
+        shown = citation_text(passage) if self.options.passage_text == "title_and_text" else passage.text
+        user = template.render(statement=statement, citation=shown)
+        profile, temperature, seed = self.options.parse, self.options.temperature, self.options.seed
+        extra = {} if seed is None else {"seed": seed}
         reply = await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t},
+            lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t, **extra},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
-            lambda text: classify_support(text, profile), temperatures=(TEMPERATURE, TEMPERATURE), sample=sample)
+            lambda text: classify_support(text, profile), temperatures=(temperature, temperature), sample=sample)
         if reply.value is None:
             if reply.status == "failed":
                 return Judgment(passage_id, None, "failed", False, reply.reason, parse=reply.parse)
@@ -107,9 +115,8 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
                     options: CitationOptions) -> tuple[list[Score], Detail]:
     fabricated = sum(1 for part in output.answer for pid in part.citations if output.passage(pid) is None)
     n_failed = sum(1 for row in judgments for j in row if j.status == "failed" and not j.unparsed)
-    labels = [[j.label for j in row] for row in judgments]
-    values = support_scores(labels)
-    strict = support_scores(labels, STRICT_SUPPORT_WEIGHTS)
+    values = _scores(judgments, options, SUPPORT_WEIGHTS)
+    strict = _scores(judgments, options, STRICT_SUPPORT_WEIGHTS)
     values |= {f"{name}_strict": strict[name] for name in ("precision", "recall", "f1")}
     n_unparsed = int(values["n_unparsed"]) - n_failed
     cited = [row for row in judgments if row]
@@ -128,5 +135,12 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
                   for part, row in zip(output.answer, judgments, strict=True)]
     detail = Detail(query_id=output.query_id, run=output.run, section="citation",
                     data={"variant": options.variant, "prompt": options.prompt, "parse": options.parse,
-                          "statements": statements})
+                          "scoring": options.scoring, "statements": statements})
     return scores, detail
+
+
+def _scores(judgments: list[list[Judgment]], options: CitationOptions,
+            weights: dict[str, float]) -> dict[str, float | int]:
+    if options.scoring == "per_passage":
+        return support_scores_per_passage([[(j.passage_id, j.label) for j in row] for row in judgments], weights)
+    return support_scores([[j.label for j in row] for row in judgments], weights)

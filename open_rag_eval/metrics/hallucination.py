@@ -5,6 +5,8 @@ output of the run, so inference batches across outputs.
 
 - Premise = the output's passages in retrieval order joined by one space (as the peer does; flan-t5's
   tokenizer reads any whitespace run alike), hypothesis = the answer's plain text (citation markers removed).
+- ``premise_max_chars`` (vectara: 8192) cuts the joined premise to that many characters before the model sees it;
+  the detail says so (``premise_cut``).
 - ``hhem.hallucinated`` = 1 when ``hhem.score < threshold`` (default 0.5), else 0.
 - No number is invented: an output with no answer text, no passages, or a system error gets a failed score
   with the reason; so does every output when the weights are unavailable (the reason says where to put them,
@@ -64,6 +66,7 @@ class HallucinationOptions(BaseModel):
     max_tokens: int = Field(2048, ge=64, le=65536)  # longest model input; longer premises are chunked/truncated
     overlap_tokens: int = Field(128, ge=0)
     long_inputs: Literal["chunk", "truncate"] = "chunk"
+    premise_max_chars: int | None = Field(None, ge=1)  # vectara cuts the joined passages at 8,192 characters
     vectara: VectaraApiOptions = VectaraApiOptions()
 
     def spec(self) -> ModelSpec:
@@ -72,6 +75,12 @@ class HallucinationOptions(BaseModel):
 
 def hypothesis_of(output: RAGOutput) -> str:
     return (output.plain_answer or output.answer_text).strip()
+
+
+def premise_of(output: RAGOutput, max_chars: int | None = None) -> str:
+    """The passages in retrieval order joined by one space, cut at ``max_chars`` characters when given."""
+    premise = PREMISE_SEPARATOR.join(p.text for p in output.passages)
+    return premise if max_chars is None else premise[:max_chars]
 
 
 def unscorable(output: RAGOutput) -> str | None:
@@ -127,6 +136,9 @@ class HallucinationMetric:
         data = {"backend": self.options.backend, "chunked": pair.chunked, "n_chunks": pair.n_chunks,
                 "threshold": self.options.threshold, "truncated": pair.truncated,
                 "chunk_scores": [round(value, 6) for value in pair.chunk_scores]}
+        limit = self.options.premise_max_chars
+        if limit is not None and self.options.backend == "hhem":
+            data["premise_cut"] = len(premise_of(output)) > limit
         return EvalResult(
             scores=[Score.ok(output, "hhem.score", pair.score), Score.ok(output, "hhem.hallucinated", hallucinated)],
             details=[Detail(query_id=output.query_id, run=output.run, section="hhem", data=data)],
@@ -139,7 +151,7 @@ class HallucinationMetric:
         except (ModelUnavailable, MissingDependency) as error:
             self._log_once(str(error))
             return [PairResult(error=str(error)) for _ in outputs]
-        pairs = [(PREMISE_SEPARATOR.join(p.text for p in o.passages), hypothesis_of(o)) for o in outputs]
+        pairs = [(premise_of(o, options.premise_max_chars), hypothesis_of(o)) for o in outputs]
         try:
             return await in_worker(
                 score_pairs, loaded, pairs, batch_size=options.batch_size, max_tokens=options.max_tokens,

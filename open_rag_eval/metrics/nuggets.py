@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.health.classify import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
-from open_rag_eval.metrics._judging import ask
+from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import nugget_scores, select_nuggets
 from open_rag_eval.types import Detail, RAGOutput, Score
@@ -47,6 +47,11 @@ class NuggetOptions(BaseModel):
     max_trials: int = Field(5, ge=1, le=500)  # attempts per window when the reply does not parse (reference: 500)
     no_answer_sentinel: bool = False
     parse: Literal["reference", "strict"] = "reference"  # strict: labels outside the method's set are re-asked
+    # windows: castorini's windows of `window` segments; iterative: vectara's one context refined `iterations` times
+    creation: Literal["windows", "iterative"] = "windows"
+    iterations: int = Field(5, ge=1, le=50)
+    pool: Literal["query", "output"] = "query"  # one list per query (its runs' passages) or per output
+    seed: int | None = None  # fixed sampling seed of every nugget call (vectara: 42)
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,9 @@ class Nuggetizer:
 
     def _request(self, task: str, system: str, user: str, version: str, temperature: float,
                  sample: int) -> JudgeRequest:
-        params = {"temperature": temperature, "max_tokens": MAX_TOKENS}
+        params: dict[str, float | int] = {"temperature": temperature, "max_tokens": MAX_TOKENS}
+        if self.options.seed is not None:
+            params["seed"] = self.options.seed
         return JudgeRequest.chat(task, user, system=load(system).text, params=params, prompt_version=version,
                                  sample=sample, priority=Priority.CHAIN)
 
@@ -102,20 +109,16 @@ class Nuggetizer:
 
     async def create(self, judge: Judge, query: str, segments: Sequence[str],
                      windows_out: list[tuple[str, bool]] | None = None) -> tuple[list[str], str, list[str]]:
-        """The nugget list from the segments' windows; ``windows_out`` receives (parse class, parsed) per window."""
-        template = load("nuggets.creator_user")
+        """The nugget list from the segments; ``windows_out`` receives (parse class, parsed) per creation call."""
+        outcomes = [] if windows_out is None else windows_out
+        if self.options.creation == "iterative":
+            return await self._create_iterative(judge, query, segments, outcomes)
         nuggets: list[str] = []
         notes: list[str] = []
-        outcomes = [] if windows_out is None else windows_out
         size = self.options.window
         windows = [segments[i:i + size] for i in range(0, len(segments), size)]
         for number, window in enumerate(windows, start=1):
-            context = "\n".join(f"[{j + 1}] {segment}" for j, segment in enumerate(window))
-            user = template.render(query=query, context=context, nuggets=nuggets, nuggets_length=len(nuggets),
-                                   creator_max_nuggets=PROMPT_MAX_NUGGETS)
-            reply = await ask(judge, lambda t, s: self._request("nugget_create", "nuggets.creator_system", user,
-                                                                template.sha256, t, s),
-                              classify_nugget_list, trials=self.options.max_trials)
+            reply = await self._ask_create(judge, query, window, nuggets)
             outcomes.append((reply.parse, reply.value is not None))
             if reply.value is None:
                 notes.append(f"window {number}: {reply.reason}; kept the previous list")
@@ -124,6 +127,36 @@ class Nuggetizer:
         if windows and len(notes) == len(windows):
             return [], "failed", notes
         return nuggets, "defaulted" if notes else "ok", notes
+
+    async def _create_iterative(self, judge: Judge, query: str, segments: Sequence[str],
+                                outcomes: list[tuple[str, bool]]) -> tuple[list[str], str, list[str]]:
+        """vectara's creation: every segment in one context, the list refined up to ``iterations`` times. It stops
+        once the list holds ``max_nuggets``, when a reply returns the list unchanged (the next request would be the
+        same one, with the same reply), or when a reply does not parse (likewise); a failed refinement keeps the
+        previous list."""
+        nuggets: list[str] = []
+        if not segments:
+            return nuggets, "ok", []
+        for number in range(1, self.options.iterations + 1):
+            reply = await self._ask_create(judge, query, segments, nuggets)
+            outcomes.append((reply.parse, reply.value is not None))
+            if reply.value is None:
+                note = f"iteration {number}: {reply.reason}; kept the previous list"
+                return ([], "failed", [note]) if number == 1 else (nuggets, "defaulted", [note])
+            updated = reply.value[: self.options.max_nuggets]
+            if updated == nuggets or len(updated) >= self.options.max_nuggets:
+                return updated, "ok", []
+            nuggets = updated
+        return nuggets, "ok", []
+
+    async def _ask_create(self, judge: Judge, query: str, segments: Sequence[str], nuggets: list[str]) -> Asked[list[str]]:
+        template = load("nuggets.creator_user")
+        context = "\n".join(f"[{j + 1}] {segment}" for j, segment in enumerate(segments))
+        user = template.render(query=query, context=context, nuggets=nuggets, nuggets_length=len(nuggets),
+                               creator_max_nuggets=PROMPT_MAX_NUGGETS)
+        return await ask(judge, lambda t, s: self._request("nugget_create", "nuggets.creator_system", user,
+                                                           template.sha256, t, s),
+                         classify_nugget_list, trials=self.options.max_trials)
 
     async def score(self, judge: Judge, query: str, texts: Sequence[str]) -> list[ScoredNugget]:
         size = self.options.window

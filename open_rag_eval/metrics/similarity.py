@@ -25,7 +25,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,12 @@ class RougeOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     use_stemmer: bool = True
+    # f1: consistency.rouge1 ...; precision / recall add consistency.rouge1_precision ... (run i < j: i the reference)
+    measures: list[Literal["f1", "precision", "recall"]] = Field(default_factory=lambda: ["f1"], min_length=1)
+
+    def names(self) -> list[str]:
+        """The metric names (without prefix) these options produce, per ROUGE type."""
+        return [name if measure == "f1" else f"{name}_{measure}" for name in ROUGE_TYPES for measure in self.measures]
 
 
 class BertScoreOptions(BaseModel):
@@ -99,15 +105,22 @@ def _rouge_scorer(use_stemmer: bool) -> Any:
 def rouge_pairs(
     sentences: Sequence[Sequence[str]], options: RougeOptions | None = None
 ) -> dict[tuple[int, int], dict[str, float]]:
-    """ROUGE F1 of each unordered pair of answers, each answer given as its sentences."""
-    scorer = _rouge_scorer((options or RougeOptions()).use_stemmer)
+    """ROUGE of each unordered pair (i < j) of answers, each answer given as its sentences: F1 under the type's name
+    (``rouge1``), and precision / recall (``rouge1_precision``) with answer i as the reference and j as the candidate,
+    so precision is the overlap over the length of answer j."""
+    options = options or RougeOptions()
+    scorer = _rouge_scorer(options.use_stemmer)
     result: dict[tuple[int, int], dict[str, float]] = {}
     for i, j in pairs(len(sentences)):
         first, second = sentences[i], sentences[j]
-        scores = scorer.score(" ".join(first), " ".join(second))
-        summary = scorer.score("\n".join(first), "\n".join(second))["rougeLsum"]
-        result[(i, j)] = {name: scores[name].fmeasure for name in ROUGE_TYPES[:3]}
-        result[(i, j)]["rougeLsum"] = summary.fmeasure
+        scores = dict(scorer.score(" ".join(first), " ".join(second)))
+        scores["rougeLsum"] = scorer.score("\n".join(first), "\n".join(second))["rougeLsum"]
+        values: dict[str, float] = {}
+        for name in ROUGE_TYPES:
+            measured = {"f1": scores[name].fmeasure, "precision": scores[name].precision, "recall": scores[name].recall}
+            for measure in options.measures:
+                values[name if measure == "f1" else f"{name}_{measure}"] = measured[measure]
+        result[(i, j)] = values
     return result
 
 

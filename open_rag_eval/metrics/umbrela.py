@@ -27,7 +27,7 @@ from open_rag_eval.types import Detail, Passage, RAGOutput, Score
 __all__ = ["Grade", "UmbrelaGrader", "UmbrelaOptions", "umbrela_result"]
 
 SYSTEM = "You are a helpful assistant."  # hard-coded in the reference GPT judge
-PARAMS = {"top_p": 1.0, "frequency_penalty": 0.5, "presence_penalty": 0.0, "max_tokens": 100}
+MAX_TOKENS = 100
 TEMPLATES = {
     "bing_zeroshot": "umbrela.bing_zeroshot",
     "bing_fewshot": "umbrela.bing_fewshot",
@@ -42,6 +42,19 @@ class UmbrelaOptions(BaseModel):
     parse: Literal["trec2024", "head", "strict"] = "trec2024"  # strict: 2024 patterns, no fallback or echo
     samples: int = Field(1, ge=1, le=25)  # > 1: the mode of independent samples
     pad: bool = True  # P@k beyond the list pads with non-relevant (False: omitted, as vectara)
+    # sampling: castorini's umbrela (the TREC 2024 labels); profile vectara swaps the penalties and fixes a seed
+    temperature: float = Field(0.0, ge=0, le=2)
+    top_p: float = Field(1.0, gt=0, le=1)
+    frequency_penalty: float = Field(0.5, ge=-2, le=2)
+    presence_penalty: float = Field(0.0, ge=-2, le=2)
+    seed: int | None = None
+
+    def params(self) -> dict[str, float | int]:
+        """The sampling parameters of every UMBRELA call (temperature included)."""
+        params: dict[str, float | int] = {"temperature": self.temperature, "top_p": self.top_p,
+                                          "frequency_penalty": self.frequency_penalty,
+                                          "presence_penalty": self.presence_penalty, "max_tokens": MAX_TOKENS}
+        return params if self.seed is None else {**params, "seed": self.seed}
 
 
 @dataclass(frozen=True)
@@ -72,7 +85,7 @@ class UmbrelaGrader:
 
     def request(self, query: str, passage: Passage, temperature: float, sample: int) -> JudgeRequest:
         user = self.template.render(query=query, passage=passage.text)
-        params = {"temperature": temperature, **PARAMS}
+        params = {**self.options.params(), "temperature": temperature}
         return JudgeRequest.chat("umbrela", user, system=SYSTEM, params=params,
                                  prompt_version=self.template.sha256, sample=sample,
                                  priority=Priority.CHAIN_START)
@@ -95,8 +108,10 @@ class UmbrelaGrader:
 
     async def _one(self, judge: Judge, query: str, passage: Passage, sample: int) -> Asked[tuple[int, bool]]:
         profile = self.options.parse
+        temperature = self.options.temperature
         return await ask(judge, lambda t, s: self.request(query, passage, t, s),
-                         lambda text: classify_umbrela(text, profile), sample=sample)
+                         lambda text: classify_umbrela(text, profile), temperatures=(temperature, temperature),
+                         sample=sample)
 
 
 def umbrela_result(output: RAGOutput, grades: Sequence[Grade], options: UmbrelaOptions,

@@ -1,6 +1,8 @@
 """Spread of repeated measurements: dispersion statistics, flip rates and Krippendorff's alpha. Pure, no I/O.
 
-``dispersion(values)``      mean, median, std (n - 1), cv, iqr, min, max of one metric across runs of one query.
+``dispersion(values, ddof)`` mean, median, std, cv, iqr, min, max -- and variance, range (max - min) and cai
+                            (vectara's consistency-adjusted index, mean / (1 + std)) -- of one metric across the
+                            runs of one query; std and variance divide by n - ddof (1: sample, 0: population).
 ``flip_rate(items)``        share of items whose repeated labels are not all the same.
 ``crossing_rate(items, p)`` share of items whose repeated labels fall on both sides of a threshold ``p``.
 ``krippendorff_alpha(items, level)``  Krippendorff's alpha ("nominal" or "ordinal") with the coincidence-matrix
@@ -20,6 +22,7 @@ from typing import Literal
 from open_rag_eval.scoring.stats import quantile
 
 __all__ = [
+    "ALL_STATS",
     "STATS",
     "crossing_rate",
     "dispersion",
@@ -28,24 +31,27 @@ __all__ = [
     "pairable",
 ]
 
-STATS = ("mean", "median", "std", "cv", "iqr", "min", "max")
+STATS = ("mean", "median", "std", "cv", "iqr", "min", "max")  # reported by default
+ALL_STATS = (*STATS, "variance", "range", "cai")
 
 
 Label = Hashable
 Items = Mapping[Hashable, Sequence[Label | None]]
 
 
-def dispersion(values: Sequence[float]) -> dict[str, float | None]:
-    """Statistics of one metric's values across runs. std is the sample std (n - 1); cv = std / |mean|.
+def dispersion(values: Sequence[float], ddof: int = 1) -> dict[str, float | None]:
+    """Statistics of one metric's values across runs (every name of ``ALL_STATS``); cv = std / |mean|.
 
-    With one value, std, cv and iqr are None; cv is None when the mean is 0.
+    std and variance divide by n - ddof: ddof 1 (default) gives the sample statistics, 0 the population ones. With
+    no more values than ddof they are None, and so are cv and cai; iqr needs two values; cv is None when the mean is 0.
     """
     if not values:
         raise ValueError("dispersion needs at least one value")
     ordered = sorted(float(v) for v in values)
     n = len(ordered)
     mean = math.fsum(ordered) / n
-    std = math.sqrt(math.fsum((v - mean) ** 2 for v in ordered) / (n - 1)) if n > 1 else None
+    variance = math.fsum((v - mean) ** 2 for v in ordered) / (n - ddof) if n > ddof else None
+    std = math.sqrt(variance) if variance is not None else None
     cv = std / abs(mean) if std is not None and mean != 0 else None
     return {
         "mean": mean,
@@ -55,6 +61,9 @@ def dispersion(values: Sequence[float]) -> dict[str, float | None]:
         "iqr": quantile(ordered, 0.75) - quantile(ordered, 0.25) if n > 1 else None,
         "min": ordered[0],
         "max": ordered[-1],
+        "variance": variance,
+        "range": ordered[-1] - ordered[0],
+        "cai": mean / (1 + std) if std is not None else None,
     }
 
 

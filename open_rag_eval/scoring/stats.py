@@ -2,6 +2,8 @@
 
 The 95% CI is Student's t interval from 30 values up; below that, where a t interval of a bounded score often
 leaves the possible range, it is the percentile bootstrap (2,000 resamples, seed 0: the same values give the same CI).
+Given the metric's range (``bounds``, see ``scoring.ranges``), the interval is clipped to it: a mean of scores in
+[0, 1] never gets an interval reaching past 1.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "quantile", "t_critical_95"]
+__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "clip_interval", "quantile", "t_critical_95"]
 
 BOOTSTRAP_BELOW = 30
 
@@ -51,8 +53,17 @@ def quantile(ordered: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def aggregate(metric: str, values: Sequence[float], n_failed: int = 0) -> Aggregate:
-    """Mean, 95% CI and quantiles over the values that exist; failures are counted, never averaged in."""
+def clip_interval(low: float, high: float, bounds: tuple[float, float] | None) -> tuple[float, float]:
+    """(low, high) kept within ``bounds`` (None: unchanged)."""
+    if bounds is None:
+        return low, high
+    return min(max(low, bounds[0]), bounds[1]), max(min(high, bounds[1]), bounds[0])
+
+
+def aggregate(metric: str, values: Sequence[float], n_failed: int = 0,
+              bounds: tuple[float, float] | None = None) -> Aggregate:
+    """Mean, 95% CI (within ``bounds``, the metric's range, when given) and quantiles over the values that exist;
+    failures are counted, never averaged in."""
     n = len(values)
     if n == 0:
         return Aggregate(metric, None, None, None, None, 0, n_failed)
@@ -67,6 +78,7 @@ def aggregate(metric: str, values: Sequence[float], n_failed: int = 0) -> Aggreg
     else:
         half = t_critical_95(n - 1) * std / math.sqrt(n)
         low, high = mean - half, mean + half
+    low, high = clip_interval(low, high, bounds)
     return Aggregate(metric, mean, std, low, high, n, n_failed, **spread)
 
 

@@ -19,6 +19,7 @@ __all__ = [
     "nugget_scores",
     "select_nuggets",
     "support_scores",
+    "support_scores_per_passage",
     "umbrela_scores",
     "vectara_ap_at_k",
 ]
@@ -120,5 +121,32 @@ def support_scores(statements: Sequence[Sequence[str | None]],
             cited.append(fmean(parsed))
     precision = sum(cited) / len(cited) if cited else 0.0
     recall = sum(cited) / n_statements if n_statements else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"precision": precision, "recall": recall, "f1": f1, "n_unparsed": n_unparsed}
+
+
+def support_scores_per_passage(statements: Sequence[Sequence[tuple[str, str | None]]],
+                               weights: Mapping[str, float] = SUPPORT_WEIGHTS) -> dict[str, float | int]:
+    """Citation precision, recall and F1 as vectara's open-rag-eval defines them, from each statement's judged
+    (passage id, label) pairs, in citation order.
+
+    Precision: the mean over the distinct cited passages of the mean weight each passage got (a passage cited by
+    three statements counts once). Recall: the mean over statements of the mean weight of the statement's citations;
+    a statement without citations counts 0. Unparsed labels (None) are left out and counted in ``n_unparsed``; a
+    statement whose labels are all unparsed is left out of recall, as in ``support_scores``. Nothing scored: 0.
+    """
+    by_passage: dict[str, list[float]] = {}
+    statement_weights: list[float] = []
+    n_unparsed = 0
+    for citations in statements:
+        parsed = [(pid, weights[label]) for pid, label in citations if label is not None]
+        n_unparsed += len(citations) - len(parsed)
+        if citations and not parsed:
+            continue
+        for pid, weight in parsed:
+            by_passage.setdefault(pid, []).append(weight)
+        statement_weights.append(fmean(weight for _, weight in parsed) if parsed else 0.0)
+    precision = fmean(fmean(found) for found in by_passage.values()) if by_passage else 0.0
+    recall = fmean(statement_weights) if statement_weights else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"precision": precision, "recall": recall, "f1": f1, "n_unparsed": n_unparsed}

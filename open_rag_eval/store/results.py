@@ -11,6 +11,7 @@ from typing import Any
 
 from open_rag_eval.store.csv_cells import csv_text
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.types import EvalResult, RAGOutput, Score
 
@@ -70,7 +71,7 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
             failed[score.metric] += 1
         else:
             values[score.metric].append(score.value)
-    return [aggregate(m, values[m], failed[m]) for m in metric_order([*values, *failed])]
+    return [aggregate(m, values[m], failed[m], metric_range(m)) for m in metric_order([*values, *failed])]
 
 
 def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict[str, str]:

@@ -1,0 +1,56 @@
+"""``profile: vectara`` -- vectara's open-rag-eval's own definitions, as its metrics documentation states them.
+
+Each entry below is an evaluator option; docs/profiles.md sets every one beside our default and says why ours
+differs. What the profile deliberately does NOT copy (no number is ever invented): a metric whose judge call failed
+is missing with its reason, never the neutral 0.5 vectara's evaluator writes; a citation of a passage the output
+does not contain is No Support (never skipped, so it cannot raise precision); an unparseable UMBRELA reply is grade 0
+marked invalid and counted; empty vital or okay groups divide by their true size.
+"""
+
+from __future__ import annotations
+
+from open_rag_eval.profiles import Profile
+
+__all__ = ["VECTARA"]
+
+SEED = 42  # vectara's judge calls fix the sampling seed
+
+VECTARA = Profile(
+    name="vectara",
+    summary="vectara open-rag-eval's own metric definitions (for comparing numbers with it)",
+    options={
+        "trec": {
+            # its TREC evaluator runs every metric, HHEM included
+            "metrics": ["umbrela", "nuggets", "citation", "no_answer", "hhem"],
+            "umbrela": {
+                # its UMBRELA sampling: the penalties are swapped relative to castorini's umbrela
+                "temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.0, "seed": SEED,
+                "pad": False,  # P@k is omitted when k exceeds the number of passages
+            },
+            "nuggets": {
+                "creation": "iterative",  # every relevant passage in one context, refined up to `iterations` times
+                "iterations": 5,
+                "pool": "output",  # nuggets are created from each output's own passages
+                "no_answer_sentinel": True,
+                "seed": SEED,
+            },
+            "citation": {
+                "variant": "all_citations",  # every citation of every statement is judged
+                "scoring": "per_passage",  # precision: mean over the cited passages of each passage's mean score
+                "passage_text": "text",  # the passage as retrieved, without a title
+                "temperature": 0.0, "seed": SEED,
+            },
+            "hallucination": {
+                "premise_max_chars": 8192,  # the passages joined by a space, cut at 8,192 characters
+                "long_inputs": "truncate",
+            },
+        },
+        "consistency": {
+            "min_runs": 3,  # fewer than three runs of a query: no consistency scores for it
+            "rouge": {"measures": ["f1", "precision", "recall"]},  # ROUGE-1/2/L precision, recall and F1
+            "stats": ["mean", "median", "std", "variance", "cv", "iqr", "min", "max", "range", "cai"],
+            "ddof": 0,  # population variance and standard deviation (numpy's default)
+            "bertscore": {"model_type": "xlm-roberta-large", "lang": "en", "rescale_with_baseline": True},
+        },
+    },
+)
