@@ -1,5 +1,8 @@
 """PNG plots: TREC metric boxplots, per-query consistency dispersion, sweep history, comparison forest plot.
 
+Boxplots mark each set's mean with its 95% confidence interval (``scoring.stats.aggregate``: bootstrap below 30
+values, clipped to the metric's range) and the share answered with the interval of that share.
+
 matplotlib is imported inside the functions (``pip install -e '.[plot]'``), with the Agg backend.
 Every figure says when the judge was simulated: its numbers are not real judgments.
 """
@@ -15,8 +18,10 @@ from typing import Any
 from open_rag_eval.errors import MissingDependency
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import axis_range, display_name
+from open_rag_eval.scoring.ranges import metric_range
+from open_rag_eval.scoring.stats import aggregate
 
-__all__ = ["plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
+__all__ = ["mean_ci", "plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
 
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#BAB0AC")
 SIMULATED_NOTE = "SIMULATED JUDGE: these numbers are not real judgments"
@@ -67,7 +72,7 @@ def _finish(fig: Any, plt: Any, sets: Sequence[ResultSet], title: str, path: Pat
         handles = [Patch(facecolor=COLOURS[i % len(COLOURS)], alpha=0.6, label=short_label(s.label, 60))
                    for i, s in enumerate(sets)]
         if markers:
-            handles += [Line2D([], [], marker="D", color="#C0392B", linestyle="", label="mean"),
+            handles += [Line2D([], [], marker="D", color="#C0392B", linestyle="-", label="mean with 95% CI"),
                         Line2D([], [], color="black", linewidth=2, label="median")]
         ncol = min(3 if markers else 2, len(handles))
         fig.legend(handles=handles, loc="lower center", ncol=ncol, fontsize=10, frameon=False)
@@ -78,6 +83,19 @@ def _finish(fig: Any, plt: Any, sets: Sequence[ResultSet], title: str, path: Pat
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def mean_ci(metric: str, values: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """(mean, CI low, CI high) of the values: our 95% interval, within the metric's range; no CI below 2 values."""
+    stats = aggregate(metric, values, bounds=metric_range(metric))
+    return float(stats.mean or 0.0), stats.ci95_low, stats.ci95_high
+
+
+def _error_bar(ax: Any, x: float, mean: float, low: float | None, high: float | None, scale: float = 1.0) -> None:
+    if low is None or high is None:
+        return
+    ax.errorbar([x], [mean * scale], yerr=[[(mean - low) * scale], [(high - mean) * scale]], fmt="none",
+                ecolor="#C0392B", elinewidth=1.8, capsize=7, capthick=1.8, zorder=6)
 
 
 def _set_range(ax: Any, metric: str) -> None:
@@ -108,11 +126,13 @@ def _box_panel(ax: Any, metric: str, sets: Sequence[ResultSet]) -> None:
         if not values:
             labels.append("no values")
             continue
-        mean = math.fsum(values) / len(values)
+        mean, low, high = mean_ci(metric, values)
         median = sorted(values)[len(values) // 2] if len(values) % 2 else \
             (sorted(values)[len(values) // 2 - 1] + sorted(values)[len(values) // 2]) / 2
         ax.scatter([positions[i]], [mean], marker="D", s=40, color="#C0392B", zorder=5)
-        labels.append(f"mean {mean:.2f}\nmedian {median:.2f}\nn={len(values)}")
+        _error_bar(ax, positions[i], mean, low, high)
+        ci = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+        labels.append(f"mean {mean:.2f}{ci}\nmedian {median:.2f}\nn={len(values)}")
     ax.set_xticks(positions)
     ax.set_xticklabels(labels, fontsize=9)
 
@@ -128,10 +148,14 @@ def _answered_panel(ax: Any, sets: Sequence[ResultSet]) -> None:
         if not values:
             labels.append("no values")
             continue
-        share = 100.0 * sum(1 for v in values if v >= 0.5) / len(values)
+        answered = [1.0 if v >= 0.5 else 0.0 for v in values]
+        mean, low, high = mean_ci("no_answer.answered", answered)
+        share = 100.0 * mean
         ax.bar([positions[i]], [share], width=0.55, color=COLOURS[i % len(COLOURS)], alpha=0.75)
-        ax.text(positions[i], share + 1.5, f"{share:.1f}%", ha="center", fontsize=10)
-        labels.append(f"n={len(values)}")
+        _error_bar(ax, positions[i], mean, low, high, scale=100.0)
+        ax.text(positions[i] + 0.3, share + 1.5, f"{share:.1f}%", ha="left", fontsize=10)
+        ci = f"\n95% CI {100 * low:.0f}-{100 * high:.0f}%" if low is not None and high is not None else ""
+        labels.append(f"n={len(values)}{ci}")
     ax.set_xticks(positions)
     ax.set_xticklabels(labels, fontsize=9)
     ax.set_xlim(0.3, len(sets) + 0.7)
