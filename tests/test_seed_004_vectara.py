@@ -416,3 +416,17 @@ def test_trec_plot_marks_each_mean_with_its_interval(tmp_path: Path) -> None:
     plt.close(fig)
     path = plots.plot_trec([results, results], ["citation.f1"], tmp_path / "ci.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_profile_spread_equals_the_stats_in_vectaras_consistency_csv() -> None:
+    from open_rag_eval.report.loader import load_results
+
+    path = Path(__file__).parent / "data" / "peer" / "consistency_results.csv"
+    with path.open(encoding="utf-8", newline="") as handle:
+        cell = json.loads(next(csv.DictReader(handle))["consistency_bert_score"])
+    ours = dispersion(cell["values"], ddof=ConsistencyOptions(profile="vectara").ddof)
+    assert ours["std"] == pytest.approx(cell["stats"]["std"], abs=1e-12)  # 0.020548: the population std
+    assert ours["cai"] == pytest.approx(cell["stats"]["consistency_adjusted_index"], abs=1e-12)
+    assert dispersion(cell["values"])["std"] == pytest.approx(0.025166, abs=1e-6)  # ours, n - 1: larger
+    loaded = load_results(path).rows[0].scores
+    assert loaded["consistency.bertscore_f1.cai"] == pytest.approx(ours["cai"])

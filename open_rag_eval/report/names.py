@@ -66,7 +66,8 @@ _FAMILIES = {
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".n_uncited", "correctness.fp", "correctness.fn",
-                          ".fabricated", ".hallucinated", ".ungrounded", ".flip_rate", ".crossing")
+                          ".fabricated", ".hallucinated", ".ungrounded", ".flip_rate", ".crossing", ".variance",
+                          ".range")
 _LOWER_BETTER = {"latency.ms"}
 _COUNTS = (".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed", "citation.fabricated", "latency.ms", ".n_claims",
            ".n_uncited", ".n_reference_claims", "correctness.tp", "correctness.fp", "correctness.fn")
@@ -116,7 +117,7 @@ def is_count(metric: str) -> bool:
 
 def axis_range(metric: str) -> tuple[float, float] | None:
     """The fixed y range of a metric: UMBRELA grades 0-3, scores 0-1; None for counts (autoscale)."""
-    if is_count(metric) or metric.endswith((".std", ".cv", ".iqr", ".cai")):
+    if is_count(metric) or metric.endswith((".std", ".cv", ".iqr", ".cai", ".variance", ".range")):
         return None
     if metric.startswith(("umbrela.mean", "consistency.umbrela.mean")):
         return (0.0, 3.0)

@@ -169,6 +169,8 @@ def load_consistency(path: Path, header: list[str], records: list[dict[str, str]
                     summary.scores[f"{base}.{stat}"] = _number(stats.get(stat))
             if _number(stats.get("consistency_adjusted_index")) is not None:
                 summary.scores[f"{base}.cai"] = _number(stats["consistency_adjusted_index"])
+            if _number(stats.get("max_min")) is not None:
+                summary.scores[f"{base}.range"] = _number(stats["max_min"])
             if metric.startswith("consistency.") and values:
                 summary.scores[metric] = math.fsum(values) / len(values)
         rows.append(summary)
