@@ -32,6 +32,7 @@ from open_rag_eval.types import AnswerPart, EvalResult, Passage, RAGOutput, Scor
 from tests.trec_fakes import RuleJudge, default_rule
 
 SEED_DATA = Path(__file__).parent / "data" / "seed_004"
+VECTARA_SYSTEM = "You are a helpful assistant that follows user instructions precisely and provides accurate information."
 DEMO = Path(__file__).parents[1] / "configs" / "data" / "demo.csv"
 
 
@@ -49,6 +50,8 @@ def test_profile_fills_options_and_the_config_still_wins() -> None:
         "all_citations", "per_passage", "text")
     assert (options.nuggets.creation, options.nuggets.iterations, options.nuggets.pool) == ("iterative", 5, "output")
     assert options.nuggets.no_answer_sentinel is True and options.umbrela.pad is False
+    assert (options.umbrela.prompt, options.nuggets.prompts, options.citation.prompt, options.no_answer.system) == (
+        "vectara", "vectara", "vectara", "vectara")
     assert (options.hallucination.premise_max_chars, options.hallucination.long_inputs) == (8192, "truncate")
     # one option set back; its siblings keep the profile's values
     mixed = TrecOptions(profile="vectara", citation={"scoring": "per_statement"})
@@ -70,10 +73,14 @@ def test_umbrela_sampling_parameters_are_vectaras() -> None:
     asyncio.run(UmbrelaGrader(vectara().umbrela).grade(judge, "what is x", passage))
     assert dict(judge.calls[-1].params) == {"temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5,
                                             "frequency_penalty": 0.0, "seed": 42, "max_tokens": 100}
+    system, user = judge.calls[-1].messages
+    assert system == ("system", VECTARA_SYSTEM) and user[1].endswith("format of: a single integer without any reasoning.")
     asyncio.run(UmbrelaGrader(TrecOptions().umbrela).grade(judge, "what is y", passage))
     # castorini's umbrela (the TREC 2024 labels): the two penalties the other way round, no seed
     assert dict(judge.calls[-1].params) == {"temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.0,
                                             "frequency_penalty": 0.5, "max_tokens": 100}
+    assert judge.calls[-1].messages[0] == ("system", "You are a helpful assistant.")
+    assert "##final score: score" in judge.calls[-1].messages[1][1]
 
 
 def test_retrieval_metrics_from_umbrela_grades_as_the_seed_defines_them() -> None:
@@ -105,8 +112,9 @@ LABELS = {("First claim.", "Alpha text."): "Full Support", ("First claim.", "Bet
 
 def support_rule(request: JudgeRequest) -> str:
     user = request.messages[-1][1]
-    return next(label for (statement, passage), label in LABELS.items()
-                if f"Statement: {statement}" in user and passage in user)
+    label = next(label for (statement, passage), label in LABELS.items()
+                 if f"Statement: {statement}" in user and passage in user)
+    return label.lower().replace(" ", "_") if "``full_support''" in user else label  # the labels each prompt asks for
 
 
 def judged(options: TrecOptions) -> tuple[dict[str, float | None], RuleJudge]:
@@ -126,6 +134,7 @@ def test_citation_precision_per_cited_passage() -> None:
     assert theirs["citation.f1"] == pytest.approx(0.352941, abs=1e-6)
     assert len(judge.calls) == 3
     assert all(dict(call.params) == {"temperature": 0.0, "seed": 42} for call in judge.calls)
+    assert all(call.messages[0] == ("system", VECTARA_SYSTEM) for call in judge.calls)  # vectara's prompt and system
     assert not any("Alpha: Alpha text." in call.messages[-1][1] for call in judge.calls)  # no title shown
 
 
@@ -168,6 +177,7 @@ def test_nugget_creation_refines_one_context_up_to_five_times() -> None:
     assert len(prompts) == 5 and nuggets == growing[4] and status == "ok"
     assert all("[1] segment 1 text" in p and "[12] segment 12 text" in p for p in prompts)  # one context, all passages
     assert "Initial Nugget List: ['n1', 'n2']\n" in prompts[2]  # each refinement starts from the last list
+    assert "don't make up any nuggets" in prompts[0]  # vectara's creator text, its sentinel instruction included
     judge, prompts = create_rule(growing)
     asyncio.run(Nuggetizer(TrecOptions().nuggets).create(judge, "what is x", SEGMENTS))
     assert len(prompts) == 2 and "[1] segment 11 text" in prompts[1]  # castorini: windows of 10, numbering restarts
@@ -209,8 +219,8 @@ def test_nugget_lists_per_output_under_vectara_per_query_by_default() -> None:
     def contexts(options: TrecOptions) -> set[str]:
         judge = RuleJudge()
         asyncio.run(TrecEvaluator(options.model_copy(update={"metrics": ["nuggets"]})).evaluate(runs, Context(judge=judge)))
-        return {c.messages[-1][1].split("Context:")[1].split("Search Query")[0] for c in judge.calls
-                if c.task == "nugget_create"}
+        return {c.messages[-1][1].split("Context:")[1].split("Search Query")[0].split("Initial Nugget List")[0]
+                for c in judge.calls if c.task == "nugget_create"}
 
     theirs = contexts(vectara())
     assert len(theirs) == 2 and all(("run 1" in c) != ("run 2" in c) for c in theirs)

@@ -174,7 +174,10 @@ def test_every_shipped_template_is_recognised() -> None:
     fields = {"query": QUERY, "passage": TIDES, "context": f"[1] {TIDES}", "nuggets": "['a tide']",
               "nuggets_length": 1, "creator_max_nuggets": 30, "num_nuggets": 1, "statement": TIDES,
               "citation": TIDES, "answer": TIDES, "question": QUERY, "sentences": f"[1] {TIDES}",
-              "sources": f"[1] {TIDES}", "claims": f"(1) {TIDES}"}
+              "sources": f"[1] {TIDES}", "claims": f"(1) {TIDES}",
+              # vectara's nugget prompts name their fields so
+              "max_nuggets": 30, "initial_nuggets": "['a tide']", "initial_nuggets_length": 1, "len_nuggets": 1,
+              "generated_passage": TIDES}
     kinds = {}
     for entry in prompts.manifest():
         if not entry["id"].endswith("_system"):

@@ -67,6 +67,7 @@ _DOTALL = re.DOTALL
 _MARKERS: tuple[tuple[str, str], ...] = (
     ("nugget_create", "Update the list of atomic nuggets"),
     ("nugget_importance", "nuggets either a vital or okay"),
+    ("nugget_importance", "nuggets either as vital or okay"),  # vectara's wording
     ("nugget_assign", "nuggets either as support"),
     ("umbrela", "you must provide a score on an integer scale of 0 to 3"),
     ("umbrela_basic", "You are an expert judge of a content"),

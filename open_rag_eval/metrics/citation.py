@@ -30,14 +30,15 @@ from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
 
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
 
-PROMPTS = {"trec2024_script": "support.trec2024", "paper_figure": "support.paper_figure"}
+PROMPTS = {"trec2024_script": "support.trec2024", "paper_figure": "support.paper_figure", "vectara": "support.vectara"}
+SYSTEMS = {"vectara": "vectara.parse_system"}  # the organisers' script sends no system message
 
 
 class CitationOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     variant: Literal["first_citation", "all_citations"] = "first_citation"
-    prompt: Literal["trec2024_script", "paper_figure"] = "trec2024_script"
+    prompt: Literal["trec2024_script", "paper_figure", "vectara"] = "trec2024_script"
     parse: Literal["reference", "strict"] = "reference"  # strict: exactly one label named
     scoring: Literal["per_statement", "per_passage"] = "per_statement"  # per_passage: vectara's precision
     passage_text: Literal["title_and_text", "text"] = "title_and_text"  # text: no title (vectara)
@@ -97,12 +98,16 @@ class CitationJudge:
         user = template.render(statement=statement, citation=shown)
         profile, temperature, seed = self.options.parse, self.options.temperature, self.options.seed
         extra = {} if seed is None else {"seed": seed}
+        system = load(SYSTEMS[self.options.prompt]).text if self.options.prompt in SYSTEMS else None
+        # vectara's prompt asks for full_support / partial_support / no_support: read as the TREC labels
+        words = (lambda text: text.replace("_", " ")) if self.options.prompt == "vectara" else (lambda text: text)
         reply = await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("support", user, params={"temperature": t, **extra},
+            lambda t, s: JudgeRequest.chat("support", user, system=system, params={"temperature": t, **extra},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
-            lambda text: classify_support(text, profile), temperatures=(temperature, temperature), sample=sample)
+            lambda text: classify_support(words(text), profile), temperatures=(temperature, temperature),
+            sample=sample)
         if reply.value is None:
             if reply.status == "failed":
                 return Judgment(passage_id, None, "failed", False, reply.reason, parse=reply.parse)

@@ -8,6 +8,7 @@ the share of answered queries over the outputs with a label. A reply that is nei
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -25,6 +26,8 @@ TRIALS = 2
 class NoAnswerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    system: Literal["none", "vectara"] = "none"  # vectara: its judge's system message (profile vectara)
+
 
 @dataclass
 class NoAnswerClassifier:
@@ -32,10 +35,11 @@ class NoAnswerClassifier:
 
     async def classify(self, judge: Judge, output: RAGOutput, sample: int = 0) -> Asked[str]:
         template = load("no_answer.vectara")
+        system = load("vectara.parse_system").text if self.options.system == "vectara" else None
         user = template.render(query=output.query, answer=output.plain_answer)
         return await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("no_answer", user, params={"temperature": t, "seed": 42},
+            lambda t, s: JudgeRequest.chat("no_answer", user, system=system, params={"temperature": t, "seed": 42},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
             classify_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.health.classify import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
@@ -31,6 +31,10 @@ PROMPT_MAX_NUGGETS = 30  # the reference always renders 30 into the creator prom
 MAX_TOKENS = 4096
 SENTINEL = "Not enough information, no answer found"
 ASSIGNER = {"grade3": "nuggets.assigner_3grade_user", "grade2": "nuggets.assigner_2grade_user"}
+# (system, user) template ids per step; vectara's texts name their fields differently, so both names are rendered
+VECTARA_PROMPTS = {"create": ("vectara.parse_system", "nuggets.vectara_creator"),
+                   "score": ("vectara.parse_system", "nuggets.vectara_scorer"),
+                   "assign": ("vectara.parse_system", "nuggets.vectara_assigner")}
 SCORE_NAMES = ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict")
 IMPORTANCE_LABELS = ("vital", "okay")
 ASSIGN_LABELS = {"grade3": ("support", "partial_support", "not_support"), "grade2": ("support", "not_support")}
@@ -52,6 +56,22 @@ class NuggetOptions(BaseModel):
     iterations: int = Field(5, ge=1, le=50)
     pool: Literal["query", "output"] = "query"  # one list per query (its runs' passages) or per output
     seed: int | None = None  # fixed sampling seed of every nugget call (vectara: 42)
+    prompts: Literal["castorini", "vectara"] = "castorini"  # whose prompt texts (vectara's: 3-grade assignment only)
+
+    @model_validator(mode="after")
+    def _vectara_grades(self) -> NuggetOptions:
+        if self.prompts == "vectara" and self.assign_mode != "grade3":
+            raise ValueError("vectara's nugget prompts assign 3 grades: use assign_mode grade3 with prompts vectara")
+        return self
+
+    def templates(self, step: str) -> tuple[str, str]:
+        """(system, user) template ids of ``step`` (create, score, assign)."""
+        if self.prompts == "vectara":
+            return VECTARA_PROMPTS[step]
+        castorini = {"create": ("nuggets.creator_system", "nuggets.creator_user"),
+                     "score": ("nuggets.scorer_system", "nuggets.scorer_user"),
+                     "assign": ("nuggets.assigner_system", ASSIGNER[self.assign_mode])}
+        return castorini[step]
 
 
 @dataclass(frozen=True)
@@ -150,12 +170,13 @@ class Nuggetizer:
         return nuggets, "ok", []
 
     async def _ask_create(self, judge: Judge, query: str, segments: Sequence[str], nuggets: list[str]) -> Asked[list[str]]:
-        template = load("nuggets.creator_user")
+        system, user_id = self.options.templates("create")
+        template = load(user_id)
         context = "\n".join(f"[{j + 1}] {segment}" for j, segment in enumerate(segments))
         user = template.render(query=query, context=context, nuggets=nuggets, nuggets_length=len(nuggets),
-                               creator_max_nuggets=PROMPT_MAX_NUGGETS)
-        return await ask(judge, lambda t, s: self._request("nugget_create", "nuggets.creator_system", user,
-                                                           template.sha256, t, s),
+                               creator_max_nuggets=PROMPT_MAX_NUGGETS, initial_nuggets=nuggets,
+                               initial_nuggets_length=len(nuggets), max_nuggets=self.options.max_nuggets)
+        return await ask(judge, lambda t, s: self._request("nugget_create", system, user, template.sha256, t, s),
                          classify_nugget_list, trials=self.options.max_trials)
 
     async def score(self, judge: Judge, query: str, texts: Sequence[str]) -> list[ScoredNugget]:
@@ -165,10 +186,10 @@ class Nuggetizer:
         return [nugget for part in parts for nugget in part]
 
     async def _score_window(self, judge: Judge, query: str, window: list[str]) -> list[ScoredNugget]:
-        template = load("nuggets.scorer_user")
-        user = template.render(query=query, nuggets=window, num_nuggets=len(window))
-        reply = await ask(judge, lambda t, s: self._request("nugget_importance", "nuggets.scorer_system", user,
-                                                            template.sha256, t, s),
+        system, user_id = self.options.templates("score")
+        template = load(user_id)
+        user = template.render(query=query, nuggets=window, num_nuggets=len(window), len_nuggets=len(window))
+        reply = await ask(judge, lambda t, s: self._request("nugget_importance", system, user, template.sha256, t, s),
                           lambda text: classify_labels(text, len(window), IMPORTANCE_LABELS, self.options.parse),
                           trials=self.options.max_trials)
         if reply.value is None:
@@ -184,11 +205,12 @@ class Nuggetizer:
 
     async def _assign_window(self, judge: Judge, query: str, answer: str, window: list[str],
                              sample: int) -> list[AssignedNugget]:
-        template = load(ASSIGNER[self.options.assign_mode])
+        system, user_id = self.options.templates("assign")
+        template = load(user_id)
         allowed = ASSIGN_LABELS[self.options.assign_mode]
-        user = template.render(query=query, context=answer, nuggets=window, num_nuggets=len(window))
-        reply = await ask(judge, lambda t, s: self._request("nugget_assign", "nuggets.assigner_system", user,
-                                                            template.sha256, t, s),
+        user = template.render(query=query, context=answer, nuggets=window, num_nuggets=len(window),
+                               generated_passage=answer, len_nuggets=len(window))
+        reply = await ask(judge, lambda t, s: self._request("nugget_assign", system, user, template.sha256, t, s),
                           lambda text: classify_labels(text, len(window), allowed, self.options.parse),
                           trials=self.options.max_trials, sample=sample)
         if reply.value is None:

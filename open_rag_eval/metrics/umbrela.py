@@ -32,13 +32,15 @@ TEMPLATES = {
     "bing_zeroshot": "umbrela.bing_zeroshot",
     "bing_fewshot": "umbrela.bing_fewshot",
     "basic_zeroshot": "umbrela.basic_zeroshot",
+    "vectara": "umbrela.vectara",  # vectara's re-wrapped bing prompt asking for a single integer
 }
+SYSTEMS = {"vectara": "vectara.parse_system"}  # the prompt's own system message; castorini's is SYSTEM
 
 
 class UmbrelaOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot"] = "bing_zeroshot"
+    prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot", "vectara"] = "bing_zeroshot"
     parse: Literal["trec2024", "head", "strict"] = "trec2024"  # strict: 2024 patterns, no fallback or echo
     samples: int = Field(1, ge=1, le=25)  # > 1: the mode of independent samples
     pad: bool = True  # P@k beyond the list pads with non-relevant (False: omitted, as vectara)
@@ -86,7 +88,8 @@ class UmbrelaGrader:
     def request(self, query: str, passage: Passage, temperature: float, sample: int) -> JudgeRequest:
         user = self.template.render(query=query, passage=passage.text)
         params = {**self.options.params(), "temperature": temperature}
-        return JudgeRequest.chat("umbrela", user, system=SYSTEM, params=params,
+        system = load(SYSTEMS[self.options.prompt]).text if self.options.prompt in SYSTEMS else SYSTEM
+        return JudgeRequest.chat("umbrela", user, system=system, params=params,
                                  prompt_version=self.template.sha256, sample=sample,
                                  priority=Priority.CHAIN_START)
 

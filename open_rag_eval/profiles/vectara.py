@@ -4,7 +4,8 @@ Each entry below is an evaluator option; docs/profiles.md sets every one beside 
 differs. What the profile deliberately does NOT copy (no number is ever invented): a metric whose judge call failed
 is missing with its reason, never the neutral 0.5 vectara's evaluator writes; a citation of a passage the output
 does not contain is No Support (never skipped, so it cannot raise precision); an unparseable UMBRELA reply is grade 0
-marked invalid and counted; empty vital or okay groups divide by their true size.
+marked invalid and counted; empty vital or okay groups divide by their true size. Its prompt texts are used, but
+read as plain text (it asks the API for structured JSON output; our parsers read the same labels from text).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ VECTARA = Profile(
                 # its UMBRELA sampling: the penalties are swapped relative to castorini's umbrela
                 "temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.0, "seed": SEED,
                 "pad": False,  # P@k is omitted when k exceeds the number of passages
+                "prompt": "vectara",  # its re-wrapped prompt, asking for a single integer
             },
             "nuggets": {
                 "creation": "iterative",  # every relevant passage in one context, refined up to `iterations` times
@@ -33,13 +35,16 @@ VECTARA = Profile(
                 "pool": "output",  # nuggets are created from each output's own passages
                 "no_answer_sentinel": True,
                 "seed": SEED,
+                "prompts": "vectara",  # its creator, scorer and assigner texts (sentinel instructions included)
             },
             "citation": {
                 "variant": "all_citations",  # every citation of every statement is judged
                 "scoring": "per_passage",  # precision: mean over the cited passages of each passage's mean score
                 "passage_text": "text",  # the passage as retrieved, without a title
                 "temperature": 0.0, "seed": SEED,
+                "prompt": "vectara",  # labels full_support / partial_support / no_support
             },
+            "no_answer": {"system": "vectara"},  # the prompt is vectara's in every profile; add its system message
             "hallucination": {
                 "premise_max_chars": 8192,  # the passages joined by a space, cut at 8,192 characters
                 "long_inputs": "truncate",

@@ -22,7 +22,9 @@ _UNIT = re.compile(
     r"|hhem\.(score|hallucinated)|no_answer\.answered"
     r"|consistency\.rouge(1|2|L|Lsum)(_precision|_recall)?"
     r"|consistency\.judge\.[a-z_]+\.(flip_rate|crossing)"
-    r"|golden\.(ndcg|recall|precision|p|hit|success|mrr|map|rr)[a-z_]*(@\d+)?)$"
+    r"|golden\.(ndcg|recall|precision|p|hit|success|mrr|map|rr)[a-z_]*(@\d+)?"
+    r"|faithfulness\.(score|cited)|context\.(precision_[a-z]+|recall|relevance)"
+    r"|correctness\.(precision|recall|f1|score))$"
 )
 _LOCATION = ("mean", "median", "min", "max")  # a spread statistic in the metric's own units
 _SPREAD = ("std", "variance", "iqr", "range", "cv")  # never negative
