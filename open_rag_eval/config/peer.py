@@ -5,8 +5,8 @@ Its keys: ``input_queries, results_folder, generated_answers, eval_results_file,
 or, as its metrics documentation writes it, ``evaluator: {name: trecrag | consistency, options: {...}}`` (a single
 mapping or a list). The answers CSV ``results_folder/generated_answers`` becomes our ``input``; results go to
 ``results_folder``. The judge key must come from an environment variable: ``${oc.env:NAME}`` becomes
-``api_key_env: NAME``; a literal key is refused rather than copied into outputs. Our own ``judge:`` and ``profile:``
-sections may accompany the layout; the profile defaults to ``vectara`` (its own metric definitions).
+``api_key_env: NAME``; a literal key is refused rather than copied into outputs. Our own ``judge:``, ``profile:`` and
+``output_dir:`` sections may accompany the layout; the profile defaults to ``vectara`` (its own metric definitions).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ METRIC_NAMES = {
 # its evaluator names (``type:`` or ``name:``) -> ours
 EVALUATOR_NAMES = {"TRECEvaluator": "trec", "trecrag": "trec", "trec": "trec",
                    "ConsistencyEvaluator": "consistency", "consistency": "consistency"}
-PASSED_THROUGH = ("judge", "profile")  # our sections allowed beside its layout
+PASSED_THROUGH = ("judge", "profile", "output_dir")  # our sections allowed beside its layout
 DEFAULT_PROFILE = "vectara"
 
 _ENV_REF = re.compile(r"^\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)\}$")
