@@ -1,0 +1,165 @@
+"""Performance benchmark: the client's CPU per judge call, high concurrency, the whole command's time and start-up.
+
+Every figure comes from the real CLI run as a child process against the simulated judge (its own process for the
+CPU figures, so the two sides' CPU is measured apart). Parts (each can be run alone with ``--part``):
+
+- ``help``: wall time of ``open-rag-eval --help`` (best of 7).
+- ``cpu``: N queries x P passages (default 500 x 5) at 0 ms judge latency, concurrency 64. The eval child's
+  user+sys CPU (from ``os.wait4``) divided by its judge calls (from the manifest), the same for a warm (fully
+  cached) rerun, and the difference: CPU per call net of start-up and writing. Beside it: calls/s and the simulated
+  judge's own CPU per request (from ``/proc/PID/stat``), so it is clear which side is the limit.
+- ``concurrency``: N queries (default 500) at 300 +- 50 ms, concurrency 64 then 256; wall, judge span and
+  span / floor (see ``judge_bench.py`` for the floor).
+- ``eval``: the whole ``eval`` command on 20 x 5 at 300 +- 50 ms, concurrency 64: cold (empty cache), then warm.
+
+    python bench/perf_bench.py                       # every part
+    python bench/perf_bench.py --part cpu --queries 500
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+
+from judge_bench import KEY_ENV, make_rows, report, write_config, write_csv
+
+from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+
+PARTS = ("help", "cpu", "concurrency", "eval")
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cli() -> list[str]:
+    """The installed console script when there is one (what users type), else ``python -m open_rag_eval``."""
+    script = Path(sys.executable).with_name("open-rag-eval")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "open_rag_eval"]
+
+
+def run_child(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, float, float, int]:
+    """(wall s, user+sys CPU s, peak RSS MB, exit code) of one child process."""
+    started = time.perf_counter()
+    child = subprocess.Popen(list(argv), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert child.stderr is not None
+    errors = child.stderr.read()
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        print(f"  exit {code}: {errors.decode(errors='replace')[-800:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, code
+
+
+def part_help() -> None:
+    walls = [run_child([*cli(), "--help"])[0] for _ in range(7)]
+    print(f"open-rag-eval --help: best {min(walls):.3f} s, median {sorted(walls)[3]:.3f} s (target <= 0.15 s)")
+
+
+def _proc_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def _start_judge(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", "simulate-judge", "--port", str(port),
+                               "--latency-ms", str(latency_ms), "--jitter-ms", "0"])
+    base_url = f"http://127.0.0.1:{port}/v1"
+    for _ in range(400):
+        try:
+            with urllib.request.urlopen(base_url + "/models", timeout=1):
+                return server, base_url
+        except OSError:
+            time.sleep(0.05)
+    server.kill()
+    sys.exit("the simulated judge did not start")
+
+
+def _eval(config: Path) -> tuple[float, float, float, int]:
+    env = dict(os.environ, **{KEY_ENV: "simulated"})
+    return run_child([*cli(), "-q", "eval", "--config", str(config)], env)
+
+
+def _calls(out: Path) -> int:
+    total = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["accounting"]["total"]
+    return int(total["calls"]) + int(total["retries"])
+
+
+def part_cpu(args: argparse.Namespace, work: Path) -> None:
+    write_csv(work / "data.csv", make_rows(args.queries, args.passages, args.seed))
+    server, base_url = _start_judge(0)
+    try:
+        figures = {}
+        for phase in ("cold", "warm"):
+            config = work / f"cpu-{phase}.yaml"
+            write_config(config, base_url, 64, f"out-cpu-{phase}", "cache-cpu.sqlite")
+            judge_before = _proc_cpu(server.pid)
+            wall, cpu, rss, _ = _eval(config)
+            figures[phase] = (wall, cpu, rss, _calls(work / f"out-cpu-{phase}"), _proc_cpu(server.pid) - judge_before)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    (wall, cpu, rss, calls, judge_cpu), (warm_wall, warm_cpu, _, _, _) = figures["cold"], figures["warm"]
+    print(f"cpu: {args.queries} x {args.passages} at 0 ms, concurrency 64: {calls} judge calls in {wall:.2f} s "
+          f"({calls / wall:.0f} calls/s), eval CPU {cpu:.2f} s, peak RSS {rss:.0f} MB")
+    print(f"  eval CPU per call {cpu / calls * 1000:.2f} ms (target <= 1.0 ms); net of the warm rerun's "
+          f"{warm_cpu:.2f} s (wall {warm_wall:.2f} s): {(cpu - warm_cpu) / calls * 1000:.2f} ms")
+    print(f"  simulated judge CPU per request {judge_cpu / calls * 1000:.2f} ms "
+          f"({judge_cpu / wall * 100:.0f}% of a core over the run)")
+
+
+def _judge_run(args: argparse.Namespace, work: Path, queries: int, concurrencies: Sequence[int],
+               warm: bool, tag: str) -> None:
+    write_csv(work / f"{tag}.csv", make_rows(queries, args.passages, args.seed))
+    shutil.copy(work / f"{tag}.csv", work / "data.csv")
+    config = SimulatedServerConfig(latency_ms=300, jitter_ms=50, seed=args.seed)
+    with SimulatedJudgeServer(config) as server:
+        for concurrency in concurrencies:
+            for phase in ("cold", "warm") if warm else ("cold",):
+                cfg = work / f"{tag}-c{concurrency}-{phase}.yaml"
+                write_config(cfg, server.base_url, concurrency, f"out-{tag}-c{concurrency}-{phase}",
+                             f"cache-{tag}-c{concurrency}.sqlite")
+                mark = len(server.stats.log)
+                wall, cpu, _, _ = _eval(cfg)
+                records = server.stats.log[mark:]
+                print(f"{tag}: {queries} x {args.passages} at 300 ms, concurrency {concurrency}, {phase}: "
+                      f"wall {wall:.2f} s, eval CPU {cpu:.2f} s, {len(records)} judge calls")
+                if phase == "cold":
+                    report(records, queries, concurrency, wall)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--part", action="append", choices=PARTS, help="repeatable; default every part")
+    parser.add_argument("--queries", type=int, default=500, help="queries of the cpu and concurrency parts")
+    parser.add_argument("--passages", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    parts = args.part or list(PARTS)
+    with tempfile.TemporaryDirectory(prefix="perf-bench-") as tmp:
+        work = Path(tmp)
+        os.chdir(work)
+        if "help" in parts:
+            part_help()
+        if "cpu" in parts:
+            part_cpu(args, work)
+        if "concurrency" in parts:
+            _judge_run(args, work, args.queries, (64, 256), False, "concurrency")
+        if "eval" in parts:
+            _judge_run(args, work, 20, (64,), True, "eval")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
