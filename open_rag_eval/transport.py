@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import AsyncIterable
 from typing import Any
 
 import httpx2
 
-__all__ = ["ACCEPT_ENCODING", "BoundedTransport", "ReplyRefused", "bounded_client", "megabytes"]
+__all__ = ["ACCEPT_ENCODING", "BoundedTransport", "ReplyRefused", "bounded_body", "bounded_client", "megabytes",
+           "refuse_redirect"]
 
 ACCEPT_ENCODING = "gzip, deflate"  # the only encodings we inflate (httpx would also offer br/zstd when installed)
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding"}
@@ -80,7 +82,7 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
             async with asyncio.timeout(self.deadline_s):
                 response = await self.inner.handle_async_request(request)
                 try:
-                    _refuse_redirect(response, request)
+                    refuse_redirect(response.status_code, response.headers.get("location", ""), request.url)
                     body = await self._read(response)
                 finally:
                     await response.aclose()
@@ -90,38 +92,44 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
         return httpx2.Response(response.status_code, headers=headers, content=body, extensions=response.extensions)
 
     async def _read(self, response: httpx2.Response) -> bytes:
-        limit = self.max_bytes
-        too_large = ReplyRefused(f"reply larger than {megabytes(limit)} (after decompression)", "size")
-        declared = response.headers.get("content-length", "")
-        if declared.isascii() and declared.isdigit() and int(declared) > limit:
-            raise too_large
-        encodings = [e.strip().lower() for e in response.headers.get("content-encoding", "").split(",") if e.strip()]
-        encodings = [e for e in encodings if e != "identity"]
-        if len(encodings) > 1 or (encodings and encodings[0] not in ("gzip", "x-gzip", "deflate")):
-            raise ReplyRefused(f"reply in an unsupported content encoding ({', '.join(encodings)})", "encoding")
-        inflater = _Inflater("deflate" if encodings == ["deflate"] else "gzip") if encodings else None
-        body, raw = bytearray(), 0
-        async for chunk in response.stream:  # type: ignore[union-attr]
-            raw += len(chunk)
-            body += inflater.feed(chunk, limit - len(body)) if inflater else chunk
-            if raw > limit or len(body) > limit:
-                raise too_large
-        return bytes(body)
+        headers = response.headers
+        return await bounded_body(response.stream, headers.get("content-length", ""),  # type: ignore[arg-type]
+                                  headers.get("content-encoding", ""), self.max_bytes)
 
     async def aclose(self) -> None:
         await self.inner.aclose()
 
 
-def _refuse_redirect(response: httpx2.Response, request: httpx2.Request) -> None:
-    if not 300 <= response.status_code < 400 or response.status_code == 304:
+async def bounded_body(chunks: AsyncIterable[bytes], content_length: str, content_encoding: str, limit: int) -> bytes:
+    """A reply's body from its raw chunks: at most ``limit`` bytes read and at most ``limit`` after gzip/deflate
+    (``ReplyRefused`` beyond either, or for another encoding)."""
+    too_large = ReplyRefused(f"reply larger than {megabytes(limit)} (after decompression)", "size")
+    if content_length.isascii() and content_length.isdigit() and int(content_length) > limit:
+        raise too_large
+    encodings = [e.strip().lower() for e in content_encoding.split(",") if e.strip()]
+    encodings = [e for e in encodings if e != "identity"]
+    if len(encodings) > 1 or (encodings and encodings[0] not in ("gzip", "x-gzip", "deflate")):
+        raise ReplyRefused(f"reply in an unsupported content encoding ({', '.join(encodings)})", "encoding")
+    inflater = _Inflater("deflate" if encodings == ["deflate"] else "gzip") if encodings else None
+    body, raw = bytearray(), 0
+    async for chunk in chunks:
+        raw += len(chunk)
+        body += inflater.feed(chunk, limit - len(body)) if inflater else chunk
+        if raw > limit or len(body) > limit:
+            raise too_large
+    return bytes(body)
+
+
+def refuse_redirect(status: int, location: str, url: httpx2.URL) -> None:
+    """A 3xx (but 304) is ``ReplyRefused``, naming where it pointed (without credentials or query)."""
+    if not 300 <= status < 400 or status == 304:
         return
     try:
-        target = request.url.join(response.headers.get("location", "")).copy_with(
-            username=None, password=None, query=None, fragment=None)
+        target = url.join(location).copy_with(username=None, password=None, query=None, fragment=None)
         where = f" to {target}"
     except (httpx2.InvalidURL, ValueError, TypeError):
         where = ""
-    raise ReplyRefused(f"HTTP {response.status_code} redirect{where}: not followed (redirects are never followed; "
+    raise ReplyRefused(f"HTTP {status} redirect{where}: not followed (redirects are never followed; "
                        f"use the final address)", "redirect")
 
 

@@ -1,4 +1,7 @@
-"""The judge client: any OpenAI-compatible chat endpoint, through the ``openai`` SDK's ``AsyncOpenAI``.
+"""The judge client: any OpenAI-compatible chat endpoint, POSTed through our bounded ``httpx2`` client.
+
+The request path is ours end to end: one JSON body, one POST, the reply classified by ``judge.replies`` (the same
+statuses, bodies and messages the ``openai`` SDK would give, without its per-call request and response objects).
 
 This is the one layer that owns every cross-cutting concern: cache, in-flight de-duplication, concurrency,
 RPM/TPM pacing, retries (429, 5xx, timeouts, connection errors; Retry-After honoured), outage detection and
@@ -19,35 +22,37 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
+import json
+import ssl
 from typing import Any, NoReturn
 
-from typing import TYPE_CHECKING
-
 import httpx2
+from anyio import EndOfStream as _EndOfStream
 
+from open_rag_eval import __version__
 from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
+from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
 from open_rag_eval.judge.limits import JudgeLimiter, Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
-from open_rag_eval.judge.replies import Failure, Judgment, Usage, classify_body, classify_status, strip_reasoning
+from open_rag_eval.judge.replies import (
+    Failure,
+    Judgment,
+    Usage,
+    classify_body,
+    classify_status,
+    error_fields,
+    strip_reasoning,
+    success_body,
+)
 from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
 from open_rag_eval.transport import ReplyRefused, bounded_client
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
-if TYPE_CHECKING:
-    import openai
-
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-
-
-def _openai() -> Any:
-    """The SDK, imported on the first real call: a run answered wholly from the cache never loads it."""
-    import openai
-
-    return openai
 DEFAULT_CACHE = ".open-rag-eval/cache.sqlite"
 
 log = logging.getLogger("open_rag_eval.judge")
@@ -90,8 +95,9 @@ class OpenAIJudge:
         if api_key != NO_KEY:
             register_secret(api_key)  # from now on redacted from every message, log line and output file
         self._owns_cache, self._owns_http = owns_cache, http_client is None
-        self._http_client = http_client
-        self._client: openai.AsyncOpenAI | None = None
+        self._http: httpx2.AsyncClient | Http11Pool | None = http_client
+        self._url = self.base_url + "/chat/completions"
+        self._headers = _headers(api_key)
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
 
     # -- the Judge protocol ------------------------------------------------------------------------------------
@@ -138,8 +144,8 @@ class OpenAIJudge:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_http and self._client is not None:
-            await self._client.close()
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
 
@@ -152,13 +158,30 @@ class OpenAIJudge:
 
     # -- internals ---------------------------------------------------------------------------------------------
 
-    def _sdk(self) -> openai.AsyncOpenAI:
-        if self._client is None:
-            # our transport bounds each request: a total deadline, the reply's size, no redirects
-            http_client = self._http_client or bounded_client(timeout_s=self.timeout_s, max_bytes=self.max_reply_bytes)
-            self._client = _openai().AsyncOpenAI(api_key=self._secret, base_url=self.base_url, max_retries=0,
-                                                 timeout=self.timeout_s, http_client=http_client)
-        return self._client
+    def _client(self) -> httpx2.AsyncClient | Http11Pool:
+        """Our own keep-alive HTTP/1.1 pool; the bounded ``httpx2`` client when the environment names a proxy.
+        Both bound each request the same way: a total deadline, the reply's size, no redirects."""
+        if self._http is None:
+            if proxied():
+                self._http = bounded_client(timeout_s=self.timeout_s, max_bytes=self.max_reply_bytes)
+            else:
+                self._http = Http11Pool(self._url, deadline_s=self.timeout_s, max_bytes=self.max_reply_bytes,
+                                        headers=self._headers)
+        return self._http
+
+    async def _post(self, payload: bytes) -> Judgment | Failure:
+        """One POST and what its reply is (``judge.replies``); transport errors propagate to ``_classify``."""
+        client = self._client()
+        if isinstance(client, Http11Pool):
+            response: httpx2.Response | Reply = await client.post(payload)
+        else:
+            response = await client.post(self._url, content=payload, headers=self._headers, timeout=self.timeout_s)
+        status = response.status_code
+        if 200 <= status < 300:
+            return classify_body(success_body(response.headers.get("content-type", ""), response.content))
+        code, param, message = error_fields(status, response.text)
+        return classify_status(status, code, param, self._redact(message), model=self.model,
+                               key_name=self._key_name, retry_after=parse_retry_after(response.headers))
 
     def _settle(self, key: str, done: asyncio.Future[tuple[Completion, str]]) -> None:
         if self._inflight.get(key) is done:
@@ -204,9 +227,11 @@ class OpenAIJudge:
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
                         priority: int = 0, key: str | None = None) -> Judgment | Completion:
         stats = self.accounting.task(task)
-        sdk = self._sdk()  # built (and imported) before queueing, so the wait for a slot is the only wait
+        self._client()  # built before queueing, so the wait for a slot is the only wait
         estimate = _prompt_tokens(messages) + _reply_tokens(params)
         body = [{"role": role, "content": content} for role, content in messages]
+        payload = json.dumps({**params, "model": self.model, "messages": body}, ensure_ascii=False,
+                             separators=(",", ":")).encode()
         last = "no attempt made"
         for attempt in range(self.retry.max_retries + 1):
             self._check_available()
@@ -222,13 +247,9 @@ class OpenAIJudge:
                     if attempt == 0:
                         stats.calls += 1
                     started = time.monotonic()
-                    # the SDK's own POST: its errors, auth and retries-off, without re-validating our request
-                    # and response through its typed models (half the client's CPU per call)
-                    response = await sdk.post("/chat/completions", cast_to=object,
-                                              body={**params, "model": self.model, "messages": body},
-                                              options={"timeout": self.timeout_s})
-                reply = classify_body(response)
-            except (_openai().OpenAIError, httpx2.HTTPError, ValueError, ReplyRefused, RecursionError) as error:
+                    reply = await self._post(payload)
+            except (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused,
+                    RecursionError) as error:
                 reply = self._classify(error)
             if isinstance(reply, Judgment):
                 self.breaker.success()
@@ -266,16 +287,11 @@ class OpenAIJudge:
         raise JudgeCallError(self._redact(failure.reason), refused=failure.kind == "refuse")
 
     def _classify(self, error: BaseException) -> Failure:
-        openai = _openai()
-        if isinstance(error, openai.APITimeoutError):
+        """A request that raised: a timeout, a connection or protocol error, a refused or malformed reply."""
+        if isinstance(error, httpx2.TimeoutException):
             return Failure("retry", f"timed out after {self.timeout_s:g}s", overload=True)
-        if isinstance(error, openai.APIConnectionError):
+        if isinstance(error, (httpx2.RequestError, ssl.SSLError, _EndOfStream)):
             return Failure("retry", f"cannot connect to {_safe_url(self.base_url)}")
-        if isinstance(error, openai.APIStatusError):
-            code = error.code if isinstance(error.code, str) else None
-            return classify_status(error.status_code, code, error.param, self._redact(_server_message(error)),
-                                   model=self.model, key_name=self._key_name,
-                                   retry_after=parse_retry_after(error.response.headers))
         if isinstance(error, httpx2.HTTPError):
             return Failure("retry", f"transport error ({type(error).__name__})")
         if isinstance(error, ReplyRefused):  # open_rag_eval.transport: the same server would send it again
@@ -290,15 +306,15 @@ class OpenAIJudge:
         return redact(text.replace(self._secret, "***") if len(self._secret) >= 4 else text)
 
 
-def _server_message(error: openai.APIStatusError) -> str:
-    body = error.body
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
-            return inner["message"]
-        if isinstance(body.get("message"), str):
-            return body["message"]
-    return error.message
+def _headers(api_key: str) -> dict[str, str]:
+    """The request headers, built once: the key as a bearer token, and the organization and project the
+    ``openai`` SDK would name from the environment."""
+    headers = {"authorization": f"Bearer {api_key}", "content-type": "application/json",
+               "accept": "application/json", "user-agent": f"open-rag-eval/{__version__}"}
+    for variable, header in (("OPENAI_ORG_ID", "openai-organization"), ("OPENAI_PROJECT_ID", "openai-project")):
+        if os.environ.get(variable):
+            headers[header] = os.environ[variable]
+    return headers
 
 
 def _prompt_tokens(messages: Sequence[Message]) -> int:

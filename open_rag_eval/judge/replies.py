@@ -18,6 +18,7 @@ are ``None`` (unknown), never 0.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from dataclasses import dataclass
@@ -25,8 +26,8 @@ from typing import Any
 
 from open_rag_eval.redaction import cut
 
-__all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "is_context_overflow",
-           "read_usage", "strip_reasoning"]
+__all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "error_fields",
+           "is_context_overflow", "read_usage", "strip_reasoning", "success_body"]
 
 MAX_TOKENS = 10**9  # token counts above this are not real usage
 _RETRY_STATUS = {408, 409, 429}
@@ -151,6 +152,33 @@ def classify_body(body: Any) -> Judgment | Failure:
         what = "only reasoning" if raw.strip() else "empty content"
         return Failure("fail", f"empty reply from the judge ({what}, finish_reason={finish})", usage=usage)
     return Judgment(text, raw, usage, fingerprint, finish)
+
+
+def success_body(content_type: str, content: bytes) -> Any:
+    """A 2xx reply's body as ``classify_body`` reads it: parsed JSON when the content type says JSON (raises
+    ``ValueError`` or ``RecursionError`` when it is not), else the text (which is no chat completion)."""
+    if not content_type.split(";", 1)[0].endswith("json"):
+        return content.decode("utf-8", "replace")
+    return json.loads(content)
+
+
+def error_fields(status: int, text: str) -> tuple[str | None, Any, str]:
+    """An error reply's ``(code, param, message)`` from its body text (JSON or not), for ``classify_status``: the
+    message is the body's ``error.message`` (or ``message``), else ``Error code: STATUS``."""
+    body: Any = text.strip()
+    try:
+        body = json.loads(body)
+    except (ValueError, RecursionError):
+        pass
+    data = body.get("error", body) if isinstance(body, dict) else body
+    if not isinstance(data, dict):
+        return None, None, f"Error code: {status}"
+    inner = data.get("error", data)
+    message = inner.get("message") if isinstance(inner, dict) else None
+    if not isinstance(message, str):
+        message = data["message"] if isinstance(data.get("message"), str) else f"Error code: {status}"
+    code = data.get("code")
+    return (None if code is None else str(code)), data.get("param"), message
 
 
 def is_context_overflow(status: int, code: Any, message: str) -> bool:

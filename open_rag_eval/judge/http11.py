@@ -1,0 +1,252 @@
+"""The judge's own HTTP/1.1 client for one origin: POSTs over keep-alive connections on asyncio streams.
+
+A judge run sends thousands of small POSTs to one endpoint; a general HTTP client spends several times the CPU of
+the exchange itself on per-request objects and on scanning its connection pool. This one keeps a stack of idle
+connections (the most recent first) and does nothing per request but write the request and read the reply, with
+the same bounds as ``open_rag_eval.transport``: a **total** deadline per request (``httpx2.ReadTimeout``), at most
+``max_bytes`` of reply before and after gzip/deflate (``ReplyRefused``), no redirect followed (``ReplyRefused``).
+A connection or protocol problem is an ``httpx2.RequestError`` (``ConnectError``, ``RemoteProtocolError``), so
+callers classify every failure as they would the ``httpx2`` client's. An idle connection the server has closed is
+dropped before use; a reused connection that the server closed before answering is tried once more on a new one.
+
+Used for ``http://`` and ``https://`` endpoints when no proxy is configured in the environment (otherwise, and for
+an injected ``httpx2`` client, the judge goes through ``httpx2``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+
+import httpx2
+
+from open_rag_eval.transport import ACCEPT_ENCODING, bounded_body, refuse_redirect
+
+__all__ = ["Http11Pool", "Reply", "proxied"]
+
+MAX_HEADER_LINES = 200
+MAX_IDLE = 100
+_NO_BODY = {204, 304}
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def proxied() -> bool:
+    """A proxy is configured in the environment (any case): then the ``httpx2`` client, which honours it, is used."""
+    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in _PROXY_VARIABLES)
+
+
+@dataclass(frozen=True)
+class Reply:
+    status_code: int
+    headers: Mapping[str, str]  # names in lower case; repeated headers joined with ", "
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        """The body decoded by its declared charset (UTF-8 when none or unknown), bad bytes replaced."""
+        charset = "utf-8"
+        for part in self.headers.get("content-type", "").split(";")[1:]:
+            name, _, value = part.strip().partition("=")
+            if name.strip().lower() == "charset" and value.strip():
+                charset = value.strip().strip('"')
+        try:
+            return self.content.decode(charset, "replace")
+        except LookupError:
+            return self.content.decode("utf-8", "replace")
+
+
+class _Connection:
+    __slots__ = ("reader", "writer")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    def usable(self) -> bool:
+        return not (self.reader.at_eof() or self.writer.is_closing())
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _Stale(Exception):
+    """A reused connection gave no reply at all (the server had closed it)."""
+
+
+class Http11Pool:
+    """POST to ``url`` (one origin) with every request bounded; ``headers`` are sent with each request."""
+
+    def __init__(self, url: str, *, deadline_s: float, max_bytes: int, headers: Mapping[str, str],
+                 ssl_context: ssl.SSLContext | None = None) -> None:
+        parsed = httpx2.URL(url)
+        if parsed.scheme not in ("http", "https"):
+            raise ValueError(f"not an http(s) URL: {parsed.scheme}")
+        self.url, self.deadline_s, self.max_bytes = parsed, deadline_s, max_bytes
+        self._host = parsed.host
+        self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
+        self._tls = ssl_context or httpx2.create_ssl_context() if parsed.scheme == "https" else None
+        netloc = parsed.netloc.decode("ascii")
+        path = parsed.raw_path.decode("ascii") or "/"
+        lines = [f"POST {path} HTTP/1.1", f"Host: {netloc}", f"Accept-Encoding: {ACCEPT_ENCODING}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self._head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        self._idle: list[_Connection] = []
+        self._closed = False
+
+    async def post(self, body: bytes) -> Reply:
+        request = self._head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
+        try:
+            async with asyncio.timeout(self.deadline_s):
+                try:
+                    return await self._exchange(request, reuse=True)
+                except _Stale:
+                    return await self._exchange(request, reuse=False)
+        except TimeoutError:
+            raise httpx2.ReadTimeout(f"no complete reply within {self.deadline_s:g}s") from None
+
+    async def aclose(self) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    # -- one exchange ------------------------------------------------------------------------------------------
+
+    async def _exchange(self, request: bytes, *, reuse: bool) -> Reply:
+        connection, reused = self._take() if reuse else None, True
+        if connection is None:
+            connection, reused = await self._connect(), False
+        keep = False
+        try:
+            connection.writer.write(request)
+            status, headers, keep = await self._head_of(connection.reader, reused)
+            refuse_redirect(status, headers.get("location", ""), self.url)
+            content = await bounded_body(self._body(connection.reader, status, headers, keep),
+                                         headers.get("content-length", ""), headers.get("content-encoding", ""),
+                                         self.max_bytes)
+            return Reply(status, headers, content)
+        except BaseException:
+            keep = False
+            raise
+        finally:
+            self._give_back(connection, keep)
+
+    def _take(self) -> _Connection | None:
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.usable():
+                return connection
+            connection.close()
+        return None
+
+    def _give_back(self, connection: _Connection, keep: bool) -> None:
+        if keep and not self._closed and len(self._idle) < MAX_IDLE and connection.usable():
+            self._idle.append(connection)
+        else:
+            connection.close()
+
+    async def _connect(self) -> _Connection:
+        try:
+            reader, writer = await asyncio.open_connection(
+                self._host, self._port, ssl=self._tls, server_hostname=self._host if self._tls else None,
+                limit=2**16)
+        except (OSError, ssl.SSLError) as error:
+            raise httpx2.ConnectError(f"{type(error).__name__}: {error}") from None
+        return _Connection(reader, writer)
+
+    async def _head_of(self, reader: asyncio.StreamReader, reused: bool) -> tuple[int, dict[str, str], bool]:
+        """The status, headers and whether the connection stays open; 1xx interim replies are skipped."""
+        while True:
+            try:
+                line = await reader.readline()
+            except (OSError, ValueError) as error:
+                raise _protocol(error) from None
+            if not line:
+                if reused:
+                    raise _Stale()
+                raise httpx2.RemoteProtocolError("Server disconnected without sending a response.")
+            version, status = _status_line(line)
+            headers = await _headers(reader)
+            if 100 <= status < 200:
+                continue
+            connection = headers.get("connection", "").lower()
+            keep = "close" not in connection and (version == "HTTP/1.1" or "keep-alive" in connection)
+            return status, headers, keep
+
+    async def _body(self, reader: asyncio.StreamReader, status: int, headers: Mapping[str, str],
+                    keep: bool) -> AsyncIterator[bytes]:
+        try:
+            if status in _NO_BODY:
+                return
+            if "chunked" in headers.get("transfer-encoding", "").lower():
+                while size := _chunk_size(await reader.readline()):
+                    remaining = size
+                    while remaining:
+                        data = await reader.read(min(remaining, 65536))
+                        if not data:
+                            raise httpx2.RemoteProtocolError("the reply ended inside a chunk")
+                        remaining -= len(data)
+                        yield data
+                    await reader.readline()
+                while (await reader.readline()).strip():  # trailers
+                    pass
+                return
+            declared = headers.get("content-length")
+            if declared is not None:
+                if not (declared.isascii() and declared.isdigit()):
+                    raise httpx2.RemoteProtocolError("invalid Content-Length")
+                remaining = int(declared)
+                while remaining:
+                    data = await reader.read(min(remaining, 65536))
+                    if not data:
+                        raise httpx2.RemoteProtocolError("the reply ended before its Content-Length")
+                    remaining -= len(data)
+                    yield data
+                return
+            if keep:  # neither length nor chunks on a kept connection: the body is empty
+                return
+            while data := await reader.read(65536):  # delimited by the server closing the connection
+                yield data
+        except (OSError, ValueError, asyncio.IncompleteReadError) as error:
+            raise _protocol(error) from None
+
+
+def _protocol(error: BaseException) -> httpx2.RemoteProtocolError:
+    return httpx2.RemoteProtocolError(f"{type(error).__name__}: {error}")
+
+
+def _status_line(line: bytes) -> tuple[str, int]:
+    parts = line.decode("latin-1").rstrip("\r\n").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not (parts[1].isascii() and parts[1].isdigit()) \
+            or len(parts[1]) != 3:
+        raise httpx2.RemoteProtocolError(f"malformed status line {line[:80]!r}")
+    return parts[0], int(parts[1])
+
+
+async def _headers(reader: asyncio.StreamReader) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for _ in range(MAX_HEADER_LINES):
+        try:
+            line = await reader.readline()
+        except (OSError, ValueError) as error:
+            raise _protocol(error) from None
+        if line in (b"\r\n", b"\n"):
+            return headers
+        if not line:
+            raise httpx2.RemoteProtocolError("the reply ended inside its headers")
+        name, colon, value = line.decode("latin-1").partition(":")
+        if not colon or not name.strip() or name != name.strip():
+            raise httpx2.RemoteProtocolError(f"malformed header line {line[:80]!r}")
+        key, value = name.lower(), value.strip()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    raise httpx2.RemoteProtocolError(f"more than {MAX_HEADER_LINES} header lines")
+
+
+def _chunk_size(line: bytes) -> int:
+    size = line.split(b";", 1)[0].strip()
+    try:
+        return int(size, 16)
+    except ValueError:
+        raise httpx2.RemoteProtocolError(f"malformed chunk size {line[:40]!r}") from None
