@@ -10,6 +10,7 @@ $(BIN)/.installed: setup.py constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[$(EXTRAS)]'
+	$(BIN)/python -m compileall -q open_rag_eval  # an editable install has no bytecode: start-up compiles every module
 	touch $@
 
 demo: $(BIN)/.installed

@@ -31,7 +31,7 @@ from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.store.manifest import build_manifest
 from open_rag_eval.progress import Progress
 from open_rag_eval.store.results import failed_everywhere, write_results
-from open_rag_eval.scoring.stats import Aggregate
+from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
 from open_rag_eval.store.checks import check_inputs_outside, output_folder
 from open_rag_eval.store.generation import Generation
 from open_rag_eval.store.journal import IDENTITY_FILE, RESUME_FILES
@@ -165,6 +165,7 @@ async def arun(
                 _save_outputs(generation.path, outputs)
             progress.outputs_total = len(outputs)
             progress.judge = judge
+            preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
             if executor is None:
                 with recording() as recorder:  # every judgment's parse class, for the judge-health report
                     parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,

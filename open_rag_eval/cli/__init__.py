@@ -8,10 +8,13 @@ this module alone turns errors into one line on stderr and an exit code (see ``e
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from open_rag_eval import __version__
 from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
@@ -63,12 +66,38 @@ def error_line(error: BaseException) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. Called without ``argv`` (the ``open-rag-eval`` program itself), an ``eval`` ends the
+    process as soon as its files are written and its output flushed (see ``_end_process``)."""
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
     _setup_logging(args.verbose, args.quiet)
+    code = _run(args)
+    if argv is None and args.command in QUICK_EXIT:
+        _end_process(code)
+    return code
+
+
+QUICK_EXIT = frozenset({"eval"})  # commands whose work is all done, written and closed when they return
+
+
+def _end_process(code: int) -> NoReturn:
+    """Skip the interpreter's teardown (freeing every object of a large run one by one, module by module): the
+    results are written atomically and every file, database and connection was closed when the command
+    returned. Exit handlers still run, and logs and standard streams are flushed first."""
+    atexit._run_exitfuncs()
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         return int(args._run(args) or 0)
     except OpenRagEvalError as error:

@@ -71,19 +71,26 @@ class CachedCompletion:
 
 
 class JudgeCache:
-    """One connection guarded by a lock; calls run in a worker thread so a busy database never blocks the loop.
+    """Two connections, each guarded by a lock. Writes run in a worker thread, so a database busy with another
+    process's write never blocks the loop; lookups by key run in the caller's thread on their own connection (in
+    WAL mode a reader never waits for a writer, and a lookup costs less than a hop to a thread and back).
     Every SQLite failure (corrupt, locked, read-only, disk full...) raises ``StorageError`` naming the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._lock = threading.Lock()
+        self._lock, self._read_lock = threading.Lock(), threading.Lock()
         self._db = connect(self.path, CACHE_DB, schema=_SCHEMA)
-        with guard(self.path, CACHE_DB):
-            self._db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            with guard(self.path, CACHE_DB):
+                self._db.execute("PRAGMA synchronous = NORMAL")
+            self._reader = connect(self.path, CACHE_DB)
+        except BaseException:
+            self._db.close()
+            raise
 
     def get_sync(self, key: str) -> CachedCompletion | None:
-        with self._lock, guard(self.path, CACHE_DB):
-            row = self._db.execute(
+        with self._read_lock, guard(self.path, CACHE_DB):
+            row = self._reader.execute(
                 "SELECT text, prompt_tokens, completion_tokens, fingerprint, model, created "
                 "FROM completions WHERE key = ?", (key,)).fetchone()
         return None if row is None else CachedCompletion(*row)
@@ -96,7 +103,7 @@ class JudgeCache:
                  entry.model, entry.created))
 
     async def get(self, key: str) -> CachedCompletion | None:
-        return await asyncio.to_thread(self.get_sync, key)
+        return self.get_sync(key)
 
     async def put(self, key: str, entry: CachedCompletion) -> None:
         await asyncio.to_thread(self.put_sync, key, entry)
@@ -106,5 +113,6 @@ class JudgeCache:
             return int(self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._read_lock:
+            self._reader.close()
             self._db.close()

@@ -153,14 +153,17 @@ def results_json(
             "details": {},
         }
     queries: dict[str, dict[str, Any]] = {}
+    runs: dict[str, tuple[str, list[int]]] = {}  # each query's text (its first output's) and runs, in order
+    for output in outputs:
+        runs.setdefault(output.query_id, (output.query, []))[1].append(output.run)
     for score in result.scores:
-        entry = _entry(by_key, queries, outputs, score.query_id, score.run)
+        entry = _entry(by_key, queries, runs, score.query_id, score.run)
         if score.value is None:
             entry["errors"][score.metric] = score.error
         else:
             entry["scores"][score.metric] = score.value
     for detail in result.details:
-        _entry(by_key, queries, outputs, detail.query_id, detail.run)["details"][detail.section] = detail.data
+        _entry(by_key, queries, runs, detail.query_id, detail.run)["details"][detail.section] = detail.data
     return {
         "simulated": simulated,
         "outputs": list(by_key.values()),
@@ -172,16 +175,16 @@ def results_json(
 def _entry(
     by_key: dict[Key, dict[str, Any]],
     queries: dict[str, dict[str, Any]],
-    outputs: Sequence[RAGOutput],
+    runs: dict[str, tuple[str, list[int]]],
     query_id: str,
     run: int | None,
 ) -> dict[str, Any]:
     if run is not None and (query_id, run) in by_key:
         return by_key[(query_id, run)]
     if query_id not in queries:
-        runs = [o.run for o in outputs if o.query_id == query_id]
-        text = next((o.query for o in outputs if o.query_id == query_id), "")
-        queries[query_id] = {"query_id": query_id, "query": text, "runs": runs, "scores": {}, "errors": {}, "details": {}}
+        text, known = runs.get(query_id, ("", []))
+        queries[query_id] = {"query_id": query_id, "query": text, "runs": list(known), "scores": {}, "errors": {},
+                             "details": {}}
     return queries[query_id]
 
 
