@@ -298,15 +298,21 @@ def _incomplete_banner(incomplete: Sequence[dict[str, Any]]) -> str:
             f'not zero.<ul>{items}</ul></div>')
 
 
-def render_report(output_dir: Path) -> str:
-    """The report's HTML for one output directory."""
-    run = load_run(Path(output_dir))
-    headline, targets = run.headline()
-    groups = _grouped(run.outputs, run.queries)
+def _columns(run: RunData) -> list[str]:
+    headline, _ = run.headline()
     per_output = {m for o in run.outputs for m, v in (o.get("scores") or {}).items() if v is not None}
-    columns = [m for m in headline if m in per_output] or [m for m in KEY_METRICS if m in per_output]
-    drill = "".join(render_query(i, qid, q, runs, cross, _query_means(runs), columns)
-                    for i, (qid, q, runs, cross) in enumerate(groups, start=1))
+    return [m for m in headline if m in per_output] or [m for m in KEY_METRICS if m in per_output]
+
+
+def _drill(groups: Sequence[tuple[str, str, list, Any]], columns: Sequence[str]) -> str:
+    return "".join(render_query(i, qid, q, runs, cross, _query_means(runs), columns)
+                   for i, (qid, q, runs, cross) in enumerate(groups, start=1))
+
+
+def _render(run: RunData, groups: Sequence[tuple[str, str, list, Any]], columns: Sequence[str],
+            every_query: str = "") -> str:
+    """The page: ``groups`` are the queries shown in full (all of them, or the chosen ones of a paged report)."""
+    headline, targets = run.headline()
     banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
               'judgments.</p>') if run.simulated else ""
     banner += _incomplete_banner(run.manifest.get("incomplete") or [])
@@ -316,13 +322,23 @@ def render_report(output_dir: Path) -> str:
             f'<h2>All metrics</h2><p class="legend">Grouped by family; click a family to open it. Counts of '
             f'what went wrong are noted on the family.</p>'
             f'{metric_groups(_without_health(run.summary), _values([*run.outputs, *run.queries]), run.missing)}'
-            f'<h2>Queries</h2>{_queries_table(groups, columns)}'
-            f'<h2>Drill-down</h2>{drill}')
+            f'{every_query}<h2>Queries</h2>{_queries_table(list(groups), columns)}'
+            f'<h2>Drill-down</h2>{_drill(groups, columns)}')
     return _page("open-rag-eval report", body)
 
 
-def write_report(output_dir: Path) -> Path:
-    """Write ``report.html`` into ``output_dir`` (atomically) and return its path."""
-    path = Path(output_dir) / "report.html"
-    atomic_write_text(path, render_report(Path(output_dir)))
-    return path
+def render_report(output_dir: Path) -> str:
+    """The report's HTML for one output directory, every query in full (the whole run is read into memory; see
+    ``write_report`` for a run of any size)."""
+    run = load_run(Path(output_dir))
+    return _render(run, _grouped(run.outputs, run.queries), _columns(run))
+
+
+def write_report(output_dir: Path, path: Path | None = None) -> Path:
+    """Write ``report.html`` (or ``path``) for ``output_dir`` atomically and return its path. Up to
+    ``paged.INLINE_QUERIES`` queries, every query is on the page in full; beyond, the worst and a sample are, and
+    every query is on the pages of ``report-queries/`` beside it. results.json is read as a stream."""
+    from open_rag_eval.report.paged import write_paged
+
+    path = Path(output_dir) / "report.html" if path is None else Path(path)
+    return write_paged(Path(output_dir), path)

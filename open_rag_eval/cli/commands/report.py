@@ -20,16 +20,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.store.fileio import atomic_write_text
-    from open_rag_eval.report import render_report, write_report
+    from open_rag_eval.report import write_report
 
     directories = [Path(d) for d in args.directories]
     if len(directories) == 1:
         if args.output is None:
             log.info("report written to %s", write_report(directories[0]))
         else:
-            atomic_write_text(args.output, render_report(directories[0]))
-            log.info("report written to %s", args.output)
+            log.info("report written to %s", write_report(directories[0], args.output))
         return 0
     from open_rag_eval.report.comparison import write_comparison
 

@@ -1,0 +1,196 @@
+"""The report of a run of any size: ``report.html`` stays small and every query is on a page of its own folder.
+
+results.json is read once as a stream (``report.stream``). What the summary sections need of each output (ids,
+scores, failure reasons, UMBRELA grades) is kept; each whole output is set aside in a temporary file and read back
+when its query is drawn. Up to ``INLINE_QUERIES`` queries, report.html holds every query in full (the page is the
+one ``render_report`` makes). Beyond, report.html holds in full the ``WORST_QUERIES`` weakest queries on the
+table's first column, then a seeded sample up to ``INLINE_QUERIES``, and links to ``report-queries/page-NNNN.html``:
+``PAGE_QUERIES`` queries a page, each page self-contained like the report (its own table and drill-down, inline
+CSS and JS, no network), in the order the queries first appear. Memory holds one page at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from open_rag_eval.report.data import read_json
+from open_rag_eval.report.drilldown import esc
+from open_rag_eval.report.html_report import (
+    RunData,
+    _columns,
+    _drill,
+    _grouped,
+    _outputs_from_csv,
+    _page,
+    _queries_table,
+    _query_means,
+    _render,
+    _summary,
+)
+from open_rag_eval.report.missing import FAILED
+from open_rag_eval.report.drilldown import missing_counts
+from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.report.stream import read_items
+from open_rag_eval.store.fileio import atomic_write_text
+
+__all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_QUERIES", "WORST_QUERIES", "write_paged"]
+
+INLINE_QUERIES = 200
+WORST_QUERIES = 100
+PAGE_QUERIES = 100
+PAGES_DIR = "report-queries"
+
+Group = tuple[str, str, list, Any]
+
+
+class _SetAside:
+    """Whole items in a temporary file, read back by position."""
+
+    def __init__(self) -> None:
+        self._file: IO[bytes] = tempfile.TemporaryFile()
+        self._where: dict[int, tuple[int, int]] = {}
+
+    def add(self, item: dict[str, Any]) -> None:
+        data = json.dumps(item, ensure_ascii=False).encode("utf-8")
+        self._where[id(item)] = (self._file.seek(0, 2), len(data))
+        self._file.write(data)
+
+    def get(self, offset: int, size: int) -> dict[str, Any]:
+        self._file.seek(offset)
+        return json.loads(self._file.read(size))
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def _light(item: dict[str, Any]) -> dict[str, Any]:
+    """What the summary sections read of an item; ``_at`` says where the whole item was set aside."""
+    grades = ((item.get("details") or {}).get("umbrela") or {}).get("grades") or []
+    light = {key: item.get(key) for key in ("query_id", "query", "run", "runs") if key in item}
+    light.update(scores=item.get("scores") or {}, errors=item.get("errors") or {})
+    if grades:
+        light["details"] = {"umbrela": {"grades": [{"grade": g.get("grade")} for g in grades if isinstance(g, dict)]}}
+    return light
+
+
+def _load(directory: Path, aside: _SetAside) -> RunData:
+    outputs: list[dict[str, Any]] = []
+    queries: list[dict[str, Any]] = []
+
+    def keep(section: str, item: dict[str, Any]) -> None:
+        aside.add(item)
+        light = _light(item)
+        light["_at"] = aside._where.pop(id(item))
+        (outputs if section == "outputs" else queries).append(light)
+
+    results = read_items(directory / "results.json", keep)
+    if not results and not outputs and not queries:
+        outputs, queries = _outputs_from_csv(directory)
+    return RunData(directory, read_json(directory / "manifest.json"), results, outputs, queries,
+                   _summary(directory, results))
+
+
+def _whole(groups: Sequence[Group], aside: _SetAside) -> list[Group]:
+    """The groups with their items read back in full."""
+    def full(item: Any) -> Any:
+        return aside.get(*item["_at"]) if isinstance(item, dict) and "_at" in item else item
+
+    return [(qid, query, [full(o) for o in runs], full(cross)) for qid, query, runs, cross in groups]
+
+
+def _chosen(groups: Sequence[Group], columns: Sequence[str]) -> list[Group]:
+    """The weakest queries on the first column (missing means last), then a seeded sample; in the run's order."""
+    picked: set[int] = set()
+    if columns:
+        metric = columns[0]
+        sign = -1.0 if lower_is_better(metric) else 1.0
+
+        def weakness(index: int) -> tuple[int, float]:
+            value = _query_means(groups[index][2]).get(metric)
+            return (1, 0.0) if value is None or not math.isfinite(value) else (0, sign * value)
+
+        picked.update(sorted(range(len(groups)), key=weakness)[:WORST_QUERIES])
+    rest = [i for i in range(len(groups)) if i not in picked]
+    picked.update(random.Random(0).sample(rest, min(len(rest), INLINE_QUERIES - len(picked))))
+    return [groups[i] for i in sorted(picked)]
+
+
+def _page_name(number: int) -> str:
+    return f"page-{number:04d}.html"
+
+
+def _every_query(groups: Sequence[Group], pages: int, shown: int) -> str:
+    items = []
+    for number in range(1, pages + 1):
+        part = groups[(number - 1) * PAGE_QUERIES: number * PAGE_QUERIES]
+        failed = sum(missing_counts([*runs, cross])[FAILED] for _, _, runs, cross in part)
+        items.append(f'<li><a href="{PAGES_DIR}/{_page_name(number)}">queries {(number - 1) * PAGE_QUERIES + 1}–'
+                     f'{(number - 1) * PAGE_QUERIES + len(part)}</a> <span class="muted">{esc(part[0][0])} … '
+                     f'{esc(part[-1][0])}{f" · {failed} failed values" if failed else ""}</span></li>')
+    return (f'<h2>Every query</h2><p class="legend" id="every-query">This run has {len(groups)} queries: below are '
+            f'the {shown} shown in full here (the {WORST_QUERIES} weakest on the first column, then a random sample, '
+            f'seed 0). Every query is on one of these {pages} pages, {PAGE_QUERIES} a page, in the run’s order '
+            f'(files in {PAGES_DIR}/ beside this report).</p><ol class="pages" id="pages">{"".join(items)}</ol>')
+
+
+def _nav(number: int, pages: int) -> str:
+    links = ['<a href="../report.html">report</a>']
+    if number > 1:
+        links.append(f'<a href="{_page_name(number - 1)}" rel="prev">previous page</a>')
+    if number < pages:
+        links.append(f'<a href="{_page_name(number + 1)}" rel="next">next page</a>')
+    return f'<p class="legend" id="nav">page {number} of {pages} · {" · ".join(links)}</p>'
+
+
+def _write_pages(folder: Path, groups: Sequence[Group], columns: Sequence[str], run: RunData,
+                 aside: _SetAside) -> int:
+    _clear(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    pages = -(-len(groups) // PAGE_QUERIES)
+    banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
+              'judgments.</p>') if run.simulated else ""
+    for number in range(1, pages + 1):
+        part = _whole(groups[(number - 1) * PAGE_QUERIES: number * PAGE_QUERIES], aside)
+        first = (number - 1) * PAGE_QUERIES + 1
+        body = (f'<h1>open-rag-eval report: queries {first}–{first + len(part) - 1}</h1>{banner}{_nav(number, pages)}'
+                f'<h2>Queries</h2>{_queries_table(part, columns)}<h2>Drill-down</h2>{_drill(part, columns)}'
+                f'{_nav(number, pages)}')
+        atomic_write_text(folder / _page_name(number), _page(f"open-rag-eval report: queries {first}–"
+                                                             f"{first + len(part) - 1}", body))
+    return pages
+
+
+def _clear(folder: Path) -> None:
+    """Remove the pages of an earlier report (only our page files; the folder when nothing else is in it)."""
+    if not folder.is_dir():
+        return
+    for page in folder.glob("page-*.html"):
+        page.unlink()
+    if not any(folder.iterdir()):
+        folder.rmdir()
+
+
+def write_paged(directory: Path, path: Path) -> Path:
+    """Write the report of ``directory`` to ``path`` (pages, when there are any, beside it)."""
+    aside = _SetAside()
+    try:
+        run = _load(directory, aside)
+        groups = _grouped(run.outputs, run.queries)
+        columns = _columns(run)
+        folder = path.parent / PAGES_DIR
+        if len(groups) <= INLINE_QUERIES:
+            _clear(folder)
+            atomic_write_text(path, _render(run, _whole(groups, aside), columns))
+            return path
+        pages = _write_pages(folder, groups, columns, run, aside)
+        chosen = _chosen(groups, columns)
+        atomic_write_text(path, _render(run, _whole(chosen, aside), columns, _every_query(groups, pages, len(chosen))))
+        return path
+    finally:
+        aside.close()
