@@ -42,14 +42,30 @@ def write_bytes(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+class _FileText:
+    """A text handle onto a file descriptor: UTF-8, every byte through ``write_bytes``."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, text: str) -> int:
+        write_bytes(self._fd, text.encode("utf-8"))
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
 def atomic_write(path: Path, write: Callable[[TextIO], None]) -> None:
-    """Call ``write`` with a text handle; put what it wrote into a temp file beside ``path``, then rename it there."""
-    data = _encoded(write)
+    """Call ``write`` with a text handle; what it writes goes (secrets removed, in blocks) into a temp file beside
+    ``path``, which is then renamed there. Memory holds a block, not the file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
-            write_bytes(fd, data)
+            stream = SecretStream(_FileText(fd))
+            write(stream)  # type: ignore[arg-type]
+            stream.flush()
             os.fsync(fd)
         finally:
             os.close(fd)
