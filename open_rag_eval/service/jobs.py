@@ -93,8 +93,9 @@ async def read_events(engine: AsyncEngine, job_id: str, after: int = 0, limit: i
 async def claim(engine: AsyncEngine, worker: str, stale_after_s: float) -> dict[str, Any] | None:
     """Take one queued work item (or one whose claim went stale); its job turns ``running``."""
     now = time.time()
-    ready = sa.or_(work_items.c.status == "queued",
-                   sa.and_(work_items.c.status == "claimed", work_items.c.heartbeat < now - stale_after_s))
+    ready = sa.or_(work_items.c.status == "queued",  # or a claim of another process that stopped renewing it
+                   sa.and_(work_items.c.status == "claimed", work_items.c.heartbeat < now - stale_after_s,
+                           work_items.c.claimed_by != worker))
     query = sa.select(work_items.c.id, work_items.c.job_id, work_items.c.claimed_by).where(ready)
     query = query.order_by(work_items.c.id).limit(1)
     async with engine.begin() as connection:

@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import socket
 import threading
 from pathlib import Path
@@ -36,7 +37,8 @@ ERROR_CODES = {2: "bad_config", 3: "bad_input", 4: "judge_unavailable", 5: "stor
 
 
 def worker_name() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """Unique per process start (a restarted container has the same host name and pid)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 class Runner:
@@ -64,6 +66,8 @@ class Runner:
                 if job is None:
                     with contextlib.suppress(asyncio.TimeoutError):
                         await asyncio.wait_for(stop.wait(), self.settings.runner.poll_s)
+                    continue
+                if job["id"] in self.active:  # never run one job twice in one process
                     continue
                 task = asyncio.create_task(self._run_job(job), name=f"job {job['id']}")
                 self.active[job["id"]] = task
