@@ -87,7 +87,8 @@ def write_config(path: Path, data: Path, cache: Path, args: argparse.Namespace) 
 
 
 def run_child(argv: list[str], log: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one ``open-rag-eval`` child; exits with its log when it fails."""
+    """(wall seconds, peak RSS in MB) of one ``open-rag-eval`` child (its user+sys CPU printed); exits with its
+    log when it fails."""
     started = time.monotonic()
     with log.open("wb") as stderr:
         child = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", *argv],
@@ -96,6 +97,8 @@ def run_child(argv: list[str], log: Path) -> tuple[float, float]:
     wall = time.monotonic() - started
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"run failed: {log.read_text(encoding='utf-8', errors='replace')[-2000:]}")
+    print(f"  ({argv[0]}: user+sys CPU {usage.ru_utime + usage.ru_stime:.1f} s; "
+          f"machine load {os.getloadavg()[0]:.1f})", flush=True)
     return wall, usage.ru_maxrss / 1024
 
 
@@ -109,10 +112,9 @@ def run_cli(config: Path) -> tuple[float, float, dict[str, Any], Path]:
 def report_figures(out: Path) -> None:
     """The report's size on disk, then a re-render by ``open-rag-eval report`` alone: its wall time and peak RSS."""
     page = (out / "report.html").stat().st_size
-    extra = sorted(p for p in out.rglob("*") if p.is_file() and p.name != "report.html"
-                   and p.name.startswith("report"))
+    extra = sorted(p for p in (out / "report-queries").glob("*") if p.is_file())
     extra_mb = sum(p.stat().st_size for p in extra) / 1e6
-    print(f"report.html {page / 1e6:.1f} MB (target <= 15 MB); next to it {len(extra)} report files, "
+    print(f"report.html {page / 1e6:.1f} MB (target <= 15 MB); beside it report-queries/ with {len(extra)} pages, "
           f"{extra_mb:.1f} MB", flush=True)
     wall, peak_mb = run_child(["report", str(out)], out.parent / "report.log")
     print(f"open-rag-eval report: wall {wall:.1f} s, peak RSS {peak_mb:.0f} MB", flush=True)
