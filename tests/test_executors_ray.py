@@ -99,12 +99,12 @@ def test_an_overload_in_one_worker_slows_every_worker() -> None:
     async def scenario() -> tuple[int, int, int]:
         first, second = SharedLimiter(budget, "a"), SharedLimiter(budget, "b")
         first.waiting = second.waiting = 8  # both want more than the whole budget
-        for limiter in (first, second, first):
+        for limiter in (first, second, first, second):  # a share grows only into what the other gave up
             await limiter.sync()
         assert first.concurrency.limit == second.concurrency.limit == 4
         first.overloaded("rate limited by the endpoint (429)")
-        await first.sync()
-        await second.sync()
+        for limiter in (first, second, first):
+            await limiter.sync()
         return first.concurrency.limit, second.concurrency.limit, second.budget_limit
 
     assert asyncio.run(scenario()) == (2, 2, 4)  # the budget halved; the worker that saw no 429 slowed too
@@ -127,7 +127,7 @@ def test_a_worker_killed_mid_run_changes_nothing_and_pays_nothing_twice(judge: C
     _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
     loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
     executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3))
-    before, asked = judge.answered.copy(), judge.stats.requests
+    before = judge.answered.copy()
     judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
     errors: list[BaseException] = []
 
@@ -155,5 +155,4 @@ def test_a_worker_killed_mid_run_changes_nothing_and_pays_nothing_twice(judge: C
     paid = judge.answered - before
     assert max(paid.values()) == 1  # no request answered twice: finished judgments came from the cache
     assert sum(paid.values()) == paid_calls(tmp_path / "local")
-    assert judge.stats.requests - asked > sum(paid.values())  # the dead worker's held requests were asked again
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")

@@ -63,6 +63,7 @@ class Budget:
         self.concurrency = AdaptiveConcurrency(maximum, adaptive=adaptive)
         self.rpm, self.tpm = requests_per_minute, tokens_per_minute
         self.workers: dict[str, tuple[int, float]] = {}  # worker -> (demand, last heard)
+        self.granted: dict[str, tuple[int, float | None, float | None]] = {}  # worker -> its share when last heard
         self.overloads = 0
 
     async def sync(self, worker: str, demand: int, successes: int, overloads: Sequence[tuple[str, float | None]]
@@ -76,11 +77,23 @@ class Budget:
             await self.concurrency.succeeded()
         self.workers[worker] = (demand, now)
         live = {w: d for w, (d, seen) in self.workers.items() if now - seen < IDLE_S}
-        shares = split(self.concurrency.limit, live)
-        share, total = shares.get(worker, 0), sum(shares.values())
-        part = share / total if total else 0.0
-        return (share, self.rpm * part if self.rpm else None, self.tpm * part if self.tpm else None,
-                self.concurrency.limit)
+        limit = self.concurrency.limit
+        targets = split(limit, live)
+        total = sum(targets.values())
+        # a share grows only into what the others do not hold: until a worker hears of its smaller share (at its
+        # next report), the others wait for their larger one, so the grants never add up to more than the budget
+        others = [g for w, g in self.granted.items() if w != worker and w in live]
+        share = min(targets.get(worker, 0), max(0, limit - sum(g[0] for g in others)))
+        rates: list[float | None] = []
+        for index, whole in ((1, self.rpm), (2, self.tpm)):
+            free = whole - sum(g[index] or 0.0 for g in others) if whole else 0.0
+            rates.append(min(whole * share / total, max(0.0, free)) if whole and total else None)
+        if any(rate is not None and rate <= 0 for rate in rates):
+            share = 0  # no rate to spend yet: no slot either
+        if share == 0:
+            rates = [0.0 if whole else None for whole in (self.rpm, self.tpm)]
+        self.granted[worker] = (share, rates[0], rates[1])
+        return share, rates[0], rates[1], limit
 
     def state(self) -> dict[str, Any]:
         return {"limit": self.concurrency.limit, "maximum": self.concurrency.maximum, "overloads": self.overloads,
