@@ -115,3 +115,18 @@ def test_a_budget_is_shared_by_demand_and_never_given_out_twice() -> None:
     assert split(32, {"a": 0, "b": 40}) == {"a": 0, "b": 32}  # an idle worker holds nothing
     assert split(7, {"a": 9, "b": 9, "c": 9}) == {"a": 3, "b": 2, "c": 2}
     assert sum(split(5, {w: 100 for w in "abcde"}).values()) == 5
+
+
+def test_executor_ray_without_ray_installed_is_exit_2_before_any_work(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setitem(__import__("sys").modules, "ray", None)  # import ray raises ImportError
+    config = write_config(tmp_path, "noray")
+    assert main(["-q", "eval", "--config", str(config), "--executor", "ray"]) == 2
+    assert "pip install 'open-rag-eval-trec[ray]'" in caplog.text
+    assert not (tmp_path / "noray").exists()
+
+
+def test_a_config_ray_cannot_shard_is_exit_2(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    config = write_config(tmp_path, "taped", judge={"record": "tape.jsonl"})
+    assert main(["-q", "eval", "--config", str(config), "--shard", "0/2"]) == 2
+    assert "judge.record" in caplog.text and not (tmp_path / "taped").exists()
