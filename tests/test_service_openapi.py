@@ -26,7 +26,7 @@ def test_the_committed_openapi_json_is_the_apps_schema() -> None:
     expected = render(current())
     assert COMMITTED.read_text(encoding="utf-8") == expected, (
         "the API changed: if intended, regenerate with "
-        "python -m open_rag_eval.service.openapi > open_rag_eval/service/openapi.json")
+        "python -m open_rag_eval.service.openapi")
 
 
 def test_the_schema_names_every_endpoint_and_the_bearer_scheme() -> None:

@@ -1,13 +1,12 @@
 """The service's OpenAPI description, as committed in ``openapi.json`` beside this module.
 
-Regenerate after an intended API change: ``python -m open_rag_eval.service.openapi > open_rag_eval/service/openapi.json``
-(a test fails while the committed file and the app disagree).
+Regenerate after an intended API change: ``python -m open_rag_eval.service.openapi`` (rewrites ``openapi.json``; a
+test fails while the committed file and the app disagree).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,4 +30,4 @@ def render(schema: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(render(current()))
+    COMMITTED.write_text(render(current()), encoding="utf-8")
