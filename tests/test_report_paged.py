@@ -126,3 +126,16 @@ def test_the_stream_reader_reads_items_across_its_chunks(tmp_path: Path, monkeyp
     seen: list[dict] = []
     assert read_items(path, lambda section, item: seen.append(item)) == {"simulated": True, "summary": [1.5]}
     assert seen == outputs
+
+
+def test_inline_detail_is_bounded_by_outputs_too(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Few queries with many runs still page: report.html holds at most INLINE_OUTPUTS outputs (one query at least)."""
+    data = json.loads((results / "results.json").read_text(encoding="utf-8"))
+    runs = {}
+    for output in data["outputs"]:
+        runs[output["query_id"]] = runs.get(output["query_id"], 0) + 1
+    monkeypatch.setattr(paged, "INLINE_OUTPUTS", max(runs.values()))
+    page = write_report(results).read_text(encoding="utf-8")
+    inline = re.findall(r'data-key="id" data-v="([^"]*)"', page)
+    assert 1 <= len(inline) < len(runs) and sum(runs[q] for q in inline) <= max(runs.values())
+    assert (results / paged.PAGES_DIR / "page-0001.html").is_file()

@@ -3,8 +3,9 @@
 results.json is read once as a stream (``report.stream``). What the summary sections need of each output (ids,
 scores, failure reasons, UMBRELA grades) is kept; each whole output is set aside in a temporary file and read back
 when its query is drawn. Up to ``INLINE_QUERIES`` queries, report.html holds every query in full (the page is the
-one ``render_report`` makes). Beyond, report.html holds in full the ``WORST_QUERIES`` weakest queries on the
-table's first column, then a seeded sample up to ``INLINE_QUERIES``, and links to ``report-queries/page-NNNN.html``:
+one ``render_report`` makes). Beyond (or beyond ``INLINE_OUTPUTS`` outputs), report.html holds in full the
+``WORST_QUERIES`` weakest queries on the table's first column, then a seeded sample, within ``INLINE_QUERIES``
+queries and ``INLINE_OUTPUTS`` outputs, and links to ``report-queries/page-NNNN.html``:
 ``PAGE_QUERIES`` queries a page, each page self-contained like the report (its own table and drill-down, inline
 CSS and JS, no network), in the order the queries first appear. Memory holds one page at a time.
 """
@@ -42,6 +43,7 @@ from open_rag_eval.store.fileio import atomic_write_text
 __all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_QUERIES", "WORST_QUERIES", "write_paged"]
 
 INLINE_QUERIES = 200
+INLINE_OUTPUTS = 1000  # and at most this many outputs in full (a query with many runs counts each): the page's size
 WORST_QUERIES = 100
 PAGE_QUERIES = 100
 PAGES_DIR = "report-queries"
@@ -105,8 +107,9 @@ def _whole(groups: Sequence[Group], aside: _SetAside) -> list[Group]:
 
 
 def _chosen(groups: Sequence[Group], columns: Sequence[str]) -> list[Group]:
-    """The weakest queries on the first column (missing means last), then a seeded sample; in the run's order."""
-    picked: set[int] = set()
+    """The weakest queries on the first column (missing means last), then a seeded sample, within
+    ``INLINE_QUERIES`` queries and ``INLINE_OUTPUTS`` outputs (at least one query); in the run's order."""
+    order: list[int] = []
     if columns:
         metric = columns[0]
         sign = -1.0 if lower_is_better(metric) else 1.0
@@ -115,9 +118,17 @@ def _chosen(groups: Sequence[Group], columns: Sequence[str]) -> list[Group]:
             value = _query_means(groups[index][2]).get(metric)
             return (1, 0.0) if value is None or not math.isfinite(value) else (0, sign * value)
 
-        picked.update(sorted(range(len(groups)), key=weakness)[:WORST_QUERIES])
-    rest = [i for i in range(len(groups)) if i not in picked]
-    picked.update(random.Random(0).sample(rest, min(len(rest), INLINE_QUERIES - len(picked))))
+        order = sorted(range(len(groups)), key=weakness)[:WORST_QUERIES]
+    rest = [i for i in range(len(groups)) if i not in set(order)]
+    order += random.Random(0).sample(rest, min(len(rest), INLINE_QUERIES))
+    picked: list[int] = []
+    outputs = 0
+    for index in order:
+        size = max(1, len(groups[index][2]))
+        if len(picked) == INLINE_QUERIES or (picked and outputs + size > INLINE_OUTPUTS):
+            break
+        picked.append(index)
+        outputs += size
     return [groups[i] for i in sorted(picked)]
 
 
@@ -134,8 +145,7 @@ def _every_query(groups: Sequence[Group], pages: int, shown: int) -> str:
                      f'{(number - 1) * PAGE_QUERIES + len(part)}</a> <span class="muted">{esc(part[0][0])} … '
                      f'{esc(part[-1][0])}{f" · {failed} failed values" if failed else ""}</span></li>')
     return (f'<h2>Every query</h2><p class="legend" id="every-query">This run has {len(groups)} queries: below are '
-            f'the {shown} shown in full here (the {WORST_QUERIES} weakest on the first column, then a random sample, '
-            f'seed 0). Every query is on one of these {pages} pages, {PAGE_QUERIES} a page, in the run’s order '
+            f'the {shown} shown in full here (the weakest on the first column, then a random sample, seed 0). Every query is on one of these {pages} pages, {PAGE_QUERIES} a page, in the run’s order '
             f'(files in {PAGES_DIR}/ beside this report).</p><ol class="pages" id="pages">{"".join(items)}</ol>')
 
 
@@ -184,7 +194,7 @@ def write_paged(directory: Path, path: Path) -> Path:
         groups = _grouped(run.outputs, run.queries)
         columns = _columns(run)
         folder = path.parent / PAGES_DIR
-        if len(groups) <= INLINE_QUERIES:
+        if len(groups) <= INLINE_QUERIES and len(run.outputs) <= INLINE_OUTPUTS:
             _clear(folder)
             atomic_write_text(path, _render(run, _whole(groups, aside), columns))
             return path
