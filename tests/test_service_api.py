@@ -47,7 +47,8 @@ def body(data: str | None = None, **extra: Any) -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     folder = tmp_path_factory.mktemp("service")
-    with Service(folder, {"connector_allow": ["http://127.0.0.1:9/allowed/"],
+    (folder / "named.yaml").write_text("evaluators:\n  - type: trec\n    metrics: [umbrela]\n")
+    with Service(folder, {"connector_allow": ["http://127.0.0.1:9/allowed/"], "configs": {"umbrela-only": "named.yaml"},
                           "limits": {"max_body_mb": 0.2, "max_active_jobs": 50}}) as running:
         yield running
 
@@ -209,3 +210,16 @@ def test_a_non_loopback_host_without_auth_is_refused(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "refusing to listen on 0.0.0.0 without authentication" in done.stderr
+
+
+def test_a_job_may_name_a_server_side_config(service: Service) -> None:
+    client = service.client()
+    named = {"config_name": "umbrela-only", "inputs": body()["inputs"], "judge_profile": "sim"}
+    job = wait_status(client, client.post("/v1/jobs", json=named).json()["id"], ("completed", "failed"))
+    assert job["status"] == "completed", job["error"]
+    header = client.get(f"/v1/jobs/{job['id']}/results", params={"format": "csv"}).text.splitlines()[0]
+    assert "umbrela.mean" in header and "citation" not in header
+    unknown = client.post("/v1/jobs", json={**named, "config_name": "nope"})
+    assert unknown.status_code == 422 and "umbrela-only" in unknown.json()["detail"]
+    both = client.post("/v1/jobs", json={**named, "config": TREC})
+    assert both.status_code == 422 and both.json()["path"] == "config_name"
