@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import MissingDependency
@@ -29,7 +30,7 @@ def log_run(record: RunRecord, options: TrackingOptions) -> str:
     from mlflow import MlflowClient
     from mlflow.entities import Metric, Param, RunTag
 
-    client = MlflowClient(tracking_uri=options.tracking_uri)
+    client = MlflowClient(tracking_uri=absolute_sqlite(options.tracking_uri))
     experiment = client.get_experiment_by_name(options.experiment)
     experiment_id = experiment.experiment_id if experiment else client.create_experiment(options.experiment)
     tags = {**record.tags, **options.tags}
@@ -54,6 +55,14 @@ def log_run(record: RunRecord, options: TrackingOptions) -> str:
         raise
     client.set_terminated(run_id, "FINISHED")
     return run_id
+
+
+def absolute_sqlite(uri: str | None) -> str | None:
+    """A relative ``sqlite:///mlflow.db`` made absolute against the current folder (what it means anyway): MLflow
+    caches one store per URI string, so a relative one would keep writing to the first folder it was used in."""
+    if uri is None or not uri.startswith("sqlite:///") or uri.startswith("sqlite:////") or ":memory:" in uri:
+        return uri
+    return f"sqlite:///{Path.cwd() / uri[len('sqlite:///'):]}"
 
 
 def _log_table(client: Any, run_id: str, record: RunRecord) -> None:
