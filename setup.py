@@ -20,7 +20,7 @@ EXTRAS = {
     "langchain": ["langchain-core>=0.3"],
     "llamaindex": ["llama-index-core>=0.11"],
     "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=2", "alembic"],  # sqlalchemy/alembic: the sqlite:/// store
-    "opik": [],  # our own client of Opik's REST API on httpx2 (the opik SDK pins openai<3 through litellm)
+    "opik": [],  # our own client of Opik's REST API on httpx2: nothing to install (docs/tracking.md)
     "ray": ["ray[data]>=2.9"],  # the ray executor (docs/scaling.md); ray brings no torch of its own
     # the evaluation service (open-rag-eval serve / worker): docs/service.md
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "sqlalchemy[asyncio]>=2", "aiosqlite>=0.20", "alembic>=1.13",
@@ -45,7 +45,7 @@ setup(
     package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js",
                                     "service/migrations/*.py", "service/migrations/*.mako",
                                     "service/migrations/versions/*.py", "service/openapi.json"]},
-    install_requires=["openai>=2", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
+    install_requires=["httpx2>=2.16", "anyio>=4", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],
     extras_require=EXTRAS,
     entry_points={"console_scripts": ["open-rag-eval=open_rag_eval.cli:main"]},
 )

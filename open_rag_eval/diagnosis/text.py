@@ -12,8 +12,8 @@ __all__ = ["diagnosis_lines", "unchecked_summary"]
 def unchecked_summary(diagnosis: Diagnosis) -> list[str]:
     """The rules that could not be checked, grouped: those whose metrics this run does not have, then each rule
     whose metric has no value (with why)."""
-    absent = [rule for rule, why in diagnosis.unchecked if why.endswith("is not in this run")]
-    lines = [f"{rule}: {why}" for rule, why in diagnosis.unchecked if not why.endswith("is not in this run")]
+    absent = [rule for rule, why in diagnosis.unchecked if _absent(why)]
+    lines = [f"{rule}: {why}" for rule, why in diagnosis.unchecked if not _absent(why)]
     if absent:
         lines.append(f"not measured in this run: {', '.join(absent)}")
     return lines
@@ -31,8 +31,15 @@ def diagnosis_lines(diagnosis: Diagnosis) -> list[str]:
         lines.append(f"  - {finding.area}: {finding.text}{note} ({finding.rule}; {finding.source})")
     if not diagnosis.findings:
         lines.append("  no rule fired")
-    unchecked = unchecked_summary(diagnosis)
+    unchecked = [f"{rule}: {why}" for rule, why in diagnosis.unchecked if not _absent(why)]
     if unchecked:
         lines.append("  could not be checked:")
         lines += [textwrap.fill(line, 116, initial_indent="    ", subsequent_indent="      ") for line in unchecked]
+    absent = sum(_absent(why) for _, why in diagnosis.unchecked)
+    if absent:  # the console stays short; report.html names them
+        lines.append(f"  {absent} rule{'s' * (absent > 1)} need metrics this run does not measure (report.html names them)")
     return lines
+
+
+def _absent(why: str) -> bool:
+    return why.endswith("is not in this run")

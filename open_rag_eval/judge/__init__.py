@@ -1,6 +1,6 @@
 """The LLM judge: the ``Judge`` protocol, the OpenAI-compatible client and its collaborators.
 
-Importing this package is cheap; the client (and the ``openai`` SDK) load on first use of its names.
+Importing this package is cheap; the client (and its HTTP stack) load on first use of its names.
 """
 
 from __future__ import annotations

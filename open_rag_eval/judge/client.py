@@ -5,7 +5,7 @@ statuses, bodies and messages the ``openai`` SDK would give, without its per-cal
 
 This is the one layer that owns every cross-cutting concern: cache, in-flight de-duplication, concurrency,
 RPM/TPM pacing, retries (429, 5xx, timeouts, connection errors; Retry-After honoured), outage detection and
-accounting. The SDK's own retries are off. Metrics only see ``complete(request) -> Completion`` or an error:
+accounting. Metrics only see ``complete(request) -> Completion`` or an error:
 
 - ``JudgeCallError(reason)``: this judgment failed (after its retries, or a non-retryable reply);
 - ``JudgeUnavailable(reason)``: the endpoint refuses us (auth) or is down; raised for every later call too.
@@ -361,7 +361,7 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
         if not (simulated or is_local_url(base_url)):
             raise ConfigError(f"no API key for {_safe_url(base_url)}: set the environment variable "
                               f"{config.api_key_env}", path="judge.api_key_env")
-        api_key = NO_KEY  # local servers ignore it; the SDK insists on one
+        api_key = NO_KEY  # local servers ignore it; OpenAI-compatible servers expect the header to be there
     retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s)
     return OpenAIJudge(
         model=config.model, base_url=base_url, api_key=api_key,

@@ -1,7 +1,7 @@
 """A small client of Opik's REST API (``/v1/private/...``): only the calls tracking needs.
 
-We speak Opik's documented REST API ourselves instead of using its Python SDK: the SDK depends on LiteLLM, which
-requires ``openai<3``, while our judge client runs on openai 3.x (docs/tracking.md). Every request goes through the
+We speak Opik's documented REST API ourselves instead of using its Python SDK, which pulls LiteLLM's dependency
+tree and starts background threads (docs/tracking.md). Every request goes through the
 bounded transport (``open_rag_eval.transport``: a total deadline, a bounded reply, no redirects followed), with the
 API key -- read from an environment variable -- in the ``Authorization`` header and the workspace in
 ``Comet-Workspace``, as Opik's own clients send them. 429, 5xx and connection failures are retried a few times;
