@@ -55,6 +55,7 @@ RAGAS_FIXED = {"statement_generation": 377, "nli_statements": 725, "context_prec
                "context_relevance_1": 196, "context_relevance_2": 194, "correctness_classifier": 1210}
 PER_CALL = 7  # chat_tokens: 4 per message (one user message) + 3 per request
 METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
+RUBRIC_METRICS = ("rubric",)  # ragas has no rubric judges; compared with one call grading all five instead
 
 
 class RecordingJudge:
@@ -140,6 +141,21 @@ def ragas(output: RAGOutput) -> dict[str, tuple[int, int]]:
             "context_recall": (1, recall), "context_relevance": (2, relevance), "answer_correctness": (3, correctness)}
 
 
+def rubric_combined(output: RAGOutput) -> int:
+    """Prompt tokens of ONE call grading all five rubrics (the alternative to our one call per rubric): the
+    citation-accuracy prompt (sources, question, answer) plus the criterion and scale lines of the other four."""
+    from open_rag_eval.metrics.rubric import RUBRICS, _cited_answer  # noqa: PLC0415
+    from open_rag_eval.prompts import load  # noqa: PLC0415
+
+    numbers = {p.id: i for i, p in enumerate(output.passages, start=1)}
+    sources = "\n".join(f"[{i}] {p.text}" for i, p in enumerate(output.passages, start=1))
+    base = load("generation.rubric_citation_accuracy").render(question=output.query, sources=sources,
+                                                              answer=_cited_answer(output, numbers))
+    extra = [line for name in RUBRICS[:-1] for line in load(f"generation.rubric_{name}").text.splitlines()
+             if line.startswith(("You grade", "Score the answer"))]
+    return chat_tokens(["\n".join([base, *extra])])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--queries", type=int, default=20)
@@ -164,6 +180,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         total[1] += their_tokens
         detail = ", ".join(f"{task} {n / len(outputs):g}" for task, n in sorted(tasks.items()))
         print(f"{metric:22} {calls:10.2f} {tokens:12.0f} {their_calls:12.2f} {their_tokens:13.0f}   ({detail})")
+    for metric in RUBRIC_METRICS:
+        calls, tokens, tasks = ours(outputs, [metric])
+        combined = sum(rubric_combined(o) for o in outputs) / len(outputs)
+        print(f"{metric:22} {calls:10.2f} {tokens:12.0f} {'-':>12} {'-':>13}   (ragas has none; one call for all "
+              f"five rubrics instead: 1.00 call, {combined:.0f} tokens)")
     calls, tokens, _ = ours(outputs, METRICS)
     print(f"{'all five together':22} {calls:10.2f} {tokens:12.0f} {total[0]:12.2f} {total[1]:13.0f}   "
           "(ours: claims extracted once and shared; ragas: no sharing across metrics)")

@@ -27,6 +27,7 @@ from open_rag_eval.metrics.claims import TRIALS, ClaimSession
 from open_rag_eval.metrics.context import ContextPrecisionOptions
 from open_rag_eval.metrics.correctness import CorrectnessOptions
 from open_rag_eval.metrics.faithfulness import FaithfulnessOptions
+from open_rag_eval.metrics.rubric import RubricOptions
 from open_rag_eval.scoring.generation import blend
 from open_rag_eval.types import EvalResult, RAGOutput, Score
 
@@ -39,6 +40,7 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "context_recall": ("open_rag_eval.metrics.context:ContextRecall", None),
     "context_relevance": ("open_rag_eval.metrics.context:ContextRelevance", None),
     "answer_correctness": ("open_rag_eval.metrics.correctness:AnswerCorrectness", "answer_correctness"),
+    "rubric": ("open_rag_eval.metrics.rubric:Rubric", "rubric"),
 }
 DEFAULT_METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
 # The semantic-similarity score answer correctness blends with (``answer_correctness.blend: true``): (the metric
@@ -53,6 +55,7 @@ class GenerationOptions(BaseModel):
     faithfulness: FaithfulnessOptions = Field(default_factory=FaithfulnessOptions)
     context_precision: ContextPrecisionOptions = Field(default_factory=ContextPrecisionOptions)
     answer_correctness: CorrectnessOptions = Field(default_factory=CorrectnessOptions)
+    rubric: RubricOptions = Field(default_factory=RubricOptions)
 
     @field_validator("metrics")
     @classmethod
@@ -110,7 +113,7 @@ class GenerationEvaluator:
 
     def reask_bounds(self) -> dict[str, int]:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
-        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance"), TRIALS - 1)
+        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric"), TRIALS - 1)
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         if ctx.judge is None:

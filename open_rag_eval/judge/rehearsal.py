@@ -16,6 +16,7 @@ Replies (their sizes give the completion-token estimate):
     claim_verify       every claim supported, by source 1
     context_useful     ``{"useful": 1}``
     context_relevance  ``{"rating": 2}``
+    rubric             ``{"reason": "...", "score": 7}`` (a reason of typical length)
 
 Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
 once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
@@ -49,7 +50,9 @@ _SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
 _COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
 _SENTENCE = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)
 _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
-_FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}'}
+_FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}',
+          "rubric": '{"reason": "The answer addresses the question and its statements follow from the sources, '
+                    'with one minor gap.", "score": 7}'}
 
 
 @dataclass(frozen=True)

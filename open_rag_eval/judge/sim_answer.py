@@ -18,6 +18,7 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``claim_verify`` | claim verification ("You check claims against numbered source texts") | JSON: a claim is supported by the sources holding >= 60% of its content words |
 | ``context_useful`` | context usefulness | JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content words |
 | ``context_relevance`` | both context-relevance prompts | JSON rating: 0 no query word in the context, 1 under half, 2 otherwise |
+| ``rubric`` | the rubric judges ("You grade one answer ... on one criterion") | JSON reason and score 0-10: faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded) |
 | ``unknown`` | anything else | a fixed generic reply |
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
@@ -79,6 +80,7 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("context_useful", "You judge whether a retrieved passage was useful for arriving at an answer"),
     ("context_relevance", "You rate how relevant a retrieved context is for answering a question"),
     ("context_relevance", "As an expert assessing the relevance of a Context to a Question"),
+    ("rubric", "You grade one answer of a question-answering system on one criterion"),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _MARKERS)) + ("unknown",)
 
@@ -372,6 +374,32 @@ def _relevance(text: str) -> Reply | None:
     return Reply("context_relevance", match.group(1).strip(), json.dumps({"rating": rating}))
 
 
+_RUBRIC = re.compile(r"on one criterion: ([a-z ]+):.*?(?:Sources:\n(.*?)\n\n)?Question: (.*?)\n\nAnswer: (.*?)\n\n",
+                     _DOTALL)
+
+
+def rubric_score(criterion: str, question: str, answer: str, sources: str) -> int:
+    """The simulated rubric score 0-10 (see the module docstring)."""
+    if criterion in ("faithfulness", "citation accuracy"):
+        share = _fraction(content_words(sources), content_words(answer))
+    elif criterion == "coherence":
+        sentences = [s for s in _SENTENCE.split(_MARKER.sub("", answer).strip()) if s]
+        share = sum(1 for s in sentences if s.rstrip()[-1:] in ".!?") / len(sentences) if sentences else 0.0
+    else:
+        share = _fraction(content_words(answer), content_words(question))
+    return round(10 * share)
+
+
+def _rubric(text: str) -> Reply | None:
+    match = _RUBRIC.search(text)
+    if match is None:
+        return None
+    criterion, sources, question, answer_text = match.group(1), match.group(2) or "", match.group(3), match.group(4)
+    score = rubric_score(criterion, question, answer_text, sources)
+    reason = f"Simulated {criterion} from word overlap."
+    return Reply("rubric", question.strip(), json.dumps({"reason": reason, "score": score}))
+
+
 _HANDLERS = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
@@ -385,6 +413,7 @@ _HANDLERS = {
     "claim_verify": _verify,
     "context_useful": _useful,
     "context_relevance": _relevance,
+    "rubric": _rubric,
 }
 
 

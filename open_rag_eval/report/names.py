@@ -43,6 +43,11 @@ _LABELS = {
     "correctness.precision": "Answer claims the reference supports",
     "correctness.recall": "Reference claims the answer covers",
     "correctness.score": "Answer correctness (F1 blended with similarity)",
+    "rubric.faithfulness": "Rubric: faithfulness (0-10 / 10)",
+    "rubric.relevance": "Rubric: relevance (0-10 / 10)",
+    "rubric.completeness": "Rubric: completeness (0-10 / 10)",
+    "rubric.coherence": "Rubric: coherence (0-10 / 10)",
+    "rubric.citation_accuracy": "Rubric: citation accuracy (0-10 / 10)",
 }
 _SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "nuggets.vital_strict": "vital strict",
           "nuggets.weighted": "weighted", "citation.f1": "cite F1", "hhem.score": "HHEM",
@@ -63,6 +68,7 @@ _FAMILIES = {
     "faithfulness": "Faithfulness (claims checked against the passages)",
     "context": "Retrieved context (precision, recall, relevance)",
     "correctness": "Answer correctness (claims vs the reference answer)",
+    "rubric": "Rubric judges (0-10 scores, shown on 0-1)",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".n_uncited", "correctness.fp", "correctness.fn",
