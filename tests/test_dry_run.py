@@ -111,9 +111,11 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     config["judge"] = {"model": "gpt-4o", "api_key_env": "NO_SUCH_KEY_VARIABLE", "cache": False}
     assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    assert "planned judge calls: 382 (identical requests once; before cache hits)" in out  # trec 246 + generation 136
+    # trec 246 + generation 136 + its rubric judges 53 (5 per output but citation accuracy where nothing is cited;
+    # identical prompts once); answer similarity makes no judge call (and loads no model in a dry run)
+    assert "planned judge calls: 435 (identical requests once; before cache hits)" in out
     assert "  umbrela" in out and "90 calls" in out
-    assert "re-asks: none planned; replies that do not parse add at most 316 calls" in out
+    assert "re-asks: none planned; replies that do not parse add at most 369 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
     assert not (tmp_path / "out").exists()
 

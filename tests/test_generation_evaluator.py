@@ -221,7 +221,7 @@ def test_metric_selection_and_names() -> None:
         "faithfulness.score", "faithfulness.cited", "faithfulness.n_claims", "faithfulness.n_uncited"]
     with pytest.raises(ValidationError, match="unknown metric.*valid choices: faithfulness"):
         GenerationOptions(metrics=["faithfulnes"])
-    with pytest.raises(ValidationError, match="blend needs a semantic-similarity metric"):
+    with pytest.raises(ValidationError, match="blend needs the 'answer_similarity' metric in metrics"):
         GenerationOptions(answer_correctness={"blend": True})
     with pytest.raises(ValidationError, match="non-negative"):
         GenerationOptions(answer_correctness={"weights": [-1, 2]})

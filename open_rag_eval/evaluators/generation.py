@@ -26,6 +26,7 @@ from open_rag_eval.metrics._generation import GenerationMetric
 from open_rag_eval.metrics.claims import TRIALS, ClaimSession
 from open_rag_eval.metrics.context import ContextPrecisionOptions
 from open_rag_eval.metrics.correctness import CorrectnessOptions
+from open_rag_eval.metrics.embedding import EmbeddingOptions
 from open_rag_eval.metrics.faithfulness import FaithfulnessOptions
 from open_rag_eval.metrics.rubric import RubricOptions
 from open_rag_eval.scoring.generation import blend
@@ -41,11 +42,12 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "context_relevance": ("open_rag_eval.metrics.context:ContextRelevance", None),
     "answer_correctness": ("open_rag_eval.metrics.correctness:AnswerCorrectness", "answer_correctness"),
     "rubric": ("open_rag_eval.metrics.rubric:Rubric", "rubric"),
+    "answer_similarity": ("open_rag_eval.metrics.answer:AnswerSimilarity", "answer_similarity"),
 }
 DEFAULT_METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
 # The semantic-similarity score answer correctness blends with (``answer_correctness.blend: true``): (the metric
-# name that must be selected, the score name it produces). None until a similarity metric is listed in METRICS.
-SIMILARITY: tuple[str, str] | None = None
+# name that must be selected, the score name it produces), or None when no similarity metric is available.
+SIMILARITY: tuple[str, str] | None = ("answer_similarity", "answer_similarity.score")
 
 
 class GenerationOptions(BaseModel):
@@ -56,6 +58,7 @@ class GenerationOptions(BaseModel):
     context_precision: ContextPrecisionOptions = Field(default_factory=ContextPrecisionOptions)
     answer_correctness: CorrectnessOptions = Field(default_factory=CorrectnessOptions)
     rubric: RubricOptions = Field(default_factory=RubricOptions)
+    answer_similarity: EmbeddingOptions = Field(default_factory=EmbeddingOptions)
 
     @field_validator("metrics")
     @classmethod

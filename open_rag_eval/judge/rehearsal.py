@@ -101,6 +101,8 @@ def expected_reply(request: JudgeRequest) -> str:
 class RehearsalJudge:
     """A ``Judge`` that answers instantly with ``expected_reply`` and records every distinct request."""
 
+    planning = True  # metrics skip work that makes no judge call (e.g. loading an embedding model)
+
     model = "rehearsal"
     simulated = False
 

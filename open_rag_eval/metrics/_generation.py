@@ -34,6 +34,14 @@ class GenerationMetric(Protocol):
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]: ...
 
 
+PLANNED = "is not computed in a dry run (no judge call)"
+
+
+def planning(session: ClaimSession) -> bool:
+    """Whether this is a dry run's rehearsal: work without judge calls (embeddings) is skipped."""
+    return bool(getattr(session.judge, "planning", False))
+
+
 def missing(output: RAGOutput, names: Sequence[str], reason: str) -> list[Score]:
     return [Score.failed(output, name, reason) for name in names]
 

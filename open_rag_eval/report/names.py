@@ -43,6 +43,7 @@ _LABELS = {
     "correctness.precision": "Answer claims the reference supports",
     "correctness.recall": "Reference claims the answer covers",
     "correctness.score": "Answer correctness (F1 blended with similarity)",
+    "answer_similarity.score": "Answer similarity (embedding cosine to the reference)",
     "rubric.faithfulness": "Rubric: faithfulness (0-10 / 10)",
     "rubric.relevance": "Rubric: relevance (0-10 / 10)",
     "rubric.completeness": "Rubric: completeness (0-10 / 10)",
@@ -69,6 +70,7 @@ _FAMILIES = {
     "context": "Retrieved context (precision, recall, relevance)",
     "correctness": "Answer correctness (claims vs the reference answer)",
     "rubric": "Rubric judges (0-10 scores, shown on 0-1)",
+    "answer_similarity": "Answer similarity to the reference (embeddings)",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".n_uncited", "correctness.fp", "correctness.fn",

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ClaimCounts", "average_precision", "blend", "claim_f1", "relevance", "supported_share"]
+__all__ = ["ClaimCounts", "answer_relevance", "average_precision", "blend", "claim_f1", "cosine", "relevance",
+           "supported_share"]
 
 
 def supported_share(supported: Sequence[bool]) -> float | None:
@@ -65,3 +66,20 @@ def relevance(ratings: Sequence[int | None], scale: int = 2) -> float | None:
     judge gave a rating."""
     known = [r for r in ratings if r is not None]
     return sum(known) / len(known) / scale if known else None
+
+
+def cosine(first: Sequence[float], second: Sequence[float]) -> float | None:
+    """Cosine similarity of two vectors (in [-1, 1]); None when either is all zeros."""
+    dot = sum(a * b for a, b in zip(first, second, strict=True))
+    norms = sum(a * a for a in first) ** 0.5 * sum(b * b for b in second) ** 0.5
+    return dot / norms if norms else None
+
+
+def answer_relevance(question: Sequence[float], generated: Sequence[Sequence[float]],
+                     noncommittal: bool) -> float | None:
+    """ragas's answer relevancy: the mean cosine of the generated questions' embeddings to the question's, 0 when
+    the answer is noncommittal; None without a generated question (or only zero vectors)."""
+    if noncommittal:
+        return 0.0
+    similarities = [c for c in (cosine(question, g) for g in generated) if c is not None]
+    return sum(similarities) / len(similarities) if similarities else None
