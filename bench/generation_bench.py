@@ -18,6 +18,10 @@ ragas: counted from its documented algorithm (ragas 0.3, ``src/ragas/metrics/col
     context relevance   2 calls (two judge prompts; question, joined contexts)
     answer correctness  3 calls: statement generation for the answer and for the reference, one TP/FP/FN
                         classification (question, both statement lists); + 1 embedding call for the similarity part
+    answer relevancy    3 calls (strictness 3: the question-generation prompt once per question; the answer)
+                        + embeddings of the question and the 3 generated questions
+    answer similarity   no call (2 embeddings)
+    rubric judges       ragas has none; we compare with one call grading all five rubrics
 
 Each ragas prompt is its fixed part (instruction, JSON schema of the reply, few-shot examples) plus its input as the
 JSON ragas renders (``model_dump_json(indent=4)``). The fixed parts below were token-counted with the same estimator
@@ -52,10 +56,12 @@ from open_rag_eval.types import Labels, Passage, RAGOutput  # noqa: E402
 # _context_precision.py ContextPrecisionPrompt @ 0413a111, prompt/metrics/context_recall.py @ e39b8e0f,
 # prompt/metrics/context_relevance.py @ 47d9f1ee, _answer_correctness.py CorrectnessClassifier @ 05835a00.
 RAGAS_FIXED = {"statement_generation": 377, "nli_statements": 725, "context_precision": 883, "context_recall": 638,
-               "context_relevance_1": 196, "context_relevance_2": 194, "correctness_classifier": 1210}
+               "context_relevance_1": 196, "context_relevance_2": 194, "correctness_classifier": 1210,
+               "answer_relevancy": 237}  # prompt/metrics/answer_relevance.py answer_relevancy_prompt
 PER_CALL = 7  # chat_tokens: 4 per message (one user message) + 3 per request
 METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
-RUBRIC_METRICS = ("rubric",)  # ragas has no rubric judges; compared with one call grading all five instead
+RUBRIC_METRICS = ("rubric",)
+ANSWER_METRICS = ("answer_relevance", "answer_similarity")  # ragas has no rubric judges; compared with one call grading all five instead
 
 
 class RecordingJudge:
@@ -66,6 +72,7 @@ class RecordingJudge:
 
     def __init__(self) -> None:
         self.requests: list[JudgeRequest] = []
+        self.planning = False
 
     async def complete(self, request: JudgeRequest) -> Completion:
         self.requests.append(request)
@@ -87,11 +94,13 @@ def make_outputs(n_queries: int, n_passages: int, reference_sentences: int, seed
     return outputs
 
 
-def ours(outputs: Sequence[RAGOutput], metrics: Sequence[str]) -> tuple[float, float, dict[str, int]]:
+def ours(outputs: Sequence[RAGOutput], metrics: Sequence[str], **extra: object) -> tuple[float, float, dict[str, int]]:
     """(calls per output, prompt tokens per output, calls per task) of our evaluator with these metrics."""
     judge = RecordingJudge()
-    asyncio.run(GenerationEvaluator(GenerationOptions(metrics=list(metrics))).evaluate(outputs,
-                                                                                         Context(judge=judge)))
+    options = GenerationOptions(metrics=list(metrics), **extra)  # type: ignore[arg-type]
+    if "answer_relevance" in metrics or "answer_similarity" in metrics:
+        judge.planning = True  # count the judge's work only: no embedding model is loaded
+    asyncio.run(GenerationEvaluator(options).evaluate(outputs, Context(judge=judge)))
     tasks: dict[str, int] = defaultdict(int)
     for request in judge.requests:
         tasks[request.task] += 1
@@ -136,8 +145,9 @@ def ragas(output: RAGOutput) -> dict[str, tuple[int, int]]:
                     for k in ("context_relevance_1", "context_relevance_2"))
     correctness = generation(answer) + generation(reference) + fixed["correctness_classifier"] + _json(
         {"question": q, "answer": statements, "ground_truth": ref_statements}) + PER_CALL
+    relevancy = 3 * (fixed["answer_relevancy"] + count_tokens(json.dumps(answer)) + PER_CALL)
     n = len(contexts)
-    return {"faithfulness": (2, faith), "context_precision": (2 * n, precision + precision_ref),
+    return {"answer_relevance": (3, relevancy), "answer_similarity": (0, 0),"faithfulness": (2, faith), "context_precision": (2 * n, precision + precision_ref),
             "context_recall": (1, recall), "context_relevance": (2, relevance), "answer_correctness": (3, correctness)}
 
 
@@ -185,6 +195,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         combined = sum(rubric_combined(o) for o in outputs) / len(outputs)
         print(f"{metric:22} {calls:10.2f} {tokens:12.0f} {'-':>12} {'-':>13}   (ragas has none; one call for all "
               f"five rubrics instead: 1.00 call, {combined:.0f} tokens)")
+    for metric, extra in (("answer_relevance", {"variants": ["embedding"]}), ("answer_relevance", {}),
+                          ("answer_similarity", None)):
+        calls, tokens, tasks = ours(outputs, [metric], **({metric: extra} if extra is not None else {}))
+        their_calls, their_tokens = theirs[metric]
+        detail = ", ".join(f"{task} {n / len(outputs):g}" for task, n in sorted(tasks.items())) or "no judge call"
+        label = metric + (" (ragas's)" if extra else " (+ judged)" if extra == {} else "")
+        print(f"{label:28} {calls:4.2f} {tokens:12.0f} {their_calls:12.2f} {their_tokens:13.0f}   ({detail}; "
+              "embeddings not counted)")
     calls, tokens, _ = ours(outputs, METRICS)
     print(f"{'all five together':22} {calls:10.2f} {tokens:12.0f} {total[0]:12.2f} {total[1]:13.0f}   "
           "(ours: claims extracted once and shared; ragas: no sharing across metrics)")

@@ -112,10 +112,11 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     # trec 246 + generation 136 + its rubric judges 53 (5 per output but citation accuracy where nothing is cited;
-    # identical prompts once); answer similarity makes no judge call (and loads no model in a dry run)
-    assert "planned judge calls: 435 (identical requests once; before cache hits)" in out
+    # identical prompts once) + answer relevance 22 (questions and rating, 11 outputs); answer similarity makes no
+    # judge call (and a dry run loads no embedding model)
+    assert "planned judge calls: 457 (identical requests once; before cache hits)" in out
     assert "  umbrela" in out and "90 calls" in out
-    assert "re-asks: none planned; replies that do not parse add at most 369 calls" in out
+    assert "re-asks: none planned; replies that do not parse add at most 391 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
     assert not (tmp_path / "out").exists()
 

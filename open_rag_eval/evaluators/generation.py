@@ -24,6 +24,7 @@ from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
 from open_rag_eval.metrics._generation import GenerationMetric
 from open_rag_eval.metrics.claims import TRIALS, ClaimSession
+from open_rag_eval.metrics.answer import AnswerRelevanceOptions
 from open_rag_eval.metrics.context import ContextPrecisionOptions
 from open_rag_eval.metrics.correctness import CorrectnessOptions
 from open_rag_eval.metrics.embedding import EmbeddingOptions
@@ -43,6 +44,7 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "answer_correctness": ("open_rag_eval.metrics.correctness:AnswerCorrectness", "answer_correctness"),
     "rubric": ("open_rag_eval.metrics.rubric:Rubric", "rubric"),
     "answer_similarity": ("open_rag_eval.metrics.answer:AnswerSimilarity", "answer_similarity"),
+    "answer_relevance": ("open_rag_eval.metrics.answer:AnswerRelevance", "answer_relevance"),
 }
 DEFAULT_METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
 # The semantic-similarity score answer correctness blends with (``answer_correctness.blend: true``): (the metric
@@ -59,6 +61,7 @@ class GenerationOptions(BaseModel):
     answer_correctness: CorrectnessOptions = Field(default_factory=CorrectnessOptions)
     rubric: RubricOptions = Field(default_factory=RubricOptions)
     answer_similarity: EmbeddingOptions = Field(default_factory=EmbeddingOptions)
+    answer_relevance: AnswerRelevanceOptions = Field(default_factory=AnswerRelevanceOptions)
 
     @field_validator("metrics")
     @classmethod
@@ -116,7 +119,8 @@ class GenerationEvaluator:
 
     def reask_bounds(self) -> dict[str, int]:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
-        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric"), TRIALS - 1)
+        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric",
+                              "answer_questions", "answer_relevance"), TRIALS - 1)
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         if ctx.judge is None:

@@ -17,6 +17,7 @@ Replies (their sizes give the completion-token estimate):
     context_useful     ``{"useful": 1}``
     context_relevance  ``{"rating": 2}``
     rubric             ``{"reason": "...", "score": 7}`` (a reason of typical length)
+    answer_questions   N questions of 12 words (a bare NO_ANSWER: a refusal); answer_relevance ``{"rating": 2}``
 
 Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
 once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
@@ -92,6 +93,17 @@ def expected_reply(request: JudgeRequest) -> str:
         return json.dumps({"verdicts": verdicts})
     if request.task in _FIXED:
         return _FIXED[request.task]
+    if request.task == "answer_questions":
+        answer = re.search(r"Answer: (.*)", user)
+        if answer and answer.group(1).strip() == "NO_ANSWER":
+            return json.dumps({"refusal": True, "noncommittal": False, "questions": []})
+        count = re.search(r"Write ([0-9]+) different questions", user)
+        questions = [" ".join(["word"] * 12) + "?"] * (int(count.group(1)) if count else 3)
+        return json.dumps({"refusal": False, "noncommittal": False, "questions": questions})
+    if request.task == "answer_relevance":
+        answer = re.search(r"Answer: (.*)", user)
+        refusal = bool(answer and answer.group(1).strip() == "NO_ANSWER")
+        return json.dumps({"refusal": refusal, "rating": None if refusal else 2})
     if request.task == "generate_query":
         reply = {"question": " ".join(["word"] * 15)}
         return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)

@@ -19,6 +19,8 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``context_useful`` | context usefulness | JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content words |
 | ``context_relevance`` | both context-relevance prompts | JSON rating: 0 no query word in the context, 1 under half, 2 otherwise |
 | ``rubric`` | the rubric judges ("You grade one answer ... on one criterion") | JSON reason and score 0-10: faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded) |
+| ``answer_questions`` | answer relevance's question generation ("You write the questions that an answer answers") | JSON: N questions from the answer's salient words; refusal when the answer declines, noncommittal when it says "it depends" |
+| ``answer_relevance`` | judged answer relevance ("You rate how well an answer addresses a question") | JSON: refusal as above, else rating 0 no question word in the answer, 1 under half, 2 otherwise |
 | ``unknown`` | anything else | a fixed generic reply |
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
@@ -81,6 +83,8 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("context_relevance", "You rate how relevant a retrieved context is for answering a question"),
     ("context_relevance", "As an expert assessing the relevance of a Context to a Question"),
     ("rubric", "You grade one answer of a question-answering system on one criterion"),
+    ("answer_questions", "You write the questions that an answer answers"),
+    ("answer_relevance", "You rate how well an answer addresses a question"),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _MARKERS)) + ("unknown",)
 
@@ -400,6 +404,34 @@ def _rubric(text: str) -> Reply | None:
     return Reply("rubric", question.strip(), json.dumps({"reason": reason, "score": score}))
 
 
+def answer_questions(answer_text: str, n: int) -> list[str]:
+    """N distinct questions from the answer's salient words (the i-th uses the first 2 + i of them)."""
+    words = salient_words(answer_text, count=n + 2)
+    return [f"What about {' '.join(words[:2 + i]) or 'this'}?" for i in range(n)]
+
+
+def _questions(text: str) -> Reply | None:
+    match = re.search(r"Answer: (.*?)\n\s*Write ([0-9]+) different questions", text, _DOTALL)
+    if match is None:
+        return None
+    answer_text, n = match.group(1), int(match.group(2))
+    refusal = attempted(answer_text) == "no"
+    reply = {"refusal": refusal, "noncommittal": "it depends" in answer_text.lower(),
+             "questions": [] if refusal else answer_questions(answer_text, n)}
+    return Reply("answer_questions", "", json.dumps(reply))
+
+
+def _answer_rating(text: str) -> Reply | None:
+    match = re.search(r"Question: (.*?)\n\s*Answer: (.*?)\n\n", text, _DOTALL)
+    if match is None:
+        return None
+    if attempted(match.group(2)) == "no":
+        return Reply("answer_relevance", match.group(1).strip(), json.dumps({"refusal": True, "rating": None}))
+    share = _fraction(content_words(match.group(2)), content_words(match.group(1)))
+    rating = 0 if share == 0 else 1 if share < 0.5 else 2
+    return Reply("answer_relevance", match.group(1).strip(), json.dumps({"refusal": False, "rating": rating}))
+
+
 _HANDLERS = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
@@ -414,6 +446,8 @@ _HANDLERS = {
     "context_useful": _useful,
     "context_relevance": _relevance,
     "rubric": _rubric,
+    "answer_questions": _questions,
+    "answer_relevance": _answer_rating,
 }
 
 

@@ -44,6 +44,8 @@ _LABELS = {
     "correctness.recall": "Reference claims the answer covers",
     "correctness.score": "Answer correctness (F1 blended with similarity)",
     "answer_similarity.score": "Answer similarity (embedding cosine to the reference)",
+    "answer_relevance.score": "Answer relevance (generated questions vs the question, embeddings)",
+    "answer_relevance.judged": "Answer relevance (judge's 0-2 rating / 2)",
     "rubric.faithfulness": "Rubric: faithfulness (0-10 / 10)",
     "rubric.relevance": "Rubric: relevance (0-10 / 10)",
     "rubric.completeness": "Rubric: completeness (0-10 / 10)",
@@ -71,6 +73,7 @@ _FAMILIES = {
     "correctness": "Answer correctness (claims vs the reference answer)",
     "rubric": "Rubric judges (0-10 scores, shown on 0-1)",
     "answer_similarity": "Answer similarity to the reference (embeddings)",
+    "answer_relevance": "Answer relevance to the question",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".n_uncited", "correctness.fp", "correctness.fn",
