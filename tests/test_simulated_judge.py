@@ -177,7 +177,7 @@ def test_every_shipped_template_is_recognised() -> None:
               "sources": f"[1] {TIDES}", "claims": f"(1) {TIDES}",
               # vectara's nugget prompts name their fields so
               "max_nuggets": 30, "initial_nuggets": "['a tide']", "initial_nuggets_length": 1, "len_nuggets": 1,
-              "generated_passage": TIDES}
+              "generated_passage": TIDES, "n": 3}
     kinds = {}
     for entry in prompts.manifest():
         if not entry["id"].endswith("_system"):
