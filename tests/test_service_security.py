@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,25 @@ def test_quotas_answer_429_with_retry_after(service: Service) -> None:
     for job in running:
         wait_status(carol, job, ("cancelled", "completed"))
     assert carol.post("/v1/jobs", json=body()).status_code == 202
+
+
+def test_a_burst_of_submits_never_queues_more_than_the_quota(service: Service) -> None:
+    key, slow = service.new_key("frank"), {**body(outputs_jsonl(30)), "judge_profile": "slow"}
+
+    def submit(_: int) -> tuple[int, str]:
+        reply = service.client(key).post("/v1/jobs", json=slow)
+        return reply.status_code, reply.json().get("id") or reply.json()["code"]
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        replies = list(pool.map(submit, range(8)))
+    accepted = [job for status, job in replies if status == 202]
+    assert len(accepted) == 2, replies  # limits.max_active_jobs, however the submits interleave
+    assert sorted(code for status, code in replies if status != 202) == ["quota_jobs"] * 6
+    frank = service.client(key)
+    for job in accepted:
+        assert frank.post(f"/v1/jobs/{job}/cancel").status_code == 202
+    for job in accepted:
+        wait_status(frank, job, ("cancelled", "completed"))
 
 
 def test_cancel_stops_a_job_and_keeps_what_it_judged(service: Service) -> None:

@@ -7,9 +7,11 @@ two processes never take the same item, and a claim whose heartbeat is older tha
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
+import weakref
 from typing import Any
 
 import sqlalchemy as sa
@@ -17,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from open_rag_eval.service.db import events, jobs, work_items
 
-__all__ = ["ACTIVE", "TERMINAL", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
+__all__ = ["ACTIVE", "TERMINAL", "QuotaFull", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
            "new_id", "read_events", "release_claims"]
 
 TERMINAL = ("completed", "failed", "cancelled")
@@ -33,11 +35,31 @@ async def add_event(connection: AsyncConnection, job_id: str, kind: str, data: d
                                                     created=time.time()))
 
 
+class QuotaFull(Exception):
+    """The tenant already has ``max_active`` queued or running jobs."""
+
+
+_CREATING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
 async def create_job(engine: AsyncEngine, *, job_id: str, tenant: str, kind: str, request: dict[str, Any],
                      request_hash: str, idempotency_key: str | None, judge_profile: str | None, n_outputs: int,
-                     sweep_id: str | None = None) -> None:
+                     sweep_id: str | None = None, max_active: int | None = None) -> None:
+    """Queue a job; with ``max_active``, only while the tenant has fewer active jobs (else ``QuotaFull``).
+
+    The count and the insert are one step: in this process a lock orders them (SQLite: one server per file), and on
+    PostgreSQL a transaction-scoped advisory lock per tenant orders them across every replica."""
     now = time.time()
-    async with engine.begin() as connection:
+    loop = asyncio.get_running_loop()
+    async with _CREATING.setdefault(loop, asyncio.Lock()), engine.begin() as connection:
+        if max_active is not None:
+            if connection.dialect.name == "postgresql":
+                await connection.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                                         {"key": f"open-rag-eval quota {tenant}"})
+            active = (await connection.execute(sa.select(sa.func.count()).select_from(jobs).where(
+                jobs.c.tenant == tenant, jobs.c.status.in_(ACTIVE)))).scalar_one()
+            if active >= max_active:
+                raise QuotaFull(tenant)
         await connection.execute(jobs.insert().values(
             id=job_id, tenant=tenant, kind=kind, status="queued", request=json.dumps(request, sort_keys=True),
             request_hash=request_hash, idempotency_key=idempotency_key, judge_profile=judge_profile,

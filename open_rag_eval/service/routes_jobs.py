@@ -56,9 +56,8 @@ async def submit(request: Request, who: Principal, body: intake.JobRequest, key:
         existing = await jobs.by_idempotency_key(engine, who.tenant, key)
         if existing is not None:
             return _same(existing, digest), False
-    if await jobs.count_active(engine, who.tenant) >= settings.limits.max_active_jobs:
-        raise Problem(429, "quota_jobs", f"this tenant already has {settings.limits.max_active_jobs} queued or "
-                      "running jobs (limits.max_active_jobs)", headers={"Retry-After": str(settings.limits.retry_after_s)})
+    if await jobs.count_active(engine, who.tenant) >= settings.limits.max_active_jobs:  # before preparing inputs
+        raise _quota_jobs(settings)
     job_id = jobs.new_id()
     if prepared is None:
         prepared = await _prepare(settings, who.tenant, job_id, body)
@@ -71,7 +70,11 @@ async def submit(request: Request, who: Principal, body: intake.JobRequest, key:
     try:
         await jobs.create_job(engine, job_id=job_id, tenant=who.tenant, kind=kind, request=stored,
                               request_hash=digest, idempotency_key=key, judge_profile=settings.profile(body.judge_profile),
-                              n_outputs=prepared.n_outputs, sweep_id=sweep_id)
+                              n_outputs=prepared.n_outputs, sweep_id=sweep_id,
+                              max_active=settings.limits.max_active_jobs)
+    except jobs.QuotaFull:  # others were queued while this one was prepared
+        shutil.rmtree(prepared.job_dir, ignore_errors=True)
+        raise _quota_jobs(settings) from None
     except sqlalchemy.exc.IntegrityError:  # the same key raced us: that job is the one
         shutil.rmtree(prepared.job_dir, ignore_errors=True)
         existing = await jobs.by_idempotency_key(engine, who.tenant, key or "")
@@ -81,6 +84,12 @@ async def submit(request: Request, who: Principal, body: intake.JobRequest, key:
     row = await jobs.get_job(engine, who.tenant, job_id)
     assert row is not None
     return row, True
+
+
+def _quota_jobs(settings: Settings) -> Problem:
+    limit = settings.limits.max_active_jobs
+    return Problem(429, "quota_jobs", f"this tenant already has {limit} queued or running jobs (limits.max_active_jobs)",
+                   headers={"Retry-After": str(settings.limits.retry_after_s)})
 
 
 def _same(existing: dict[str, Any], digest: str) -> dict[str, Any]:
