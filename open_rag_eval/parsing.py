@@ -9,11 +9,14 @@ They only ever read the completion, never the prompt, so passage content cannot 
 from __future__ import annotations
 
 import ast
+import json
 import re
+from typing import Any
 __all__ = [
     "UMBRELA_PATTERNS",
     "is_catch_all",
     "match_umbrela",
+    "parse_json_object",
     "parse_labels",
     "parse_list",
     "parse_no_answer",
@@ -140,3 +143,18 @@ def parse_no_answer(text: str) -> str | None:
     label = text.strip().lower().strip("\"'`*").rstrip(".!").strip("\"'`* ")
     return label if label in ("yes", "no") else None
 
+
+_FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\Z", re.DOTALL)
+
+
+def parse_json_object(text: str) -> dict[str, Any]:
+    """The one JSON object a reply is (optionally in one ```json fence); ``ValueError`` otherwise."""
+    body = text.strip()
+    fenced = _FENCE.match(body)
+    try:
+        value = json.loads(fenced.group(1) if fenced else body)
+    except (json.JSONDecodeError, RecursionError):
+        raise ValueError("the reply is not one JSON object") from None
+    if not isinstance(value, dict):
+        raise ValueError("the reply is not one JSON object")
+    return value

@@ -10,7 +10,6 @@ sample order). A failed call or an unparseable reply is counted with its reason,
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import re
 from collections.abc import Sequence
@@ -21,6 +20,7 @@ from open_rag_eval.errors import JudgeCallError
 from open_rag_eval.generation.corpus import CorpusPassage
 from open_rag_eval.inputs.contexts import derived_query_id
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
+from open_rag_eval.parsing import parse_json_object
 
 __all__ = ["NEAR_DUPLICATE", "TASK", "Generated", "Outcome", "generate", "jaccard", "normalise", "parse_reply",
            "request_for", "sample"]
@@ -29,7 +29,6 @@ TASK = "generate_query"
 NEAR_DUPLICATE = 0.8
 PARAMS = {"temperature": 0, "max_tokens": 300}
 _WORD = re.compile(r"\w+")
-_FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -62,14 +61,7 @@ def request_for(passage: CorpusPassage, with_answers: bool) -> JudgeRequest:
 def parse_reply(text: str, with_answers: bool) -> tuple[str, str]:
     """(question, answer) from a reply that is one JSON object (optionally in one ```json fence); ``ValueError``
     naming what is wrong otherwise."""
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    try:
-        value = json.loads(fenced.group(1) if fenced else body)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError("the reply is not one JSON object") from None
-    if not isinstance(value, dict):
-        raise ValueError("the reply is not one JSON object")
+    value = parse_json_object(text)
     question = _field(value, "question")
     if not normalise(question):
         raise ValueError("the question has no words")

@@ -22,7 +22,8 @@ from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_REFERENCE, PLANNED, REFUSAL, planning, reference_of
 from open_rag_eval.metrics._judging import ask
-from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, parse_json_object
+from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession
+from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.metrics.embedding import EmbeddingOptions, embed
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import answer_relevance, cosine

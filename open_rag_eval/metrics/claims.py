@@ -18,8 +18,6 @@ many metrics (and runs with the same answer) need them, and a (claims, sources) 
 from __future__ import annotations
 
 import asyncio
-import json
-import re
 from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -27,17 +25,17 @@ from typing import Any, TypeVar
 from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
+from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.types import AnswerPart, Passage, RAGOutput
 
-__all__ = ["Claim", "ClaimSession", "Extracted", "Verified", "Verdict", "parse_claims", "parse_json_object",
+__all__ = ["Claim", "ClaimSession", "Extracted", "Verified", "Verdict", "parse_claims",
            "parse_verdicts", "source_text"]
 
 T = TypeVar("T")
 TRIALS = 2  # a reply that does not parse is asked once more
 TEMPERATURES = (0.0, 0.2)
 MAX_TOKENS = 2048
-_FENCE = re.compile(r"\A```(?:json)?\s*\n(.*)\n```\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -72,19 +70,6 @@ class Verified:
     status: str = "ok"  # ok | failed
     reason: str | None = None
     parse: str = CLEAN
-
-
-def parse_json_object(text: str) -> dict[str, Any]:
-    """The one JSON object a reply is (optionally in one ```json fence); ``ValueError`` otherwise."""
-    body = text.strip()
-    fenced = _FENCE.match(body)
-    try:
-        value = json.loads(fenced.group(1) if fenced else body)
-    except (json.JSONDecodeError, RecursionError):
-        raise ValueError("the reply is not one JSON object") from None
-    if not isinstance(value, dict):
-        raise ValueError("the reply is not one JSON object")
-    return value
 
 
 def _int(value: Any) -> int | None:

@@ -26,7 +26,8 @@ from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, claims_detail, missing, no_claims_reason, \
     reference_of
 from open_rag_eval.metrics._judging import Asked, ask
-from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, parse_json_object, source_text
+from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
+from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import average_precision, relevance, supported_share
 from open_rag_eval.types import Detail, RAGOutput, Score

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator
 
 from open_rag_eval.metrics._generation import NO_REFERENCE, claims_detail, missing, reference_of
 from open_rag_eval.metrics.claims import Claim, ClaimSession, Extracted, Verified

@@ -24,7 +24,8 @@ from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES
 from open_rag_eval.metrics._judging import Asked, ask
-from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, parse_json_object, source_text
+from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
+from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import normalise_rubric
 from open_rag_eval.types import Detail, RAGOutput, Score

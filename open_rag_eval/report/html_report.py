@@ -21,7 +21,6 @@ from typing import Any
 from open_rag_eval.store.csv_cells import read_cell
 from open_rag_eval.errors import InputError
 from open_rag_eval.health.check import is_health
-from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.report.data import read_json
 from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query

@@ -158,7 +158,6 @@ def prepare(settings: Settings, tenant: str, job_id: str, request: JobRequest) -
 
 
 def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest) -> Prepared:
-    from open_rag_eval import pipeline
     from open_rag_eval.config import load_config_text
 
     if request.config is not None and request.config_name is not None:
