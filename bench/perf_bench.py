@@ -22,16 +22,15 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
 from judge_bench import KEY_ENV, make_rows, report, write_config, write_csv
+from scale_bench import start_judge
 
 from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
 
@@ -71,23 +70,6 @@ def _proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
-def _start_judge(latency_ms: float) -> tuple[subprocess.Popen[bytes], str]:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", "simulate-judge", "--port", str(port),
-                               "--latency-ms", str(latency_ms), "--jitter-ms", "0"])
-    base_url = f"http://127.0.0.1:{port}/v1"
-    for _ in range(400):
-        try:
-            with urllib.request.urlopen(base_url + "/models", timeout=1):
-                return server, base_url
-        except OSError:
-            time.sleep(0.05)
-    server.kill()
-    sys.exit("the simulated judge did not start")
-
-
 def _eval(config: Path) -> tuple[float, float, float, int]:
     env = dict(os.environ, **{KEY_ENV: "simulated"})
     return run_child([*cli(), "-q", "eval", "--config", str(config)], env)
@@ -100,7 +82,7 @@ def _calls(out: Path) -> int:
 
 def part_cpu(args: argparse.Namespace, work: Path) -> None:
     write_csv(work / "data.csv", make_rows(args.queries, args.passages, args.seed))
-    server, base_url = _start_judge(0)
+    server, base_url = start_judge(0, 0)
     try:
         figures = {}
         for phase in ("cold", "warm"):

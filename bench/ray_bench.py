@@ -32,7 +32,7 @@ def start_judges(latency_ms: float) -> tuple[list[subprocess.Popen[bytes]], list
 
     servers, urls = [], []
     for _ in range(2):
-        server, url = start_judge(argparse.Namespace(latency_ms=latency_ms))
+        server, url = start_judge(latency_ms, latency_ms / 2)
         servers.append(server)
         urls.append(url)
     return servers, urls

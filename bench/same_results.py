@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_bench import make_rows, write_csv
-from perf_bench import _start_judge
+from scale_bench import start_judge
 
 ROOT = Path(__file__).resolve().parent.parent
 SAME_BYTES = ("results.csv", "summary.csv", "results.json", "outputs.jsonl")
@@ -111,7 +111,7 @@ def main() -> int:
         same = compare("demo", work / "demo-before", work / "demo-after")
         (work / "synthetic").mkdir()
         write_csv(work / "synthetic" / "data.csv", make_rows(args.queries, 5, args.seed))
-        server, base_url = _start_judge(0)
+        server, base_url = start_judge(0, 0)
         try:
             config = synthetic_config(work / "synthetic", base_url)
             for tag, tree in trees.items():

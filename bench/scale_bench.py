@@ -61,12 +61,13 @@ def write_jsonl(path: Path, outputs: list[dict[str, Any]]) -> None:
     path.write_text("".join(json.dumps(o) + "\n" for o in outputs), encoding="utf-8")
 
 
-def start_judge(args: argparse.Namespace) -> tuple[subprocess.Popen[bytes], str]:
+def start_judge(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``simulate-judge`` process on a free loopback port, and its base URL once it answers."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     server = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", "simulate-judge", "--port", str(port),
-                               "--latency-ms", str(args.latency_ms), "--jitter-ms", str(args.latency_ms / 2)])
+                               "--latency-ms", str(latency_ms), "--jitter-ms", str(jitter_ms)])
     base_url = f"http://127.0.0.1:{port}/v1"
     for _ in range(200):
         try:
@@ -146,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
 
     outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
-    server, args.base_url = start_judge(args)
+    server, args.base_url = start_judge(args.latency_ms, args.latency_ms / 2)
     try:
         measure(args, outputs)
     finally:
