@@ -18,16 +18,17 @@ import json
 import threading
 
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+from tests.loopback import Loopback
 
 __all__ = ["OpikServer"]
 
 PREFIX = "/api/v1/private/"
 
 
-class OpikServer:
+class OpikServer(Loopback):
     def __init__(self, *, api_key: str | None = None) -> None:
         self.api_key = api_key
         self.calls: list[dict[str, Any]] = []
@@ -43,23 +44,15 @@ class OpikServer:
         self.attachments: dict[tuple[str, str], bytes] = {}  # (trace id, file name) -> bytes
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/api"
-
-    def __enter__(self) -> OpikServer:
-        self._thread.start()
-        return self
+        return f"{self.origin}/api"
 
     def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._server.shutdown()
-        self._server.server_close()
+        self._stop.set()  # releases the handlers held by ``hang``
+        super().__exit__(*exc)
 
     def paths(self) -> list[str]:
         return [f"{call['method']} {call['path']}" for call in self.calls]

@@ -26,10 +26,11 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.hostile_http import deep_json, gzip_bomb, huge_json
+from tests.loopback import Loopback
 from tests.openai_server import drip
 
 __all__ = ["RagBehaviour", "RagServer"]
@@ -56,7 +57,7 @@ class RagBehaviour:
     redirect_to: str = ""
 
 
-class RagServer:
+class RagServer(Loopback):
     def __init__(self, behaviour: RagBehaviour | None = None) -> None:
         self.behaviour = behaviour or RagBehaviour()
         self.requests: list[dict[str, Any]] = []
@@ -64,22 +65,11 @@ class RagServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/query"
-
-    def __enter__(self) -> RagServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return f"{self.origin}/query"
 
     def answer(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, str]:
         behaviour = self.behaviour

@@ -8,8 +8,7 @@ from __future__ import annotations
 import asyncio
 import csv
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -20,29 +19,22 @@ from open_rag_eval.cli import main
 from open_rag_eval.config.connector import ConnectorConfig
 from open_rag_eval.connectors.base import build_connector
 from open_rag_eval.errors import ConfigError
+from tests.loopback import Loopback
 
 KEY = "zqk_vectara-secret-4711"
 QUERIES = [("q1", "What is solar power?"), ("q2", "Why is the sky blue?")]
 
 
-class VectaraServer:
+class VectaraServer(Loopback):
     """``POST /v2/corpora/{key}/query`` and ``POST /v2/query`` as documented; ``mode`` injects failures."""
 
     def __init__(self, mode: str = "ok") -> None:
         self.mode, self.requests = mode, []  # type: ignore[var-annotated]
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        super().__init__(self._handler())
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def __enter__(self) -> VectaraServer:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        return self.origin
 
     def reply(self, path: str, headers: dict[str, str], body: dict[str, Any]) -> tuple[int, bytes]:
         key = headers.get("x-api-key", "")

@@ -7,13 +7,14 @@ import json
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import pytest
 
 from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions, VectaraApiOptions
 from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from tests.loopback import Loopback
 
 KEY = "vk-test-secret-123"
 
@@ -25,7 +26,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-class FactualConsistencyServer:
+class FactualConsistencyServer(Loopback):
     """Answers POST /v2/evaluate_factual_consistency with scripted replies; records requests."""
 
     def __init__(self, replies: list[Reply], default: Reply | None = None) -> None:
@@ -53,16 +54,8 @@ class FactualConsistencyServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self) -> FactualConsistencyServer:
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        super().__init__(Handler)
+        self.base_url = self.origin
 
 
 def outputs(n: int = 1) -> list[RAGOutput]:

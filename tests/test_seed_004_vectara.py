@@ -243,7 +243,7 @@ def test_nugget_scores_as_the_seed_states_them() -> None:
 def test_hhem_reads_the_passages_cut_at_8192_characters(tmp_path: Path) -> None:
     pytest.importorskip("torch", reason="HHEM needs torch (the hhem extra)")
     from open_rag_eval.hhem.tiny import TINY_WORDS, write_tiny_hhem
-    from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions
+    from open_rag_eval.metrics.hallucination import HallucinationMetric
 
     model = str(write_tiny_hhem(tmp_path / "hhem", seed=3))
     words = " ".join(TINY_WORDS[i % len(TINY_WORDS)] for i in range(2000))
