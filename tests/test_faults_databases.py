@@ -246,3 +246,38 @@ def test_validate_names_a_run_holding_the_output_folder(tmp_path: Path) -> None:
             assert main(["-q", "validate", "--config", str(config)]) == 5
     assert [r.getMessage() for r in records] == [f"error: {tmp_path / 'out'}: the output folder is in use by a "
                                                  "running run (pid 4242)"]
+
+
+class _LockedAtFirst:
+    """A connection whose first ``n`` journal-mode switches answer "database is locked" at once, as SQLite does
+    while another process creates the same new file."""
+
+    def __init__(self, connection: sqlite3.Connection, n: int) -> None:
+        self.connection, self.n, self.tries = connection, n, 0
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql.startswith("PRAGMA journal_mode"):
+            self.tries += 1
+            if self.tries <= self.n:
+                raise sqlite3.OperationalError("database is locked")
+        return self.connection.execute(sql, *args)
+
+    def executescript(self, sql: str) -> sqlite3.Cursor:
+        return self.connection.executescript(sql)
+
+
+def test_a_database_locked_at_once_while_another_process_creates_it_is_tried_again(tmp_path: Path) -> None:
+    import time
+
+    from open_rag_eval.judge.cache import _SCHEMA, CACHE_DB
+    from open_rag_eval.store.sqlite import _set_up
+
+    raw = sqlite3.connect(tmp_path / "cache.sqlite", isolation_level=None)
+    locked = _LockedAtFirst(raw, n=3)
+    _set_up(locked, tmp_path / "cache.sqlite", CACHE_DB, _SCHEMA, False, time.monotonic() + 5)  # type: ignore[arg-type]
+    assert locked.tries == 4
+    assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    forever = _LockedAtFirst(raw, n=10**9)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # past the deadline it is the usual error
+        _set_up(forever, tmp_path / "cache.sqlite", CACHE_DB, _SCHEMA, False, time.monotonic() + 0.2)  # type: ignore[arg-type]
+    raw.close()

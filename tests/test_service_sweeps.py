@@ -109,6 +109,7 @@ def browser(tmp_path: Path) -> Iterator[Any]:
 
 def test_dashboard_shows_jobs_live_progress_the_report_and_the_sweep_trend(service: Service, browser: Any,
                                                                            rag: RagServer) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     client = service.client()
@@ -118,7 +119,10 @@ def test_dashboard_shows_jobs_live_progress_the_report_and_the_sweep_trend(servi
     seen: set[str] = set()
 
     def progressed() -> bool:  # the page updates itself from the event stream, then shows the report
-        seen.add(browser.find_element(By.ID, "pct").text)
+        try:
+            seen.add(browser.find_element(By.ID, "pct").text)
+        except StaleElementReferenceException:  # replaced between finding and reading it: look again
+            return False
         return bool(browser.find_elements(By.ID, "report"))
 
     wait_for(progressed, 300, 0.05)

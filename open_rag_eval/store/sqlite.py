@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -140,17 +141,32 @@ def connect(path: Path, db: Database, *, schema: str = "", readonly: bool = Fals
                 path.parent.mkdir(parents=True, exist_ok=True)
                 connection = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
             connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            _set_up(connection, path, db, schema, readonly, time.monotonic() + timeout)
+            return connection
+        except BaseException:
+            if connection is not None:
+                connection.close()
+            raise
+
+
+def _set_up(connection: sqlite3.Connection, path: Path, db: Database, schema: str, readonly: bool,
+            deadline: float) -> None:
+    """Check the tables, switch to WAL and create the schema. While another process creates the same new file,
+    SQLite can answer "database is locked" at once, without waiting (a journal-mode switch, or a lock it cannot
+    upgrade): those steps are tried again until the busy timeout's deadline."""
+    while True:
+        try:
             _check_schema(connection, path, db)
             if not readonly:
                 connection.execute("PRAGMA journal_mode = WAL")
                 connection.executescript(schema)
                 version = connection.execute("PRAGMA user_version").fetchone()[0]
                 connection.execute(f"PRAGMA user_version = {int(version)}")  # can we write? (read-only, full...)
-            return connection
-        except BaseException:
-            if connection is not None:
-                connection.close()
-            raise
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.05)
 
 
 def probe(path: Path, db: Database) -> StorageError | None:
