@@ -28,13 +28,14 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULT_FILES = ("results.csv", "summary.csv", "results.json", "manifest.json")
 
 
-def _config(folder: Path, data: Path, cache: Path) -> Path:
+def _config(folder: Path, data: Path, cache: Path, latency_ms: int = 15) -> Path:
+    """A run's config; the simulated judge's latency changes how long it takes, never what it answers."""
     config = {"input": str(data), "output_dir": "out",
               "judge": {"model": "simulated-judge", "max_concurrency": 4, "cache": str(cache),
-                        "simulated": {"latency_ms": 15, "jitter_ms": 5, "seed": 3}},
+                        "simulated": {"latency_ms": latency_ms, "jitter_ms": 5, "seed": 3}},
               "evaluators": [{"type": "trec", "k_values": [1, 3],
                               "metrics": ["umbrela", "nuggets", "citation", "no_answer"]}]}
-    path = folder / f"{cache.stem}.yaml"
+    path = folder / f"{cache.stem}-{latency_ms}ms.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
     return path
 
@@ -47,9 +48,9 @@ def _cached(cache: Path) -> int:
     if not cache.exists():
         return 0
     try:
-        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=5) as db:
+        with sqlite3.connect(f"file:{cache}?mode=ro", uri=True, timeout=0.05) as db:
             return int(db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
-    except sqlite3.OperationalError:  # the table is not created yet
+    except sqlite3.OperationalError:  # the table is not created yet, or the writer holds the lock just now
         return 0
 
 
@@ -128,13 +129,13 @@ def test_kill_and_resume(tmp_path: Path, uninterrupted: dict[str, Any]) -> None:
     figures = []
     for point in _kill_points(total):
         cache, out = tmp_path / f"cache{point}.sqlite", tmp_path / f"out{point}"
-        config = _config(tmp_path, uninterrupted["data"], cache)
-        _kill_when(config, out, cache, point)
+        # the killed run is slow (~4 s of judging) so that a loaded machine still reaches the kill point mid-run
+        _kill_when(_config(tmp_path, uninterrupted["data"], cache, latency_ms=120), out, cache, point)
         _assert_whole_files(out)
         assert not any((out / name).exists() for name in RESULT_FILES)  # no results pretending to be complete
         cached = _cached(cache)
         assert cached >= point
-        manifest = _run(config, out)
+        manifest = _run(_config(tmp_path, uninterrupted["data"], cache), out)
         calls = manifest["accounting"]["total"]["calls"]
         figures.append((point, cached, total - cached, calls))
         assert calls <= total - cached  # only what was not judged yet
