@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from open_rag_eval import prompts
+from open_rag_eval.metrics import lexical
 from open_rag_eval.metrics.lexical import (
     citation_compliance,
     content_tokens,
+    english_stopwords,
     has_sources_section,
     is_refusal,
     keyword_coverage,
@@ -18,6 +21,40 @@ from open_rag_eval.metrics.lexical import (
 
 def test_content_tokens_drop_stopwords_and_lowercase() -> None:
     assert content_tokens("The Capital of France is PARIS, isn't it?") == ["capital", "france", "paris"]
+
+
+def test_the_stopword_list_is_bundled_versioned_data() -> None:
+    entry = next(e for e in prompts.manifest() if e["id"] == "lexical.stopwords_en")
+    assert entry["licence"] == "Apache-2.0" and "written by this project" in entry["source"]
+    assert prompts.prompt_hashes()["lexical.stopwords_en"] == entry["sha256"]  # so the run manifest records it
+    words = english_stopwords()
+    assert len(words) == 153
+    assert {"the", "doesn", "t", "won", "ourselves", "because"} <= words
+    assert not {"model", "not_a_word", "doesn't", "no:"} & words  # no apostrophe forms, no category labels
+
+
+def test_a_tampered_stopword_list_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    entries = tuple({**e, "sha256": "0" * 64} if e["id"] == "lexical.stopwords_en" else e for e in prompts.manifest())
+    monkeypatch.setattr(prompts, "manifest", lambda: entries)
+    prompts.load.cache_clear()
+    english_stopwords.cache_clear()
+    try:
+        with pytest.raises(prompts.TemplateIntegrityError, match="stopwords_en"):
+            token_support("Paris", ["paris"])
+    finally:
+        prompts.load.cache_clear()
+        english_stopwords.cache_clear()
+
+
+def test_groundedness_by_hand_with_the_bundled_stopwords() -> None:
+    # seed steps: words only, lower-cased -> it s the model s attention that doesn t fail and it won t;
+    # stopwords removed -> model, attention, fail; in the context's words: model, attention (not "failures") -> 2/3
+    answer = "It's the model's attention that doesn't fail, and it won't."
+    assert content_tokens(answer) == ["model", "attention", "fail"]
+    assert token_support(answer, ["Attention failures in the model"]) == pytest.approx(2 / 3)
+    # "Where" / "Doesn't" are stopwords but "Paris" and "capital" twice are content: 3 of 4 (not "berlin")
+    assert token_support("Where? Paris doesn't; capital, capital, Berlin.", ["the capital is paris"]) == 0.75
+    assert lexical.english_stopwords() is english_stopwords()  # read once
 
 
 def test_groundedness_counts_repeated_tokens() -> None:

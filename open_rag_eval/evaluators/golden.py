@@ -287,9 +287,9 @@ class GoldenEvaluator:
                                                          data=data)])
 
     @property
-    def _stopwords(self) -> frozenset[str]:
+    def _stopwords(self) -> frozenset[str] | None:
         words = self.options.stopwords
-        return lx.STOPWORDS if words is None else frozenset(word.casefold() for word in words)
+        return None if words is None else frozenset(word.casefold() for word in words)
 
     def _share(self, answer: str, context: list[str]) -> float | str:
         """Token support of ``answer`` in ``context``; ``empty_score`` or the reason when the answer has no token."""

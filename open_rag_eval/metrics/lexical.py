@@ -1,7 +1,8 @@
 """Lexical answer checks: pure functions over text, no model and no judge.
 
 Tokens are lower-cased (casefolded) runs of word characters (``\\w+``); *content tokens* are tokens that are not
-stopwords (``STOPWORDS``, a standard English list, replaceable). The ``alnum`` tokenizer is the one of small
+stopwords (``english_stopwords()``: 153 English function words and contraction pieces, bundled as the versioned,
+hash-checked data file ``prompts/stopwords_en.txt``; replaceable). The ``alnum`` tokenizer is the one of small
 answer-evaluation demos: the text lower-cased and split on whitespace, every character that is not a letter or digit
 removed from each piece, no stopwords (``don't`` -> ``dont``, ``RAG-based`` -> ``ragbased``).
 
@@ -26,13 +27,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from functools import cache
+
+from open_rag_eval.prompts import load
 
 __all__ = [
-    "STOPWORDS",
     "TOKENIZERS",
     "alnum_tokens",
     "citation_compliance",
     "content_tokens",
+    "english_stopwords",
     "has_sources_section",
     "is_refusal",
     "keyword_coverage",
@@ -42,22 +46,23 @@ __all__ = [
     "token_support",
 ]
 
-STOPWORDS = frozenset(
-    """a about above after again against ain all am an and any are aren as at be because been before being below
-    between both but by can couldn d did didn do does doesn doing don down during each few for from further had hadn
-    has hasn have haven having he her here hers herself him himself his how i if in into is isn it its itself just ll
-    m ma me mightn more most mustn my myself needn no nor not now o of off on once only or other our ours ourselves
-    out over own re s same shan she should shouldn so some such t than that the their theirs them themselves then
-    there these they this those through to too under until up ve very was wasn we were weren what when where which
-    while who whom why will with won wouldn y you your yours yourself yourselves""".split()
-)
+
+@cache
+def english_stopwords() -> frozenset[str]:
+    """The bundled English stopword list (``prompts/stopwords_en.txt``, versioned and hash-checked like a prompt):
+    every word after the label of each category line."""
+    text = load("lexical.stopwords_en").text
+    return frozenset(word for line in text.splitlines() if ":" in line for word in line.split(":", 1)[1].split())
+
 
 _WORD = re.compile(r"\w+")
 
 
-def content_tokens(text: str, stopwords: frozenset[str] = STOPWORDS) -> list[str]:
-    """Lower-cased word tokens of ``text`` without stopwords, in order, repeats kept."""
-    return [token for token in _WORD.findall(text.casefold()) if token not in stopwords]
+def content_tokens(text: str, stopwords: frozenset[str] | None = None) -> list[str]:
+    """Lower-cased word tokens of ``text`` without stopwords (default: ``english_stopwords()``), in order, repeats
+    kept."""
+    dropped = english_stopwords() if stopwords is None else stopwords
+    return [token for token in _WORD.findall(text.casefold()) if token not in dropped]
 
 
 def alnum_tokens(text: str) -> list[str]:
@@ -69,7 +74,7 @@ def alnum_tokens(text: str) -> list[str]:
 TOKENIZERS = ("content", "alnum")
 
 
-def token_support(answer: str, context: Iterable[str], stopwords: frozenset[str] = STOPWORDS,
+def token_support(answer: str, context: Iterable[str], stopwords: frozenset[str] | None = None,
                   tokenizer: str = "content") -> float | None:
     """Share of the answer's tokens found in the context (groundedness / context overlap), repeats counted.
 
