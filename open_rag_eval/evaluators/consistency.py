@@ -34,6 +34,7 @@ from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
 from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, find_labeller, judge_retest
 from open_rag_eval.metrics.similarity import (
     BertScoreOptions,
+    BertScores,
     RougeOptions,
     bertscore_pairs,
     pairs,
@@ -51,11 +52,13 @@ from open_rag_eval.types import (
     Score,
 )
 
-__all__ = ["RETEST", "ConsistencyEvaluator", "ConsistencyOptions", "load_results_dir"]
+__all__ = ["BERTSCORE_CHUNK_PAIRS", "RETEST", "ConsistencyEvaluator", "ConsistencyOptions", "bertscore_chunks",
+           "bertscore_texts", "compared_runs", "load_results_dir"]
 
 log = logging.getLogger(__name__)
 
 PREFIX = "consistency"
+BERTSCORE_CHUNK_PAIRS = 256  # pairs of whole queries scored in one bert-score call
 
 
 class ConsistencyOptions(BaseModel):
@@ -88,6 +91,9 @@ class ConsistencyEvaluator:
     def __init__(self, options: ConsistencyOptions) -> None:
         self.options = options
         self.needs_judge = options.judge_repeats > 1
+        # BERTScore of ``bertscore_chunks`` scored elsewhere (a Ray model stage), one F1 a pair in their order, or
+        # the reason the model could not score them; None: scored here
+        self.bertscored: BertScores | str | None = None
 
     @classmethod
     def metric_names(cls, options: ConsistencyOptions, before: Sequence[str] = ()) -> list[str] | None:
@@ -135,7 +141,7 @@ class ConsistencyEvaluator:
             outputs, previous = load_results_dir(Path(self.options.results_dir).expanduser())
         groups = _group(outputs)
         usable = {qid: [o for o in runs if o.error is None] for qid, runs in groups.items()}
-        kept = {qid: runs for qid, runs in usable.items() if len(runs) >= self.options.min_runs}
+        kept = compared_runs(outputs, self.options.min_runs)
         result = EvalResult()
         details: dict[str, dict[str, Any]] = {qid: _base_detail(groups[qid], self.options.min_runs) for qid in groups}
         names = self._metric_names(previous)
@@ -192,15 +198,19 @@ class ConsistencyEvaluator:
 
     async def _bertscore(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
         metric = f"{PREFIX}.bertscore_f1"
-        todo = [(qid, i, j) for qid, runs in kept.items() for i, j in pairs(len(runs)) if _answered(runs[i], runs[j])]
         if not kept:
             return []
+        chunks = bertscore_chunks(kept)
         try:
-            texts = [(_text(kept[q][i]), _text(kept[q][j])) for q, i, j in todo]
-            scored = await bertscore_pairs(texts, self.options.bertscore)
+            scored = self.bertscored if self.bertscored is not None else await self._score(kept, chunks)
+            if isinstance(scored, str):
+                raise ModelUnavailable(scored)
         except (ModelUnavailable, MissingDependency) as error:
             log.error("consistency.bertscore_f1 is missing for every query: %s", error)
             return [Score(query_id=qid, run=None, metric=metric, error=str(error)) for qid in kept]
+        todo = [pair for chunk in chunks for pair in chunk]
+        if len(scored.f1) != len(todo):
+            raise AssertionError(f"BERTScore: {len(scored.f1)} scores for {len(todo)} pairs")
         per_query: dict[str, list[float]] = defaultdict(list)
         for (qid, i, j), value in zip(todo, scored.f1):
             per_query[qid].append(value)
@@ -216,6 +226,13 @@ class ConsistencyEvaluator:
             else:
                 scores.append(Score(query_id=qid, run=None, metric=metric, error="every pair has an empty answer"))
         return scores
+
+    async def _score(self, kept: dict[str, list[RAGOutput]], chunks: list[list[tuple[str, int, int]]]) -> BertScores:
+        """Every chunk scored in this process, one bert-score call each (no chunk: the model's description)."""
+        parts = [await bertscore_pairs(bertscore_texts(kept, chunk), self.options.bertscore) for chunk in chunks] \
+            or [await bertscore_pairs([], self.options.bertscore)]
+        return BertScores([f for part in parts for f in part.f1], parts[0].model, parts[0].num_layers,
+                          parts[0].rescaled)
 
     def _dispersed(self, previous: Sequence[Score]) -> list[str]:
         if self.options.dispersion_of != "all numeric":
@@ -266,6 +283,32 @@ class ConsistencyEvaluator:
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def compared_runs(outputs: Sequence[RAGOutput], min_runs: int) -> dict[str, list[RAGOutput]]:
+    """Per query (first-seen order) its answered runs in run order, for the queries with at least ``min_runs``."""
+    usable = {qid: [o for o in runs if o.error is None] for qid, runs in _group(outputs).items()}
+    return {qid: runs for qid, runs in usable.items() if len(runs) >= min_runs}
+
+
+def bertscore_chunks(kept: dict[str, list[RAGOutput]]) -> list[list[tuple[str, int, int]]]:
+    """The run's BERTScore batches: every pair (query, i, j) with an answer (a query's pairs in order, queries in
+    first-seen order), in chunks of whole queries of up to ``BERTSCORE_CHUNK_PAIRS`` pairs (a query with more is a
+    chunk of its own). One bert-score call scores one chunk: padding in a batch moves a float32 score in its last
+    bits, so the batches are fixed by the outputs alone, and a local run, a Ray model stage and a merge of shards
+    score exactly the same ones."""
+    chunks: list[list[tuple[str, int, int]]] = [[]]
+    for qid, runs in kept.items():
+        mine = [(qid, i, j) for i, j in pairs(len(runs)) if _answered(runs[i], runs[j])]
+        if chunks[-1] and len(chunks[-1]) + len(mine) > BERTSCORE_CHUNK_PAIRS:
+            chunks.append([])
+        chunks[-1].extend(mine)
+    return [chunk for chunk in chunks if chunk]
+
+
+def bertscore_texts(kept: dict[str, list[RAGOutput]], chunk: Sequence[tuple[str, int, int]]) -> list[tuple[str, str]]:
+    """The answer texts of a chunk's pairs."""
+    return [(_text(kept[qid][i]), _text(kept[qid][j])) for qid, i, j in chunk]
 
 
 def _stat_score(qid: str, name: str, stat: str, value: float | None) -> Score:

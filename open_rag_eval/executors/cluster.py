@@ -3,9 +3,9 @@
 The driver (the ``eval`` process) splits the outputs into shards of whole queries (``shards.split_by_query``),
 starts one ``Budget`` actor per judge endpoint, one ``CacheOwner`` on its own machine and ``workers`` worker
 actors, and hands each worker the next shard as it finishes one. Alongside, the model stage (``models``) scores
-HHEM in a Ray Data pool of model actors. The shards' and the model stage's results are merged into one run's
-(``shards.merge_results``); evaluators that need the whole run (consistency) then run in the driver, with the same
-budget and cache; ``pipeline.arun`` writes the files. A worker that dies is restarted by Ray and its shard run again
+HHEM and BERTScore in Ray Data pools of model actors. The shards' and the model stage's results are merged into one
+run's (``shards.merge_results``); evaluators that need the whole run (consistency, its BERTScore taken from the model
+stage) then run in the driver, with the same budget and cache; ``pipeline.arun`` writes the files. A worker that dies is restarted by Ray and its shard run again
 (``max_restarts``); every judgment it had finished comes from the cache.
 """
 
@@ -27,7 +27,7 @@ from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.errors import OpenRagEvalError
 from open_rag_eval.executors import import_ray
 from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
-from open_rag_eval.executors.shards import (ShardResult, evaluate_rest, merge_accounting, merge_health,
+from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, merge_accounting, merge_health,
                                             merge_results, needs_judge, split_by_query, stages)
 from open_rag_eval.judge.accounting import price_for
 from open_rag_eval.judge.cache import cache_path
@@ -62,17 +62,17 @@ class RayExecutor:
         plan = stages(loaded)
         try:
             self._start(ray, loaded, outputs)
-            models = asyncio.ensure_future(asyncio.to_thread(self._models, ray, loaded, outputs, plan.models))
+            models = asyncio.ensure_future(asyncio.to_thread(self._models, ray, outputs, plan))
             try:
                 results = await self._shards(ray, loaded, outputs, progress)
             finally:
-                model_results = await models
+                model_results, bertscored = await models
             result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, model_results)
             snapshots = [r.accounting for r in results]
             health = [r.health for r in results]
             simulated = any(r.simulated for r in results)
             if plan.driver:
-                rest, judge, recorded = await self._driver(loaded, outputs, results, result, progress)
+                rest, judge, recorded = await self._driver(loaded, outputs, results, result, progress, bertscored)
                 result.extend(rest)
                 if judge is not None:
                     snapshots.append(judge.accounting.snapshot())
@@ -114,7 +114,8 @@ class RayExecutor:
             _unwrap_sync(ray, self.cache_owner.count.remote())  # a cache that cannot be opened fails here
         workers = min(workers, len(outputs)) or 1
         # the model stage's actors run beside the workers: leave them their CPUs
-        models = 0.0 if not stages(loaded).models or ray.cluster_resources().get("GPU", 0) \
+        plan = stages(loaded)
+        models = 0.0 if not (plan.models or plan.bertscore) or ray.cluster_resources().get("GPU", 0) \
             else MODEL_CPUS * options.model_actors
         cpus = options.worker_cpus or min(1.0, max(0.01, (cpus_total - models) / workers))
         restarts = options.max_restarts
@@ -148,22 +149,26 @@ class RayExecutor:
         await asyncio.gather(*(drive(worker) for worker in self.workers))
         return results
 
-    def _models(self, ray: Any, loaded: Any, outputs: list[RAGOutput], specs: dict[int, Any]) -> dict[int, EvalResult]:
-        if not specs:
-            return {}
-        from open_rag_eval.executors.models import model_stage
+    def _models(self, ray: Any, outputs: list[RAGOutput], plan: Stages) -> tuple[dict[int, EvalResult], dict[int, Any]]:
+        """The model stage: HHEM (trec evaluator index -> its result) and BERTScore (consistency evaluator index ->
+        its ``bertscored``), one pool after the other, alongside the shards."""
+        if not (plan.models or plan.bertscore):
+            return {}, {}
+        from open_rag_eval.executors.models import bertscore_stage, model_stage
 
         gpus = self.options.model_gpus
         if gpus is None:
             gpus = 1.0 if ray.cluster_resources().get("GPU", 0) else 0.0
-        return {i: model_stage(ray, spec, outputs, actors=self.options.model_actors, num_gpus=gpus,
-                               num_cpus=MODEL_CPUS) for i, spec in specs.items()}
+        pool = {"actors": self.options.model_actors, "num_gpus": gpus, "num_cpus": MODEL_CPUS}
+        hhem = {i: model_stage(ray, spec, outputs, **pool) for i, spec in plan.models.items()}
+        bertscore = {i: bertscore_stage(ray, spec, outputs, **pool) for i, spec in plan.bertscore.items()}
+        return hhem, {i: scored for i, scored in bertscore.items() if scored is not None}
 
     async def _driver(self, loaded: Any, outputs: list[RAGOutput], results: list[ShardResult], previous: EvalResult,
-                      progress: Progress) -> tuple[EvalResult, Any, dict[str, Any]]:
+                      progress: Progress, bertscored: dict[int, Any]) -> tuple[EvalResult, Any, dict[str, Any]]:
         """The evaluators that see the whole run, here, with the run's shared budget and cache."""
         async with self._judge(loaded, needs_judge(stages(loaded).driver)) as judge:
-            rest, recorded = await evaluate_rest(loaded, results, outputs, judge, previous, progress)
+            rest, recorded = await evaluate_rest(loaded, results, outputs, judge, previous, progress, bertscored)
         return rest, judge, recorded
 
     @contextlib.asynccontextmanager

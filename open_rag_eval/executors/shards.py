@@ -24,8 +24,9 @@ __all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest
 
 # evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
 # query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once
-# (consistency compares a query's runs and batches BERTScore over every pair of the run): they run after the shards,
-# in the driver.
+# (consistency compares a query's runs and spreads the scores of the evaluators before it): they run after the
+# shards, in the driver, with their BERTScore scored beforehand in the model stage (its batches are fixed by the
+# outputs: ``consistency.bertscore_chunks``).
 SHARDED = {"trec": "query", "generation": "query", "golden": "input"}
 MODEL_METRICS = ("hhem",)  # trec's model metric: computed in the model stage, in the run's own batches
 
@@ -39,6 +40,7 @@ class Stages:
     shards: list[Any]
     models: dict[int, Any]
     driver: list[Any]
+    bertscore: dict[int, Any] = field(default_factory=dict)  # run's evaluator index -> a consistency spec scoring it
 
 
 def stages(loaded: Any) -> Stages:
@@ -53,7 +55,9 @@ def stages(loaded: Any) -> Stages:
             spec = replace(spec, options=spec.options.model_copy(update={"metrics": [m for m in metrics
                                                                                      if m not in held]}))
         shards.append(spec)
-    return Stages(shards, models, specs[cut:])
+    bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and spec.cls.name == "consistency"
+                 and "bertscore" in spec.options.metrics and spec.options.results_dir is None}
+    return Stages(shards, models, specs[cut:], bertscore)
 
 
 def split_by_query(outputs: Sequence[RAGOutput], n: int) -> list[list[int]]:
@@ -118,9 +122,11 @@ async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge
 
 
 async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput], judge: Judge | None,
-                        previous: EvalResult, progress: Any = None) -> tuple[EvalResult, dict[str, dict[str, Any]]]:
+                        previous: EvalResult, progress: Any = None, bertscored: dict[int, Any] | None = None
+                        ) -> tuple[EvalResult, dict[str, dict[str, Any]]]:
     """The evaluators after the shard stage, once over every output, seeing the shards' evaluators as a single run
-    does (their nugget lists restored); their result and judge-health record."""
+    does (their nugget lists restored), with the BERTScore the model stage scored (``bertscored``: evaluator index
+    -> ``ConsistencyEvaluator.bertscored``); their result and judge-health record."""
     from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
     from open_rag_eval.pipeline import evaluate_all
 
@@ -130,6 +136,8 @@ async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: li
             for query, data in lists.items():
                 nuggets = [ScoredNugget(**n) for n in data["nuggets"]]
                 evaluators[int(i)].nugget_lists[query] = NuggetList(**{**data, "nuggets": nuggets})
+    for i, scored in (bertscored or {}).items():
+        evaluators[i].bertscored = scored
     first = len(stages(loaded).shards)
     with recording() as recorder:
         parts = await evaluate_all(evaluators[first:], outputs, judge, output_dir=None, base_dir=loaded.base_dir,

@@ -1,7 +1,8 @@
 """Answer similarity across runs: ROUGE-1/2/L/Lsum F1 (``rouge-score``) and BERTScore F1 (``bert-score``).
 
 Both are symmetric in F1, so each unordered pair of answers is computed once. Models are loaded once per process
-(keyed by their options) and inference runs in a worker thread, batched over every pair of a run.
+(keyed by their options) and inference runs in a worker thread, one call per batch of pairs the caller gives (the
+consistency evaluator's batches are a property of the data, so they do not move a score).
 
 ROUGE-Lsum needs one sentence per line; ``rouge-score`` would ask nltk for that (its data cannot be downloaded), so
 we split sentences ourselves (``split_sentences``) or take the answer's own statements.
@@ -39,6 +40,7 @@ __all__ = [
     "RougeOptions",
     "bertscore_pairs",
     "pairs",
+    "score_pairs",
     "rouge_pairs",
     "split_sentences",
 ]
@@ -196,6 +198,11 @@ def _build(options: BertScoreOptions) -> _Loaded:
     return _Loaded(scorer, scorer.num_layers, rescaled)
 
 
+def score_pairs(texts_pairs: Sequence[tuple[str, str]], options: BertScoreOptions) -> BertScores:
+    """BERTScore F1 of each (text, text) pair, in one bert-score call (its own batches of ``batch_size``)."""
+    return _score_sync(options, [a for a, _ in texts_pairs], [b for _, b in texts_pairs])
+
+
 def _score_sync(options: BertScoreOptions, first: list[str], second: list[str]) -> BertScores:
     loaded = _load(options)
     if options.rescale_with_baseline and not loaded.rescaled:
@@ -209,6 +216,4 @@ def _score_sync(options: BertScoreOptions, first: list[str], second: list[str]) 
 
 async def bertscore_pairs(texts_pairs: Sequence[tuple[str, str]], options: BertScoreOptions) -> BertScores:
     """BERTScore F1 of each (text, text) pair, in one batched inference in a worker thread."""
-    first = [a for a, _ in texts_pairs]
-    second = [b for _, b in texts_pairs]
-    return await asyncio.to_thread(_score_sync, options, first, second)
+    return await asyncio.to_thread(score_pairs, texts_pairs, options)
