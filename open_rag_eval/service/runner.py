@@ -1,8 +1,9 @@
 """The job runner: claims queued work from the database and runs it through the CLI's own pipeline.
 
 Runs inside ``serve`` (and alone as ``worker``). A job runs ``pipeline.arun`` on its ``job.yaml`` -- the run the CLI
-makes -- while a ticker renews the claim, stores the progress and usage, appends progress events, and stops the run
-when a cancel is requested or the claim was lost. A run killed with the process is taken up again (by the next
+makes -- while a ticker stores the progress and usage, appends progress events, and stops the run when a cancel is
+requested or the claim was lost; the claim itself is renewed by a ``Heartbeat`` thread, so a long CPU stretch of a
+job on this loop never lets it go stale. A run killed with the process is taken up again (by the next
 start in SQLite mode, by any worker once its heartbeat is stale in PostgreSQL mode): the judge cache answers every
 judgment already paid for, so the resumed run calls the judge only for what was not judged.
 """
@@ -26,6 +27,7 @@ from open_rag_eval.errors import OpenRagEvalError, exit_code
 from open_rag_eval.progress import Progress
 from open_rag_eval.service import jobs
 from open_rag_eval.service.fair import FairShare, SharedJudge
+from open_rag_eval.service.heartbeat import Heartbeat
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["Runner", "RunnerThread", "worker_name"]
@@ -49,6 +51,7 @@ class Runner:
         self.shares: dict[str, FairShare] = {}
         self.finished = 0
         self._shown: dict[str, dict[str, Any]] = {}  # job -> the progress last sent as an event
+        self.heartbeat = Heartbeat(settings.db_url, self.worker, settings.runner.heartbeat_s)
 
     def share(self, profile: str) -> FairShare:
         if profile not in self.shares:
@@ -60,6 +63,7 @@ class Runner:
         """Claim and run jobs until ``stop`` is set; running jobs are then interrupted (their claims go stale
         and the work resumes later)."""
         limit = self.settings.runner.jobs
+        await asyncio.to_thread(self.heartbeat.start)
         try:
             while not stop.is_set():
                 job = await self._claim() if len(self.active) < limit else None
@@ -76,6 +80,7 @@ class Runner:
             for task in list(self.active.values()):
                 task.cancel()
             await asyncio.gather(*self.active.values(), return_exceptions=True)
+            await asyncio.to_thread(self.heartbeat.stop)
 
     async def _claim(self) -> dict[str, Any] | None:
         try:
@@ -88,6 +93,7 @@ class Runner:
         job_id = job["id"]
         log.info("job %s: %s", job_id, "resumed" if job.get("resumed") else "started")
         progress = Progress()
+        self.heartbeat.hold(job_id)  # renewed apart from this loop: a long CPU stretch of the job is no death
         work = asyncio.create_task(self._execute(job, progress))
         stopped_by: str | None = None
         try:
@@ -107,6 +113,8 @@ class Runner:
             with contextlib.suppress(BaseException):
                 await work
             raise
+        finally:
+            self.heartbeat.release(job_id)
 
     async def _tick(self, job_id: str, progress: Progress) -> bool:
         snapshot = progress_snapshot(progress)
