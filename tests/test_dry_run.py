@@ -111,10 +111,10 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     config["judge"] = {"model": "gpt-4o", "api_key_env": "NO_SUCH_KEY_VARIABLE", "cache": False}
     assert main(["eval", "--config", str(_write(tmp_path, "c.yaml", config)), "--dry-run"]) == 0
     out = capsys.readouterr().out
-    # trec 246 + generation 136 + its rubric judges 53 (5 per output but citation accuracy where nothing is cited;
-    # identical prompts once) + answer relevance 22 (questions and rating, 11 outputs); answer similarity makes no
-    # judge call (and a dry run loads no embedding model)
-    assert "planned judge calls: 457 (identical requests once; before cache hits)" in out
+    # trec 246 + generation 136 + its rubric judges 50 (5 per output but citation accuracy where nothing is cited,
+    # and only coherence for the one refusal; identical prompts once) + answer relevance 22 (questions and rating,
+    # 11 outputs); answer similarity makes no judge call (and a dry run loads no embedding model)
+    assert "planned judge calls: 454 (identical requests once; before cache hits)" in out
     assert "  umbrela" in out and "90 calls" in out
     assert "re-asks: none planned; replies that do not parse add at most 391 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out

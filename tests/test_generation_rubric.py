@@ -20,7 +20,7 @@ from open_rag_eval.metrics.rubric import RUBRICS, parse_rubric
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import normalise_rubric
 from open_rag_eval.types import EvalResult, RAGOutput
-from tests.generation_fakes import output
+from tests.generation_fakes import Verdicts, output
 from tests.test_e2e_generation import _config, _rows
 from tests.trec_fakes import RuleJudge
 
@@ -28,7 +28,11 @@ _CRITERION = re.compile(r"on one criterion: ([a-z ]+):")
 
 
 def _by_criterion(scores: dict[str, object]) -> RuleJudge:
+    claims = Verdicts()  # the claim extraction that tells a refusal: one claim per sentence, "don't know" refuses
+
     def rule(request: JudgeRequest) -> str | Exception:
+        if request.task == "claim_extract":
+            return claims(request)
         assert request.task == "rubric"
         name = _CRITERION.search(request.messages[-1][1]).group(1).replace(" ", "_")  # type: ignore[union-attr]
         value = scores[name]
@@ -74,13 +78,14 @@ def test_five_rubrics_one_call_each_normalised_with_reasons() -> None:
     rule = _by_criterion({"faithfulness": 8, "relevance": 10, "completeness": 6, "coherence": 9,
                           "citation_accuracy": 3})
     result = _run([output()], rule)
-    assert rule.tasks() == ["rubric"] * 5
+    assert rule.tasks() == ["claim_extract"] + ["rubric"] * 5
     assert _values(result) == {"rubric.faithfulness": 0.8, "rubric.relevance": 1.0, "rubric.completeness": 0.6,
                                "rubric.coherence": 0.9, "rubric.citation_accuracy": 0.3}
     rows = next(d.data for d in result.details if d.section == "rubric")["rubrics"]
     assert rows[4] == {"rubric": "citation_accuracy", "status": "ok", "parse": "clean", "score": 3,
                        "reason": "because citation_accuracy"}
-    prompts = {_CRITERION.search(c.messages[-1][1]).group(1): c.messages[-1][1] for c in rule.calls}  # type: ignore[union-attr]
+    prompts = {_CRITERION.search(c.messages[-1][1]).group(1): c.messages[-1][1] for c in rule.calls
+               if c.task == "rubric"}  # type: ignore[union-attr]
     assert "Sources:\n[1] alpha passage\n[2] beta passage\n" in prompts["citation accuracy"]
     assert "Answer: Alpha is one [1]. Beta is two [2].\n" in prompts["citation accuracy"]
     assert "Sources:" not in prompts["coherence"] and "Question: what are alpha and beta\n" in prompts["relevance"]
@@ -111,7 +116,7 @@ def test_undefined_cases_ask_nothing() -> None:
     assert all(by[("c", f"rubric.{n}")] == "is undefined: the answer is empty" for n in RUBRICS)
     # a: all but citation accuracy; b's relevance, completeness and coherence prompts are a's (its citations name
     # no retrieved passage, so its answer reads the same): judged once
-    assert len(rule.calls) == 4
+    assert rule.tasks().count("rubric") == 4
 
 
 def test_rubric_selection_and_a_bad_name() -> None:

@@ -18,8 +18,8 @@ from typing import Protocol
 from open_rag_eval.metrics.claims import ClaimSession, Extracted
 from open_rag_eval.types import Detail, RAGOutput, Score
 
-__all__ = ["EMPTY_ANSWER", "GenerationMetric", "NO_CLAIMS", "NO_PASSAGES", "NO_REFERENCE", "REFUSAL", "missing",
-           "no_claims_reason", "reference_of"]
+__all__ = ["EMPTY_ANSWER", "GenerationMetric", "NO_CLAIMS", "NO_PASSAGES", "NO_REFERENCE", "REFUSAL", "expects_refusal",
+           "is_refusal", "missing", "no_claims_reason", "reference_of"]
 
 NO_REFERENCE = "is undefined without a reference_answer (none is given for this query)"
 REFUSAL = "is undefined for a refusal: the answer declines to answer and makes no claim (see no_answer.answered)"
@@ -49,6 +49,18 @@ def missing(output: RAGOutput, names: Sequence[str], reason: str) -> list[Score]
 def reference_of(output: RAGOutput) -> str | None:
     reference = output.labels.reference_answer
     return reference if reference and reference.strip() else None
+
+
+def is_refusal(extracted: Extracted) -> bool:
+    """Whether the judge found the answer a refusal: it declines as a whole and makes no claim (an answer that
+    declines in part but states facts is judged on those facts)."""
+    return extracted.status == "ok" and extracted.refusal and not extracted.claims
+
+
+def expects_refusal(output: RAGOutput) -> bool:
+    """Whether the query is labelled unanswerable (``expected_refusal: true``): declining is its right answer. A
+    query without the label is taken to be answerable (docs/generation.md, "Refusals")."""
+    return output.labels.expected_refusal is True
 
 
 def no_claims_reason(extracted: Extracted) -> str | None:

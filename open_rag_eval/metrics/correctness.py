@@ -12,6 +12,11 @@ are known (``open_rag_eval.evaluators.generation.SIMILARITY``).
 
 A refusal or an answer without claims: tp = fp = 0, so F1 = 0 and recall = 0 when the reference has claims;
 precision is undefined. Neither side with a claim: every value is undefined (ragas gives 1.0 there).
+
+A query labelled unanswerable (``expected_refusal: true``) expects a refusal, whatever its ``reference_answer``
+says (none is needed): a refusal is the correct answer (F1 1, recall 1, precision undefined: it claims nothing); an
+answer's claims are all false positives (tp = fn = 0: F1 0, precision 0, recall undefined); docs/generation.md,
+"Refusals".
 """
 
 from __future__ import annotations
@@ -21,7 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from open_rag_eval.metrics._generation import NO_REFERENCE, claims_detail, missing, reference_of
+from open_rag_eval.metrics._generation import NO_REFERENCE, claims_detail, expects_refusal, is_refusal, missing, \
+    reference_of
 from open_rag_eval.metrics.claims import Claim, ClaimSession, Extracted, Verified
 from open_rag_eval.scoring.generation import ClaimCounts, claim_f1
 from open_rag_eval.types import Detail, RAGOutput, Score
@@ -33,6 +39,8 @@ COUNTS = ("correctness.tp", "correctness.fp", "correctness.fn")
 UNDEFINED = {"correctness.f1": "is undefined: neither the answer nor the reference makes a factual claim",
              "correctness.precision": "is undefined: the answer makes no factual claim",
              "correctness.recall": "is undefined: the reference answer makes no factual claim"}
+EXPECTED_REFUSAL = {"correctness.recall": "is undefined: a refusal is expected (expected_refusal: true), which "
+                                          "claims nothing to cover"}
 
 
 class CorrectnessOptions(BaseModel):
@@ -57,6 +65,8 @@ class AnswerCorrectness:
         return [*VALUES, *COUNTS, *(["correctness.score"] if self.options.blend else [])]
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
+        if expects_refusal(output):
+            return await _against_refusal(session, output)
         reference = reference_of(output)
         if reference is None:
             return missing(output, [*VALUES, *COUNTS], NO_REFERENCE), []
@@ -99,11 +109,31 @@ def _rows(extracted: Extracted, verified: Verified | None) -> list[dict[str, Any
     return [{"claim": c.text, "supported": v.supported} for c, v in zip(extracted.claims, verdicts, strict=True)]
 
 
-def correctness_values(output: RAGOutput, counts: ClaimCounts) -> list[Score]:
-    """The scores from the counts: a value where it is defined, else the reason."""
+async def _against_refusal(session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
+    """Correctness where the expected answer is a refusal: a refusal is right, every claim is a false positive."""
+    answer = await session.answer_claims(output)
+    detail: dict[str, Any] = {"answer": claims_detail(answer), "expected": "refusal (expected_refusal: true)"}
+    if answer.status == "failed":
+        scores = missing(output, [*VALUES, *COUNTS], answer.reason or "claim extraction failed")
+    elif is_refusal(answer):
+        detail["correct_refusal"] = True
+        scores = [Score.ok(output, "correctness.f1", 1.0), Score.ok(output, "correctness.recall", 1.0),
+                  Score.failed(output, "correctness.precision", UNDEFINED["correctness.precision"])]
+        scores += [Score.ok(output, f"correctness.{k}", 0) for k in ("tp", "fp", "fn")]
+    else:
+        detail |= {"correct_refusal": False, "tp": 0, "fp": len(answer.claims), "fn": 0}
+        detail["answer"]["claims"] = [{"claim": c.text, "supported": False} for c in answer.claims]
+        scores = correctness_values(output, ClaimCounts(tp=0, fp=len(answer.claims), fn=0), EXPECTED_REFUSAL)
+    return scores, [AnswerCorrectness._detail(output, detail)]
+
+
+def correctness_values(output: RAGOutput, counts: ClaimCounts,
+                       reasons: dict[str, str] | None = None) -> list[Score]:
+    """The scores from the counts: a value where it is defined, else the reason (``reasons`` first)."""
     values = claim_f1(counts)
+    why = UNDEFINED | (reasons or {})
     scores = []
     for name in VALUES:
         value = values[name.split(".", 1)[1]]
-        scores.append(Score.ok(output, name, value) if value is not None else Score.failed(output, name, UNDEFINED[name]))
+        scores.append(Score.ok(output, name, value) if value is not None else Score.failed(output, name, why[name]))
     return scores + [Score.ok(output, f"correctness.{k}", getattr(counts, k)) for k in ("tp", "fp", "fn")]

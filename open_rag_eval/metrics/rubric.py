@@ -11,6 +11,13 @@ health). Never a default such as 0.5.
 
 Undefined values (nothing asked): an empty answer (every rubric); no passages retrieved (faithfulness, citation
 accuracy); an answer that cites no retrieved passage (citation accuracy).
+
+A refusal (the shared claim extraction finds the answer declines and makes no claim) is not graded as an answer
+(docs/generation.md, "Refusals"): faithfulness, relevance and citation accuracy are undefined (nothing is claimed,
+like ``faithfulness.score`` and ``answer_relevance``); completeness is 0 -- nothing the question asked is given --
+unless the query is labelled unanswerable (``expected_refusal: true``), where declining is the complete answer: 1;
+coherence is judged as usual. If the extraction failed, whether the answer is a refusal is unknown and every rubric
+is judged as usual (the detail says so).
 """
 
 from __future__ import annotations
@@ -22,12 +29,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
-from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES
+from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES, REFUSAL, expects_refusal, is_refusal
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
 from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
-from open_rag_eval.scoring.rubric import normalise_rubric
+from open_rag_eval.scoring.rubric import RUBRIC_MAX, normalise_rubric
 from open_rag_eval.types import Detail, RAGOutput, Score
 
 __all__ = ["RUBRICS", "Rubric", "RubricOptions", "parse_rubric"]
@@ -35,6 +42,7 @@ __all__ = ["RUBRICS", "Rubric", "RubricOptions", "parse_rubric"]
 RUBRICS = ("faithfulness", "relevance", "completeness", "coherence", "citation_accuracy")
 WITH_SOURCES = frozenset({"faithfulness", "citation_accuracy"})
 NO_CITATION = "is undefined: the answer cites no retrieved passage"
+REFUSAL_JUDGED = frozenset({"coherence"})  # the rubrics a refusal is judged on like any answer
 PARAMS = {"max_tokens": 300}
 
 
@@ -104,13 +112,19 @@ class Rubric:
         answer = _cited_answer(output, numbers)
         cites = any(c in numbers for part in output.answer for c in part.citations)
         names = self.options.rubrics
+        refusal = await self._refusal(session, output, names)
         replies = await asyncio.gather(*(self._judge(session, name, output.query, answer, sources, cites)
-                                         for name in names))
+                                         if refusal is not True or name in REFUSAL_JUDGED
+                                         else _refusal_grade(name, output) for name in names))
         scores, rows = [], []
         for name, reply in zip(names, replies, strict=True):
             metric = f"rubric.{name}"
             if isinstance(reply, str):
                 scores.append(Score.failed(output, metric, reply))
+                continue
+            if isinstance(reply, int):  # a refusal's rule-given grade (no judge call)
+                rows.append({"rubric": name, "status": "refusal", "score": reply, "reason": _refusal_reason(output)})
+                scores.append(Score.ok(output, metric, normalise_rubric(reply)))
                 continue
             row: dict[str, Any] = {"rubric": name, "status": reply.status, "parse": reply.parse}
             if reply.value is None:
@@ -120,8 +134,18 @@ class Rubric:
                 row |= {"score": reply.value[0], "reason": reply.value[1]}
                 scores.append(Score.ok(output, metric, normalise_rubric(reply.value[0])))
             rows.append(row)
-        detail = Detail(query_id=output.query_id, run=output.run, section="rubric", data={"rubrics": rows})
+        data: dict[str, Any] = {"rubrics": rows, "refusal": refusal}
+        detail = Detail(query_id=output.query_id, run=output.run, section="rubric", data=data)
         return scores, [detail] if rows else []
+
+    @staticmethod
+    async def _refusal(session: ClaimSession, output: RAGOutput, names: list[str]) -> bool | None:
+        """Whether the answer is a refusal (the shared claim extraction); None when not known: the extraction
+        failed, or it is not asked because only rubrics judged alike for refusals are selected."""
+        if all(name in REFUSAL_JUDGED for name in names):
+            return None
+        extracted = await session.answer_claims(output)
+        return None if extracted.status == "failed" else is_refusal(extracted)
 
     async def _judge(self, session: ClaimSession, name: str, question: str, answer: str, sources: str,
                      cites: bool) -> Asked[tuple[int, str]] | str:
@@ -138,3 +162,16 @@ class Rubric:
                                                           prompt_version=template.sha256, sample=s,
                                                           priority=Priority.LEAF),
             parse_rubric, trials=TRIALS, temperatures=TEMPERATURES, sample=session.sample))
+
+
+async def _refusal_grade(name: str, output: RAGOutput) -> int | str:
+    """A refusal's rubric: completeness 0 (10 where a refusal is expected); the others undefined (the reason)."""
+    if name == "completeness":
+        return RUBRIC_MAX if expects_refusal(output) else 0
+    return REFUSAL
+
+
+def _refusal_reason(output: RAGOutput) -> str:
+    if expects_refusal(output):
+        return "a refusal where one is expected (expected_refusal: true): declining is the complete answer"
+    return "a refusal on a query taken to be answerable: it gives nothing the question asks for"
