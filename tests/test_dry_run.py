@@ -116,7 +116,7 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     # 11 outputs); answer similarity makes no judge call (and a dry run loads no embedding model)
     assert "planned judge calls: 454 (identical requests once; before cache hits)" in out
     assert "  umbrela" in out and "90 calls" in out
-    assert "re-asks: none planned; replies that do not parse add at most 391 calls" in out
+    assert "re-asks: none planned; replies that do not parse add at most 388 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
     assert not (tmp_path / "out").exists()
 
