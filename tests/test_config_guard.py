@@ -27,7 +27,7 @@ from open_rag_eval.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 
 BILLION_LAUGHS = "".join(
-    [f'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n']
+    ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n']
     + [f"{b}: &{b} [{','.join(['*' + a] * 9)}]\n" for a, b in zip("abcdefgh", "bcdefghi")]
 )
 BASE = "input: in.jsonl\nevaluators: [{type: trec}]\n"

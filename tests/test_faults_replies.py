@@ -14,7 +14,6 @@ import pytest
 import yaml
 
 from open_rag_eval.cli import main
-from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, RetryPolicy
 from open_rag_eval.judge.client import OpenAIJudge
 from tests.openai_server import Reply, ScriptedServer, ask, config, outcome, with_judge
 from tests.test_faults_api_errors import run_cli, synthetic_outputs, write_config, write_inputs

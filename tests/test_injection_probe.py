@@ -7,7 +7,6 @@ import csv
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 

@@ -24,11 +24,6 @@ def small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(paged, "PAGE_QUERIES", 3)
 
 
-def _drilled(page: str) -> list[str]:
-    return re.findall(r'<section class="query[^"]*" id="q-\d+" data-qid="([^"]*)"', page) or \
-        re.findall(r'id="q-\d+"[^>]*data-qid="([^"]*)"', page)
-
-
 def test_a_small_run_is_one_page_equal_to_the_whole_render(results: Path) -> None:
     page = write_report(results).read_text(encoding="utf-8")
     assert page == render_report(results)

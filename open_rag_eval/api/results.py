@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Results"]
 
-_TEXT_COLUMNS = ("query_id", "query", "metric", "status")
-
 
 class Results:
     """The results of ``evaluate``: per (query, run) scores, the summary, the details, the report."""

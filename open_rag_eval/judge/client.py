@@ -53,7 +53,6 @@ from open_rag_eval.transport import ReplyRefused, bounded_client
 __all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_CACHE = ".open-rag-eval/cache.sqlite"
 
 log = logging.getLogger("open_rag_eval.judge")
 
