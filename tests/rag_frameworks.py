@@ -100,3 +100,43 @@ def langchain_slow() -> Any:
 
 
 NOT_A_CHAIN = 42
+
+
+def _declines(query: str) -> bool:
+    return not _words(query) & {word for _, _, text in CORPUS for word in _words(text)}
+
+
+def langchain_refusing() -> Any:
+    """A ``RunnableLambda`` that says itself when it declines (``refused``): a query none of whose longer words the
+    corpus holds is declined; "maybe" in the query gives a flag that is not a boolean."""
+    from langchain_core.documents import Document
+    from langchain_core.runnables import RunnableLambda
+
+    def answer(inputs: dict[str, Any]) -> dict[str, Any]:
+        query = inputs["input"]
+        if _declines(query):
+            return {"answer": "Please ask about solar power, the sky or tides.", "context": [], "refused": True}
+        docs = [Document(page_content=text, metadata={"id": pid}) for pid, _, text in _ranked(query)]
+        return {"answer": "See the first source [1].", "context": docs,
+                "refused": "maybe" if "maybe" in query else False}
+
+    return RunnableLambda(answer)
+
+
+def llamaindex_refusing() -> Any:
+    """A custom query engine that puts ``refused`` in its response's metadata (declining like ``langchain_refusing``);
+    "silent" in the query leaves the metadata empty, "maybe" sets a flag that is not a boolean."""
+    from llama_index.core.base.response.schema import Response
+    from llama_index.core.query_engine import CustomQueryEngine
+    from llama_index.core.schema import NodeWithScore, TextNode
+
+    class RefusingEngine(CustomQueryEngine):
+        def custom_query(self, query_str: str) -> Response:
+            if _declines(query_str):
+                return Response(response="I cannot answer that from my sources.", source_nodes=[],
+                                metadata={"refused": True})
+            nodes = [NodeWithScore(node=TextNode(id_=pid, text=text), score=1.0) for pid, _, text in _ranked(query_str)]
+            metadata = {} if "silent" in query_str else {"refused": 1 if "maybe" in query_str else False}
+            return Response(response="See the first node [1].", source_nodes=nodes, metadata=metadata)
+
+    return RefusingEngine()

@@ -116,6 +116,7 @@ def test_search_results_become_passages_and_numeric_citations_their_ids() -> Non
     assert solar.passages[0].text == "What is solar power? is answered by passage 1."
     assert solar.answer_text == "The first result says so [1]. Two more agree [2][3]. One is made up [9]."
     assert [part.citations for part in solar.answer] == [("doc-a",), ("doc-a#2", "doc-b"), ("9",)]
+    assert solar.refused is None  # the query API has no field saying the summary declines
 
 
 def test_search_only_gives_an_empty_answer() -> None:

@@ -12,7 +12,8 @@ retrieves its ``top_k`` best passages scoring above ``min_score``; passages that
 Answer (``answer: sentences``): the ``answer_sentences`` sentences of the retrieved passages that score best against
 the query (BM25 again, over those sentences; ties keep retrieval order), in retrieval order, each followed by ``[n]``,
 the rank of the passage it was taken from, then a ``Sources:`` section listing the cited passages. Nothing retrieved,
-or no sentence sharing a word with the query, gives the refusal ``NO_ANSWER``. ``answer: top_passage`` is the stub
+or no sentence sharing a word with the query, gives the refusal ``NO_ANSWER``, and the output says so itself
+(``refused`` true; false for every answer). ``answer: top_passage`` is the stub
 generator of small demo pipelines: the first passage's text cut to ``answer_chars`` characters, citing it.
 
     connector:
@@ -36,7 +37,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from open_rag_eval.config.guard import MAX_K
-from open_rag_eval.connectors.inprocess import InProcessOptions, fetch_each, require
+from open_rag_eval.connectors.inprocess import InProcessOptions, Reply, fetch_each, require
 from open_rag_eval.errors import ConfigError
 from open_rag_eval.segment import NO_ANSWER, split_answer
 from open_rag_eval.types import Passage, RAGOutput
@@ -166,8 +167,9 @@ class Bm25Connector:
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]:
         return await fetch_each(queries, repeats, self.options, self._ask)
 
-    async def _ask(self, query: str) -> tuple[str, tuple[Passage, ...]]:
-        return await asyncio.to_thread(self.answer, query)
+    async def _ask(self, query: str) -> Reply:
+        text, passages = await asyncio.to_thread(self.answer, query)
+        return text, passages, text == NO_ANSWER
 
     def answer(self, query: str) -> tuple[str, tuple[Passage, ...]]:
         """The answer text and the retrieved passages for one query (synchronous; ``fetch`` runs it in a thread)."""

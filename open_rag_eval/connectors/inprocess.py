@@ -5,6 +5,9 @@
 - ``fetch_each(queries, repeats, options, ask)``: ``ask(query)`` once per (query, run), at most ``concurrency`` at a
   time, each within ``timeout_s``; an exception or a timeout becomes an output with ``error`` set to the reason.
 - ``make_output``: the answer text segmented into statements, ``[n]`` markers resolved against the passages.
+- ``refusal_flag``: the system's own "I declined to answer" flag (``RAGOutput.refused``), as the HTTP connector's
+  ``refused_path`` reads it: true or false, null/None when the system does not say; anything else is a malformed
+  result (a failed output naming the field), never guessed.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from open_rag_eval.registry import resolve
 from open_rag_eval.segment import segment_answer
 from open_rag_eval.types import Passage, RAGOutput
 
-__all__ = ["InProcessOptions", "Malformed", "fetch_each", "load_target", "make_output", "number", "require",
-           "unique_ids"]
+__all__ = ["InProcessOptions", "Malformed", "Reply", "fetch_each", "load_target", "make_output", "number",
+           "refusal_flag", "require", "unique_ids"]
+
+Reply = tuple[str, tuple[Passage, ...], bool | None]  # answer text, passages, the system's refused flag
 
 
 class InProcessOptions(BaseModel):
@@ -64,7 +69,7 @@ def load_target(spec: str, methods: Sequence[str], *, option: str) -> Any:
 
 
 async def fetch_each(queries: Sequence[tuple[str, str]], repeats: int, options: InProcessOptions,
-                     ask: Callable[[str], Awaitable[tuple[str, tuple[Passage, ...]]]]) -> list[RAGOutput]:
+                     ask: Callable[[str], Awaitable[Reply]]) -> list[RAGOutput]:
     """One output per (query, run), in query order then run order."""
     limit = asyncio.Semaphore(options.concurrency)
 
@@ -72,7 +77,7 @@ async def fetch_each(queries: Sequence[tuple[str, str]], repeats: int, options: 
         async with limit:
             started = time.perf_counter()
             try:
-                answer, passages = await asyncio.wait_for(ask(query), options.timeout_s)
+                answer, passages, refused = await asyncio.wait_for(ask(query), options.timeout_s)
             except asyncio.TimeoutError:
                 return RAGOutput(query_id=qid, query=query, run=run, error=f"timed out after {options.timeout_s:g}s")
             except Malformed as error:
@@ -80,16 +85,23 @@ async def fetch_each(queries: Sequence[tuple[str, str]], repeats: int, options: 
             except Exception as error:  # the system's own failure: kept as a failed output with its reason
                 return RAGOutput(query_id=qid, query=query, run=run,
                                  error=f"{type(error).__name__}: {cut(str(error), 300)}")
-            return make_output(qid, query, run, answer, passages, (time.perf_counter() - started) * 1000)
+            return make_output(qid, query, run, answer, passages, (time.perf_counter() - started) * 1000, refused)
 
     return list(await asyncio.gather(*(one(qid, q, run) for qid, q in queries for run in range(1, repeats + 1))))
 
 
 def make_output(qid: str, query: str, run: int, answer: str, passages: tuple[Passage, ...],
-                latency_ms: float) -> RAGOutput:
+                latency_ms: float, refused: bool | None = None) -> RAGOutput:
     parts = segment_answer(answer, [p.id for p in passages]) if answer.strip() else ()
     return RAGOutput(query_id=qid, query=query, run=run, passages=passages, answer=parts, answer_text=answer,
-                     latency_ms=round(latency_ms, 3))
+                     latency_ms=round(latency_ms, 3), refused=refused)
+
+
+def refusal_flag(value: Any, what: str) -> bool | None:
+    """``value`` as the system's refused flag: True, False or None (not said); anything else is ``Malformed``."""
+    if value is not None and not isinstance(value, bool):
+        raise Malformed(f"{what} is not true, false or null (got {type(value).__name__})")
+    return value
 
 
 def unique_ids(ids: Sequence[str]) -> list[str]:

@@ -6,8 +6,10 @@ itself when ``input_key`` is null) through ``ainvoke`` (``invoke`` in a worker t
 The result is a dict: ``answer_key`` holds the answer (text, or a message whose ``content`` is text) and
 ``documents_key`` the source Documents -- ``page_content`` is the passage text, ``metadata[id_key]`` its id (else the
 Document's ``id``, else its rank 1, 2, ...), ``metadata[title_key]`` / ``metadata[score_key]`` its title and score.
-The defaults match ``create_retrieval_chain`` (``input`` / ``answer`` / ``context``). Inline ``[n]`` markers cite
-the n-th document. A call that raises, times out or returns something else becomes a failed output with the reason.
+The defaults match ``create_retrieval_chain`` (``input`` / ``answer`` / ``context``). ``refused_key`` names a
+boolean the chain sets when it declines to answer (the output's ``refused``: true, false, or null when it does not
+say; another value, or a result without the key, is a failed output). Inline ``[n]`` markers cite the n-th
+document. A call that raises, times out or returns something else becomes a failed output with the reason.
 
     connector:
       type: langchain
@@ -26,8 +28,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, fetch_each, load_target, number, require,
-                                  unique_ids)
+from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, Reply, fetch_each, load_target, number,
+                                                refusal_flag, require, unique_ids)
 from open_rag_eval.types import Passage, RAGOutput
 
 __all__ = ["LangChainConnector", "LangChainOptions"]
@@ -41,6 +43,7 @@ class LangChainOptions(InProcessOptions):
     id_key: str = "id"
     title_key: str = "title"
     score_key: str = "score"
+    refused_key: str | None = None  # a boolean the chain sets when it declines to answer
 
 
 class LangChainConnector:
@@ -54,7 +57,7 @@ class LangChainConnector:
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]:
         return await fetch_each(queries, repeats, self.options, self._ask)
 
-    async def _ask(self, query: str) -> tuple[str, tuple[Passage, ...]]:
+    async def _ask(self, query: str) -> Reply:
         payload: Any = query if self.options.input_key is None else {self.options.input_key: query}
         if hasattr(self.chain, "ainvoke"):
             result = await self.chain.ainvoke(payload)
@@ -62,20 +65,23 @@ class LangChainConnector:
             result = await asyncio.to_thread(self.chain.invoke, payload)
         return self._map(result)
 
-    def _map(self, result: Any) -> tuple[str, tuple[Passage, ...]]:
+    def _map(self, result: Any) -> Reply:
         options = self.options
-        if options.answer_key is None and options.documents_key is None:
-            return _text(result, "the result"), ()
+        if options.answer_key is None and options.documents_key is None and options.refused_key is None:
+            return _text(result, "the result"), (), None
         if not isinstance(result, dict):
             raise Malformed(f"the chain returned {type(result).__name__}, not a dict with "
-                            f"'{options.answer_key or options.documents_key}'")
+                            f"'{options.answer_key or options.documents_key or options.refused_key}'")
+        refused = None
+        if options.refused_key is not None:
+            refused = refusal_flag(_field(result, options.refused_key), f"'{options.refused_key}'")
         answer = _text(_field(result, options.answer_key), f"'{options.answer_key}'") if options.answer_key else ""
         documents = _field(result, options.documents_key) if options.documents_key else []
         if documents is None:
             documents = []
         if not isinstance(documents, (list, tuple)):
             raise Malformed(f"'{options.documents_key}' is not a list (got {type(documents).__name__})")
-        return answer, self._passages(documents)
+        return answer, self._passages(documents), refused
 
     def _passages(self, documents: Sequence[Any]) -> tuple[Passage, ...]:
         options, rows = self.options, []

@@ -5,7 +5,10 @@ or a function/class called with no arguments that returns one (e.g. ``index.as_q
 is ``aquery(query)`` (``query`` in a worker thread when there is no ``aquery``); the response's ``response`` is the
 answer text and its ``source_nodes`` the passages: the node's id (or ``metadata[id_key]`` when set), its text, its
 score, ``metadata[title_key]`` as the title. Inline ``[n]`` markers cite the n-th source node (as LlamaIndex's
-``CitationQueryEngine`` writes them). A call that raises or times out becomes a failed output with the reason.
+``CitationQueryEngine`` writes them). ``refused_key`` names a boolean in the response's ``metadata`` that the engine
+sets when it declines to answer (the output's ``refused``: true, false, or null when it does not say; another value,
+or metadata without the key, is a failed output). A call that raises or times out becomes a failed output with the
+reason.
 
     connector:
       type: llamaindex
@@ -24,8 +27,8 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, fetch_each, load_target, number, require,
-                                  unique_ids)
+from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, Reply, fetch_each, load_target, number,
+                                                refusal_flag, require, unique_ids)
 from open_rag_eval.types import Passage, RAGOutput
 
 __all__ = ["LlamaIndexConnector", "LlamaIndexOptions"]
@@ -35,6 +38,7 @@ class LlamaIndexOptions(InProcessOptions):
     query_engine: str  # "module:attr": a query engine, or a zero-argument factory of one
     id_key: str | None = None  # None: the node's own id
     title_key: str = "title"
+    refused_key: str | None = None  # a boolean in the response's metadata: the engine declined to answer
 
 
 class LlamaIndexConnector:
@@ -48,7 +52,7 @@ class LlamaIndexConnector:
     async def fetch(self, queries: Sequence[tuple[str, str]], repeats: int) -> list[RAGOutput]:
         return await fetch_each(queries, repeats, self.options, self._ask)
 
-    async def _ask(self, query: str) -> tuple[str, tuple[Passage, ...]]:
+    async def _ask(self, query: str) -> Reply:
         if hasattr(self.engine, "aquery"):
             response = await self.engine.aquery(query)
         else:
@@ -58,7 +62,17 @@ class LlamaIndexConnector:
             raise Malformed(f"the query engine returned {type(response).__name__}, not a response")
         if answer is not None and not isinstance(answer, str):
             raise Malformed(f"the response is not text (got {type(answer).__name__}; streaming is not supported)")
-        return answer or "", self._passages(getattr(response, "source_nodes", None) or [])
+        return answer or "", self._passages(getattr(response, "source_nodes", None) or []), self._refused(response)
+
+    def _refused(self, response: Any) -> bool | None:
+        key = self.options.refused_key
+        if key is None:
+            return None
+        metadata = getattr(response, "metadata", None) or {}
+        if key not in metadata:
+            keys = ", ".join(map(str, metadata)) or "nothing"
+            raise Malformed(f"the response's metadata has no '{key}' (it has: {keys})")
+        return refusal_flag(metadata[key], f"the response's metadata '{key}'")
 
     def _passages(self, nodes: Sequence[Any]) -> tuple[Passage, ...]:
         rows = []

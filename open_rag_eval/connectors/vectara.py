@@ -11,6 +11,8 @@ One corpus: ``POST {base_url}/v2/corpora/{corpus_key}/query``; several: ``POST {
 ``search_results`` become the passages, in order: ``text``, ``score``, ``document_metadata.title`` (or
 ``part_metadata.title``), and the ``document_id`` as the id (a second part of one document gets ``#2``...). The
 ``summary`` is the answer; its ``[n]`` markers cite the n-th search result and are mapped to that passage's id.
+The query API has no field saying the summary declines to answer, so ``refused`` stays null and refusals are read
+from the answer (the no-answer judgment, else the lexical detector), as for any system that does not say.
 
 The API key is read from the environment variable ``api_key_env`` (sent as ``x-api-key``) and redacted from every
 message, log line and output file. Transport, retries and failures are the HTTP connector's: a bounded reply, a total
