@@ -212,6 +212,16 @@ def test_config_path_dict_and_options(tmp_path: Path) -> None:
         evaluate(outputs, 5)
 
 
+def test_a_config_path_that_cannot_be_read_names_the_file(tmp_path: Path) -> None:
+    outputs = read_outputs(DATA / "minimal.csv")
+    (tmp_path / "latin1.yaml").write_bytes(b"judge: {model: caf\xe9}\n")
+    for name, problem in (("missing.yaml", "cannot read config: No such file"),
+                          ("latin1.yaml", "config is not UTF-8 text")):
+        with pytest.raises(ConfigError) as caught:
+            evaluate(outputs, tmp_path / name)
+        assert caught.value.file == str(tmp_path / name) and caught.value.problem.startswith(problem)
+
+
 # ---------------------------------------------------------------- Results
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from open_rag_eval.config import LoadedConfig, _parse_yaml, load_config_text
+from open_rag_eval.config import LoadedConfig, _config_text, _parse_yaml, load_config_text
 from open_rag_eval.errors import ConfigError
 
 __all__ = ["DEFAULT_EVALUATORS", "api_config"]
@@ -61,11 +61,5 @@ def _raw(config: str | os.PathLike[str] | dict[str, Any] | None) -> tuple[dict[s
         return copy.deepcopy(config), Path.cwd(), "<config>"
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
-        try:
-            text = path.read_text(encoding="utf-8-sig")
-        except OSError as error:
-            raise ConfigError(f"cannot read config: {error.strerror}", file=str(path)) from None
-        except UnicodeDecodeError:
-            raise ConfigError("config is not UTF-8 text", file=str(path)) from None
-        return _parse_yaml(text, str(path)), path.resolve().parent, str(path)
+        return _parse_yaml(_config_text(path), str(path)), path.resolve().parent, str(path)
     raise ConfigError(f"config must be None, a path to a YAML file or a dict, got {type(config).__name__}")
