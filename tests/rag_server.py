@@ -17,7 +17,9 @@ so both flat and nested field paths can be tested. ``behaviour`` is switchable b
   "huge" (a 40 MB answer), "gzip_bomb" (1 MB of gzip inflating to 1 GiB), "deep_json" (arrays 100,000 deep),
   "redirect" (307 to ``redirect_to``).
 
-The server records each request's body and headers, and the most requests it handled at once.
+The server records each request's body and headers, and the most requests it handled at once. ``hold_after = N``
+makes every request after the first N wait (unanswered, counted in ``in_flight``) until ``release()``: a test that
+needs a run to be mid-fetch at some moment holds it there instead of racing it.
 """
 
 from __future__ import annotations
@@ -64,8 +66,26 @@ class RagServer(Loopback):
         self.calls = 0
         self.in_flight = 0
         self.max_in_flight = 0
+        self.hold_after: int | None = None
+        self._arrived = 0
+        self._released = threading.Event()
         self._lock = threading.Lock()
         super().__init__(self._handler())
+
+    def release(self) -> None:
+        """Let the held requests (and every later one) go on."""
+        self._released.set()
+
+    def _hold(self) -> None:
+        with self._lock:
+            self._arrived += 1
+            held = self.hold_after is not None and self._arrived > self.hold_after
+        if held and not self._released.wait(300):
+            raise TimeoutError("a held request was never released")
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+        super().__exit__(*exc)
 
     @property
     def url(self) -> str:
@@ -117,6 +137,7 @@ class RagServer(Loopback):
                     body = json.loads(raw or b"{}")
                     with server._lock:
                         server.requests.append({"body": body, "headers": dict(self.headers)})
+                    server._hold()
                     if server.behaviour.latency_s:
                         time.sleep(server.behaviour.latency_s)
                     kind = server.behaviour.hostile.get(str(body.get("query_id", "")))

@@ -286,11 +286,24 @@ def test_a_kill_during_the_swap_is_undone_by_the_next_run(tmp_path: Path, two_in
 # -- one run per folder -------------------------------------------------------------------------------------------
 
 
-def _wait_for_lock(lock: Path, timeout_s: float = 60) -> None:
-    """Wait until a run holds the lock file (it exists and names the owner's pid)."""
+def _wait_until(condition: Any, process: subprocess.Popen[Any] | None = None, timeout_s: float = 120) -> None:
+    """Wait until ``condition()`` holds (failing if ``process`` ends first or the generous deadline passes)."""
     deadline = time.monotonic() + timeout_s
-    while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+    while not condition():
+        assert process is None or process.poll() is None, "the run ended before the awaited moment"
+        assert time.monotonic() < deadline, "the awaited moment never came"
         time.sleep(0.01)
+
+
+def _wait_for_lock(lock: Path, process: subprocess.Popen[Any]) -> None:
+    """Wait until the run ``process`` holds the lock file (it exists and names the owner's pid)."""
+    def owner() -> str:
+        try:
+            return lock.read_text(encoding="utf-8").strip()
+        except OSError:
+            return ""
+
+    _wait_until(lambda: owner() == str(process.pid), process)
 
 
 def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
@@ -299,7 +312,7 @@ def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tu
                                                    "max_concurrency": 1})
     process = subprocess.Popen(_command(slow), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for_lock(tmp_path / ".out.lock")
+        _wait_for_lock(tmp_path / ".out.lock", process)
         with _errors() as lines:
             assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
         _one_line(lines, str(out), f"in use by another run (pid {process.pid})")
@@ -382,20 +395,23 @@ def _connector_config(folder: Path, url: str, n: int, judge: dict[str, Any] | No
 def test_a_killed_connector_run_reuses_what_it_fetched(tmp_path: Path) -> None:
     """SIGKILL while fetching: the rerun asks the live system only for the queries it had not saved, and keeps the
     saved outputs as they were (the system words every answer differently, so a re-query would show)."""
-    with RagServer(RagBehaviour(mode="unstable", latency_s=0.05)) as server:
+    with RagServer(RagBehaviour(mode="unstable")) as server:
+        server.hold_after = 8  # two batches (2 queries x 2 runs each) are answered; the third waits, mid-fetch
         config = _connector_config(tmp_path, server.url, 12)
         journal = tmp_path / ".out.partial" / "outputs.jsonl"
         process = subprocess.Popen(_command(config), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and process.poll() is None:
-            if journal.exists() and len(journal.read_text(encoding="utf-8").splitlines()) >= 8:
-                break
-            time.sleep(0.005)
-        process.kill()
-        process.wait(timeout=30)
+        try:
+            _wait_until(lambda: journal.exists() and len(journal.read_text(encoding="utf-8").splitlines()) >= 8
+                        and server.in_flight > 0, process)
+        finally:
+            process.kill()
+            process.wait(timeout=30)
+        server.release()
+        _wait_until(lambda: server.in_flight == 0)  # the held requests are answered to nobody before counting
         saved = {(o["query_id"], o["run"]): o for o in map(json.loads, journal.read_text().splitlines())}
-        assert 8 <= len(saved) < 24
+        assert len(saved) == 8
         complete = {qid for qid, _ in saved if (qid, 1) in saved and (qid, 2) in saved}
+        assert len(complete) == 4
         calls = server.calls
         assert _eval(config) == 0
         assert server.calls - calls == 2 * (12 - len(complete))
@@ -424,7 +440,8 @@ def test_a_connector_run_stopped_by_the_judge_does_not_query_again(tmp_path: Pat
 
 def test_a_sweep_holds_its_output_folder(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
     """A sweep writes into <output_dir>/sweeps/<id>: an eval into the same output_dir waits its turn."""
-    with RagServer(RagBehaviour(latency_s=0.3)) as server:
+    with RagServer() as server:
+        server.hold_after = 0  # the sweep waits on its first query, holding its folder, until the eval was refused
         config = _connector_config(tmp_path, server.url, 4)
         body = yaml.safe_load(config.read_text())
         body["connector"]["options"]["concurrency"] = 1
@@ -434,10 +451,12 @@ def test_a_sweep_holds_its_output_folder(tmp_path: Path, two_inputs: tuple[Path,
         command = [sys.executable, "-m", "open_rag_eval", "-q", "sweep", "--config", str(config)]
         process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            _wait_for_lock(tmp_path / ".out.lock")
+            _wait_for_lock(tmp_path / ".out.lock", process)
+            _wait_until(lambda: server.in_flight > 0, process)
             with _errors() as lines:
                 assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
             _one_line(lines, f"in use by another run (pid {process.pid})")
+            server.release()
             _, stderr = process.communicate(timeout=120)
         finally:
             if process.poll() is None:

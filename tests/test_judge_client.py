@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import logging
 import socket
+import threading
 from datetime import datetime, timedelta, timezone
 from email.utils import format_datetime
 from pathlib import Path
@@ -187,7 +189,15 @@ def test_concurrency_limit_is_respected_at_the_server() -> None:
     async def many(judge: OpenAIJudge) -> list[object]:
         return await asyncio.gather(*(judge.complete(ask(f"q{i}")) for i in range(12)))
 
-    with ScriptedServer(default=Reply.ok("1", delay_s=0.05)) as server:
+    first_three = threading.Barrier(3, timeout=60)  # no reply before three requests are in (a lower limit fails)
+    arrivals = itertools.count(1)
+
+    def respond(body: dict[str, object]) -> Reply:
+        if next(arrivals) <= 3:
+            first_three.wait()
+        return Reply.ok("1")
+
+    with ScriptedServer(responder=respond) as server:
         results = with_judge(config(server.base_url, max_concurrency=3), many)
     assert len(results) == 12 and len(server.completions) == 12
     assert server.max_in_flight == 3

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+from tests.ray_setup import CountingJudge
 from tests.service_server import Service, sse_events, wait_for, wait_status
 from tests.test_service_api import body, outputs_jsonl
 from tests.test_service_security import _cached
@@ -24,10 +24,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture
 def judge() -> Any:
-    server = SimulatedJudgeServer(SimulatedServerConfig(latency_ms=40))
-    server.start()
-    yield server
-    server.stop()
+    with CountingJudge() as server:
+        yield server
 
 
 def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice(tmp_path: Path, judge: Any) -> None:
@@ -35,9 +33,12 @@ def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice
     service = Service(tmp_path / "svc", {"judge_profiles": {"external": profile}})
     service.start()
     client = service.client()
+    judge.hold_after = 10  # then the job waits mid-run, both of its requests held, until the server is killed
     job = client.post("/v1/jobs", json={**body(outputs_jsonl(8)), "judge_profile": "external"}).json()["id"]
-    wait_for(lambda: _cached(service.cache()) >= 10, 120)
+    wait_for(lambda: judge.held >= 2 and _cached(service.cache()) >= 10, 120)
     service.kill()
+    judge.release()  # the held requests' caller is gone: they are answered to nobody
+    judge.hold_after = None
     cached_at_kill = _cached(service.cache())
     calls_before = judge.stats.requests
 

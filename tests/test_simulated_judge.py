@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+from typing import Any
 
 import httpx2
 import pytest
@@ -217,15 +218,33 @@ def test_keep_alive_serves_many_requests_on_one_connection() -> None:
     assert (server.stats.requests, server.stats.connections) == (5, 1)
 
 
+class _Gathering(SimulatedJudgeServer):
+    """Answers no request before ``expected`` of them are in: a server that worked on one request at a time would
+    never get there (the first one waits at the barrier until its deadline, and the burst fails)."""
+
+    def __init__(self, expected: int) -> None:
+        super().__init__()
+        self.expected, self.arrived = expected, 0
+        self._all_in: asyncio.Event | None = None
+
+    async def _complete(self, request: Any, record: Any) -> Any:
+        self._all_in = self._all_in or asyncio.Event()
+        self.arrived += 1
+        if self.arrived >= self.expected:
+            self._all_in.set()
+        await asyncio.wait_for(self._all_in.wait(), 120)
+        return await super()._complete(request, record)
+
+
 def test_concurrent_requests_are_all_in_flight_at_once() -> None:
     async def burst(base_url: str) -> list[int]:
         limits = httpx2.Limits(max_connections=40)
-        async with httpx2.AsyncClient(base_url=base_url, limits=limits, timeout=30) as client:
+        async with httpx2.AsyncClient(base_url=base_url, limits=limits, timeout=180) as client:
             replies = await asyncio.gather(
                 *(client.post("/chat/completions", json=chat_body(f"q {i}")) for i in range(40)))
         return [r.status_code for r in replies]
 
-    with SimulatedJudgeServer(SimulatedServerConfig(latency_ms=400)) as server:
+    with _Gathering(40) as server:
         assert asyncio.run(burst(server.base_url)) == [200] * 40
     assert server.stats.max_in_flight == 40
 
