@@ -13,35 +13,20 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.report import write_report
+from tests.browser import CHROMIUM, DRIVER, NO_BROWSER, chromium
 
 FIXTURE = Path(__file__).parent / "data" / "results_fixture"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-DRIVER = shutil.which("chromedriver")
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None or DRIVER is None,
-                       reason="Chromium is not installed (Debian: apt-get install -y chromium chromium-driver)"),
+    pytest.mark.skipif(CHROMIUM is None or DRIVER is None, reason=NO_BROWSER),
 ]
 
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[object]:
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                 "--disable-dev-shm-usage", f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1280,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
-    try:
+    with chromium(tmp_path / "profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 @pytest.fixture

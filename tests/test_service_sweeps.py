@@ -4,13 +4,13 @@ sweep's trend and verdicts."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.browser import chromium
 from tests.rag_server import RagBehaviour, RagServer
 from tests.service_server import Service, wait_for, wait_status
 from tests.test_service_api import body, outputs_jsonl
@@ -21,9 +21,6 @@ pytest.importorskip("httpx", reason="httpx (dev extra) is not installed")
 
 pytestmark = pytest.mark.slow
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-DRIVER = shutil.which("chromedriver")
-NO_BROWSER = "Chromium is not installed (Debian: apt-get install -y chromium chromium-driver)"
 
 
 @pytest.fixture(scope="module")
@@ -88,23 +85,8 @@ def test_a_sweep_needs_an_allowed_connector_and_repeats(service: Service) -> Non
 
 @pytest.fixture
 def browser(tmp_path: Path) -> Iterator[Any]:
-    if CHROMIUM is None or DRIVER is None:
-        pytest.skip(NO_BROWSER)
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service as Driver
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-dev-shm-usage",
-                 "--disable-background-networking", f"--user-data-dir={tmp_path / 'profile'}",
-                 "--window-size=1280,900"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Driver(DRIVER), options=options)
-    try:
+    with chromium(tmp_path / "profile") as driver:
         yield driver
-    finally:
-        driver.quit()
 
 
 def test_dashboard_shows_jobs_live_progress_the_report_and_the_sweep_trend(service: Service, browser: Any,
