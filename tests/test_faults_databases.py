@@ -9,7 +9,6 @@ cache mid-run, and ``validate`` reporting all of it without creating anything.
 
 from __future__ import annotations
 
-import logging
 import os
 import resource
 import signal
@@ -18,8 +17,7 @@ import subprocess
 import sys
 import tempfile
 import types
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from open_rag_eval.cli import main
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache
 from open_rag_eval.store import sqlite as store_sqlite
+from tests.logs import logged_errors
 from tests.rag_server import RagServer
 from tests.test_faults_api_errors import synthetic_outputs, write_inputs
 
@@ -43,23 +42,6 @@ USABLE = {  # state -> exit code, per use; every state not listed exits 5
     "sweep": {"missing": 0, "empty": 0},
 }
 ROOT_USER = os.geteuid() == 0
-
-
-@contextmanager
-def _log() -> Iterator[list[logging.LogRecord]]:
-    records: list[logging.LogRecord] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            records.append(record)
-
-    handler = Collect(level=logging.ERROR)
-    logger = logging.getLogger("open_rag_eval")
-    logger.addHandler(handler)
-    try:
-        yield records
-    finally:
-        logger.removeHandler(handler)
 
 
 def _valid(use: str, path: Path, *, journal: str = "wal") -> None:
@@ -154,7 +136,7 @@ def test_every_file_state_runs_or_is_one_clear_error(use: str, state: str, cut: 
         (folder / "db").mkdir()
         db = folder / "db" / ("cache.sqlite" if use == "cache" else "history.sqlite")
         _make_state(use, state, db, cut, junk, stack, patch)
-        with _log() as records:
+        with logged_errors() as records:
             code = _run(use, folder, db)
         expected = USABLE[use].get(state, 5)
         assert code == expected, (use, state, [r.getMessage() for r in records])
@@ -173,7 +155,7 @@ def test_an_empty_cache_path_is_one_clear_error(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"input": str(data), "output_dir": "out", "evaluators": [{"type": "trec"}],
                                       "judge": {"simulated": {}, "cache": ""}}), encoding="utf-8")
-    with _log() as records:
+    with logged_errors() as records:
         assert main(["-q", "eval", "--config", str(config)]) == 5
     assert [r.getMessage() for r in records] == ["error: judge.cache: the judge cache path is empty: set it to a "
                                                  "file path"]
@@ -214,7 +196,7 @@ def test_validate_reports_every_unusable_path_and_creates_nothing(tmp_path: Path
             "judge": {"simulated": {}, "cache": "cache.sqlite"}, "sweep": {"history": "history.sqlite"}}
     config.write_text(yaml.safe_dump(body), encoding="utf-8")
     before = sorted(p.name for p in tmp_path.iterdir())
-    with _log() as records:
+    with logged_errors() as records:
         assert main(["-q", "validate", "--config", str(config)]) == 5
     lines = [r.getMessage() for r in records]
     assert len(lines) == 3, lines
@@ -224,7 +206,7 @@ def test_validate_reports_every_unusable_path_and_creates_nothing(tmp_path: Path
     (tmp_path / "cache.sqlite").rmdir()
     (tmp_path / "history.sqlite").unlink()
     (tmp_path / "out").unlink()
-    with _log() as records:
+    with logged_errors() as records:
         assert main(["-q", "validate", "--config", str(config)]) == 0
     assert records == []
     assert sorted(p.name for p in tmp_path.iterdir()) == [n for n in before if n not in
@@ -242,7 +224,7 @@ def test_validate_names_a_run_holding_the_output_folder(tmp_path: Path) -> None:
         lock.write("4242\n")
         lock.flush()
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with _log() as records:
+        with logged_errors() as records:
             assert main(["-q", "validate", "--config", str(config)]) == 5
     assert [r.getMessage() for r in records] == [f"error: {tmp_path / 'out'}: the output folder is in use by a "
                                                  "running run (pid 4242)"]

@@ -16,8 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ import yaml
 
 from open_rag_eval.store import fileio
 from open_rag_eval.cli import main
+from tests.logs import logged_errors
 from tests.rag_server import RagBehaviour, RagServer
 from tests.test_faults_api_errors import synthetic_outputs, write_inputs
 
@@ -66,28 +65,9 @@ def _leftovers(out: Path) -> list[str]:
     return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
 
 
-@contextmanager
-def _errors() -> Iterator[list[str]]:
-    """The error lines the CLI logs."""
-    lines: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            if record.levelno >= logging.ERROR:
-                lines.append(record.getMessage())
-
-    handler = Collect()
-    logger = logging.getLogger("open_rag_eval")
-    logger.addHandler(handler)
-    try:
-        yield lines
-    finally:
-        logger.removeHandler(handler)
-
-
-def _one_line(lines: list[str], *fragments: str) -> str:
-    assert len(lines) == 1, lines
-    line = lines[0]
+def _one_line(records: list[logging.LogRecord], *fragments: str) -> str:
+    assert len(records) == 1, [r.getMessage() for r in records]
+    line = records[0].getMessage()
     assert line.startswith("error: ") and "\n" not in line and "Traceback" not in line, line
     for fragment in fragments:
         assert fragment in line, (fragment, line)
@@ -120,10 +100,10 @@ def test_re_evaluating_the_saved_outputs_in_place_is_refused(tmp_path: Path, two
     out = tmp_path / "out"
     assert _eval(_config(tmp_path, two_inputs[1])) == 0
     before = _snapshot(out)
-    with _errors() as lines:
+    with logged_errors() as records:
         code = _eval(_config(tmp_path, out / "outputs.jsonl", name="again.yaml"), "--limit", "1")
     assert code == 2
-    _one_line(lines, "outputs.jsonl", "inside the output folder", "--output-dir")
+    _one_line(records, "outputs.jsonl", "inside the output folder", "--output-dir")
     assert _snapshot(out) == before  # nothing shrank to one query
     assert _leftovers(out) == []
 
@@ -135,9 +115,9 @@ def test_an_input_named_like_a_result_file_is_refused(tmp_path: Path) -> None:
     csv_input.write_text("query_id,query,passage_id,passage,generated_answer\n"
                          "q1,What is wind power?,d1,Wind turbines turn wind into electricity.,Wind turbines [1].\n",
                          encoding="utf-8")
-    with _errors() as lines:
+    with logged_errors() as records:
         assert _eval(_config(tmp_path, csv_input)) == 2
-    _one_line(lines, "results.csv", "would replace it")
+    _one_line(records, "results.csv", "would replace it")
     assert csv_input.read_text(encoding="utf-8").startswith("query_id,query,passage_id")
     assert sorted(p.name for p in out.iterdir()) == ["results.csv"]
 
@@ -145,13 +125,13 @@ def test_an_input_named_like_a_result_file_is_refused(tmp_path: Path) -> None:
 def test_the_output_folder_as_input_or_around_the_current_folder_is_refused(tmp_path: Path,
                                                                             two_inputs: tuple[Path, Path],
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    with _errors() as lines:
+    with logged_errors() as records:
         assert _eval(_config(tmp_path, two_inputs[0], out=str(tmp_path / "a"))) == 2
-    _one_line(lines, "inside the output folder")  # a/outputs.jsonl is the input
+    _one_line(records, "inside the output folder")  # a/outputs.jsonl is the input
     monkeypatch.chdir(tmp_path / "b")
-    with _errors() as lines:
+    with logged_errors() as records:
         assert _eval(_config(tmp_path, two_inputs[0], out=str(tmp_path))) == 2
-    _one_line(lines, "holds the current folder")
+    _one_line(records, "holds the current folder")
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["outputs.jsonl"]
 
 
@@ -202,10 +182,10 @@ def test_disk_full_at_any_write_keeps_the_previous_results(tmp_path: Path, two_i
         writes = len(calls)
     assert writes >= len(RESULT_FILES)  # one per file at least: every one of them is a failure point below
     for fail_at in range(writes):
-        with monkeypatch.context() as patch, _errors() as lines:
+        with monkeypatch.context() as patch, logged_errors() as records:
             _count_writes(patch, fail_at)
             assert _eval(config) == 5, fail_at
-        _one_line(lines, "No space left on device", f"the previous results in {out} are unchanged")
+        _one_line(records, "No space left on device", f"the previous results in {out} are unchanged")
         assert _snapshot(out) == before, fail_at  # never results.csv beside an old manifest
         assert _leftovers(out) == [], fail_at
     assert _eval(config) == 0  # space again: the run completes
@@ -276,9 +256,9 @@ def test_a_kill_during_the_swap_is_undone_by_the_next_run(tmp_path: Path, two_in
     needs_key = _config(tmp_path, two_inputs[1], name="key.yaml",
                         judge={"simulated": None, "base_url": "https://judge.example.com/v1",
                                "api_key_env": "OPEN_RAG_EVAL_TEST_UNSET_KEY"})
-    with _errors() as lines:
+    with logged_errors() as records:
         assert _eval(needs_key) == 2
-    _one_line(lines, "OPEN_RAG_EVAL_TEST_UNSET_KEY")
+    _one_line(records, "OPEN_RAG_EVAL_TEST_UNSET_KEY")
     assert _snapshot(out) == before
     assert _leftovers(out) == []
 
@@ -313,9 +293,9 @@ def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tu
     process = subprocess.Popen(_command(slow), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for_lock(tmp_path / ".out.lock", process)
-        with _errors() as lines:
+        with logged_errors() as records:
             assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
-        _one_line(lines, str(out), f"in use by another run (pid {process.pid})")
+        _one_line(records, str(out), f"in use by another run (pid {process.pid})")
         assert process.poll() is None
         _, stderr = process.communicate(timeout=240)
     finally:
@@ -337,9 +317,9 @@ def test_a_run_inside_the_output_folder_keeps_it_from_being_swapped(tmp_path: Pa
         lock.write("4242\n")
         lock.flush()
         fcntl.flock(lock, fcntl.LOCK_EX)
-        with _errors() as lines:
+        with logged_errors() as records:
             assert _eval(_config(tmp_path, two_inputs[0])) == 5
-    _one_line(lines, "another run (pid 4242) is writing into", str(tmp_path / "out" / "inner"))
+    _one_line(records, "another run (pid 4242) is writing into", str(tmp_path / "out" / "inner"))
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [".inner.lock"]
     assert _eval(_config(tmp_path, two_inputs[0])) == 0  # released: the run goes ahead
 
@@ -358,9 +338,9 @@ def test_a_stale_lock_is_taken_over(tmp_path: Path, two_inputs: tuple[Path, Path
 
 def test_an_output_folder_that_is_a_file_fails_before_judging(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
     (tmp_path / "out").write_text("not a folder", encoding="utf-8")
-    with _errors() as lines:
+    with logged_errors() as records:
         assert _eval(_config(tmp_path, two_inputs[0])) == 5
-    _one_line(lines, str(tmp_path / "out"), "is a file")
+    _one_line(records, str(tmp_path / "out"), "is a file")
     assert not (tmp_path / "cache.sqlite").exists()  # nothing was judged
     assert (tmp_path / "out").read_text(encoding="utf-8") == "not a folder"
 
@@ -371,9 +351,9 @@ def test_a_read_only_output_folder_fails_before_judging(tmp_path: Path, two_inpu
     out.mkdir()
     out.chmod(0o555)
     try:
-        with _errors() as lines:
+        with logged_errors() as records:
             assert _eval(_config(tmp_path, two_inputs[0])) == 5
-        _one_line(lines, str(out), "read-only")
+        _one_line(records, str(out), "read-only")
     finally:
         out.chmod(0o755)
     assert not (tmp_path / "cache.sqlite").exists()
@@ -453,9 +433,9 @@ def test_a_sweep_holds_its_output_folder(tmp_path: Path, two_inputs: tuple[Path,
         try:
             _wait_for_lock(tmp_path / ".out.lock", process)
             _wait_until(lambda: server.in_flight > 0, process)
-            with _errors() as lines:
+            with logged_errors() as records:
                 assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
-            _one_line(lines, f"in use by another run (pid {process.pid})")
+            _one_line(records, f"in use by another run (pid {process.pid})")
             server.release()
             _, stderr = process.communicate(timeout=120)
         finally:
