@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,3 +114,54 @@ def test_plot_reads_a_results_directory_written_by_eval(tmp_path: Path) -> None:
     assert loaded.simulated is True
     assert [row.scores for row in loaded.rows] == [{"umbrela.mean": 2.0}, {"umbrela.mean": None}]
     assert loaded.rows[1].errors == {"umbrela.mean": "judge call failed"}
+
+
+def _runs(tmp_path: Path, label: str, runs: dict[str, list[float]], metric: str = "citation.f1") -> Any:
+    from open_rag_eval.report.data import ResultSet, Row
+
+    rows = [Row(query_id=qid, query="", run=run, scores={metric: value})
+            for qid, values in runs.items() for run, value in enumerate(values, start=1)]
+    return ResultSet(label=label, path=tmp_path, layout="ours", rows=rows)
+
+
+def test_consistency_cis_by_hand() -> None:
+    from open_rag_eval.report import plots
+
+    # three runs 0.2, 0.4, 0.6: a bootstrap mean is 0.2 (or 0.6) with probability 1/27 = 3.7% > 2.5%, so the
+    # percentile interval is the whole (0.2, 0.6); equal runs give (0.5, 0.5); one run gives none
+    assert plots.mean_ci("citation.f1", [0.2, 0.4, 0.6]) == pytest.approx((0.4, 0.2, 0.6))
+    assert plots.mean_ci("citation.f1", [0.5, 0.5, 0.5]) == pytest.approx((0.5, 0.5, 0.5))
+    assert plots.mean_ci("citation.f1", [0.9]) == (0.9, None, None)
+    # over queries: the per-query means 0.4, 0.5, 0.9 (a query counts once) -> mean 0.6, interval (0.4, 0.9)
+    groups = {"q1": [0.2, 0.4, 0.6], "q2": [0.5, 0.5, 0.5], "q3": [0.9], "q4": []}
+    assert plots.overall_ci("citation.f1", groups) == pytest.approx((0.6, 0.4, 0.9))
+    assert plots.overall_ci("citation.f1", {"q": []}) is None
+    # 30 queries (t interval from 30 values): means 0 and 1, 15 each -> s = sqrt(30 * 0.25 / 29) = 0.5085476,
+    # 0.5 +- t(29) 2.045 (the table's three decimals) * 0.5085476 / sqrt(30) = 0.5 +- 0.1898735
+    thirty = {f"q{i}": [float(i % 2)] * 2 for i in range(30)}
+    assert plots.overall_ci("citation.f1", thirty) == pytest.approx((0.5, 0.3101265, 0.6898735), abs=1e-7)
+
+
+def test_consistency_plot_draws_those_intervals(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="plots need matplotlib (the plot extra)")
+    import matplotlib.pyplot as plt
+    from matplotlib.container import ErrorbarContainer
+
+    from open_rag_eval.report import plots
+
+    results = _runs(tmp_path, "a", {"q1": [0.2, 0.4, 0.6], "q2": [0.5, 0.5, 0.5], "q3": [0.9]})
+    fig, ax = plt.subplots()
+    plots._dispersion_panel(ax, "citation.f1", [results])
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    spans = sorted(float(y) for c in bars for y in c.lines[2][0].get_segments()[0][:, 1])
+    assert spans == pytest.approx([0.2, 0.5, 0.5, 0.6])  # q1 (0.2, 0.6), q2 (0.5, 0.5); q3, one run: none
+    band = [patch for patch in ax.patches if patch.get_alpha() == pytest.approx(0.12)]
+    assert len(band) == 1
+    extent = band[0].get_path().transformed(band[0].get_patch_transform()).get_extents()
+    assert (extent.y0, extent.y1) == pytest.approx((0.4, 0.9))
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == pytest.approx([0.6])
+    assert "mean 0.60 [0.40, 0.90], n=3" in [text.get_text() for text in ax.texts]
+    plt.close(fig)
+    path = plots.plot_consistency([results, _runs(tmp_path, "b", {"q1": [0.1, 0.3]})], ["citation.f1"],
+                                  tmp_path / "cons.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,7 +1,9 @@
 """PNG plots: TREC metric boxplots, per-query consistency dispersion, sweep history, comparison forest plot.
 
 Boxplots mark each set's mean with its 95% confidence interval (``scoring.stats.aggregate``: bootstrap below 30
-values, clipped to the metric's range) and the share answered with the interval of that share.
+values, clipped to the metric's range) and the share answered with the interval of that share. The consistency plot
+marks the same interval twice: per query, of the mean over its runs (an error bar on the mean dash); per set, of the
+mean over queries of those per-query means (a dashed line with a shaded band, its figures in the panel's corner).
 
 matplotlib is imported inside the functions (``pip install -e '.[plot]'``), with the Agg backend.
 Every figure says when the judge was simulated: its numbers are not real judgments.
@@ -21,7 +23,7 @@ from open_rag_eval.report.names import axis_range, display_name
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import aggregate
 
-__all__ = ["mean_ci", "plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
+__all__ = ["mean_ci", "overall_ci", "plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
 
 COLOURS = ("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#E45756", "#72B7B2", "#9D755D", "#BAB0AC")
 SIMULATED_NOTE = "SIMULATED JUDGE: these numbers are not real judgments"
@@ -91,11 +93,19 @@ def mean_ci(metric: str, values: Sequence[float]) -> tuple[float, float | None, 
     return float(stats.mean or 0.0), stats.ci95_low, stats.ci95_high
 
 
-def _error_bar(ax: Any, x: float, mean: float, low: float | None, high: float | None, scale: float = 1.0) -> None:
+def overall_ci(metric: str, groups: dict[str, list[float]]) -> tuple[float, float | None, float | None] | None:
+    """(mean, CI low, CI high) over the queries of the per-query means (each query's runs averaged first, so a query
+    counts once however many runs it has); None when no query has a value."""
+    means = [math.fsum(values) / len(values) for values in groups.values() if values]
+    return mean_ci(metric, means) if means else None
+
+
+def _error_bar(ax: Any, x: float, mean: float, low: float | None, high: float | None, scale: float = 1.0,
+               capsize: float = 7) -> None:
     if low is None or high is None:
         return
     ax.errorbar([x], [mean * scale], yerr=[[(mean - low) * scale], [(high - mean) * scale]], fmt="none",
-                ecolor="#C0392B", elinewidth=1.8, capsize=7, capthick=1.8, zorder=6)
+                ecolor="#C0392B", elinewidth=1.8, capsize=capsize, capthick=1.8, zorder=6)
 
 
 def _set_range(ax: Any, metric: str) -> None:
@@ -207,14 +217,32 @@ def _dispersion_panel(ax: Any, metric: str, sets: Sequence[ResultSet]) -> None:
             pos = x + (j - (len(sets) - 1) / 2) * step
             ax.vlines(pos, min(values), max(values), color=colour, linewidth=2, alpha=0.7)
             ax.scatter([pos] * len(values), values, s=12, color=colour, alpha=0.8, zorder=3)
-            ax.scatter([pos], [math.fsum(values) / len(values)], marker="_", s=120, color="black", zorder=4)
+            mean, low, high = mean_ci(metric, values)
+            ax.scatter([pos], [mean], marker="_", s=120, color="black", zorder=4)
+            _error_bar(ax, pos, mean, low, high, capsize=3)
+        _overall_band(ax, metric, groups, colour, j)
     ax.set_xlim(-0.7, len(queries) - 0.3)
     if len(queries) <= 40:
         ax.set_xticks(range(len(queries)))
         ax.set_xticklabels([short_label(q, 14) for q in queries], rotation=60, ha="right", fontsize=8)
     else:
         ax.set_xticks([])
-    ax.set_xlabel(f"{len(queries)} queries, sorted by mean; dots = runs, bar = min-max, dash = mean", fontsize=9)
+    ax.set_xlabel(f"{len(queries)} queries, sorted by mean; dots = runs, bar = min-max, dash = mean with 95% CI; "
+                  "dashed line and band = mean over queries with 95% CI", fontsize=9)
+
+
+def _overall_band(ax: Any, metric: str, groups: dict[str, list[float]], colour: str, index: int) -> None:
+    overall = overall_ci(metric, groups)
+    if overall is None:
+        return
+    mean, low, high = overall
+    ax.axhline(mean, color=colour, linestyle="--", linewidth=1.2, zorder=2)
+    if low is not None and high is not None:
+        ax.axhspan(low, high, color=colour, alpha=0.12, zorder=1)
+    ci = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
+    n = sum(1 for values in groups.values() if values)
+    ax.text(0.01, 0.97 - 0.09 * index, f"mean {mean:.2f}{ci}, n={n}", transform=ax.transAxes,
+            ha="left", va="top", fontsize=9, color=colour, fontweight="bold")
 
 
 def plot_consistency(sets: Sequence[ResultSet], metrics: Sequence[str], path: Path) -> Path:
