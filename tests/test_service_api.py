@@ -223,3 +223,22 @@ def test_a_job_may_name_a_server_side_config(service: Service) -> None:
     assert unknown.status_code == 422 and "umbrela-only" in unknown.json()["detail"]
     both = client.post("/v1/jobs", json={**named, "config": TREC})
     assert both.status_code == 422 and both.json()["path"] == "config_name"
+
+
+def test_jobs_are_listed_newest_first_and_paged(service: Service) -> None:
+    client = service.client()
+    for _ in range(4):
+        assert client.post("/v1/jobs", json=body(outputs_jsonl(1))).status_code == 202
+    everything = client.get("/v1/jobs", params={"limit": 1000}).json()
+    assert everything["next_before"] is None and len(everything["jobs"]) >= 4
+    paged, before = [], None
+    while True:
+        page = client.get("/v1/jobs", params={"limit": 3, **({"before": before} if before else {})}).json()
+        assert len(page["jobs"]) <= 3
+        paged += page["jobs"]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert [job["id"] for job in paged] == [job["id"] for job in everything["jobs"]]
+    created = [job["created"] for job in paged]
+    assert created == sorted(created, reverse=True)

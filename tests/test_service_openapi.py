@@ -31,8 +31,10 @@ def test_the_committed_openapi_json_is_the_apps_schema() -> None:
 
 def test_the_schema_names_every_endpoint_and_the_bearer_scheme() -> None:
     schema = json.loads(COMMITTED.read_text(encoding="utf-8"))
-    assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/evaluate", "/v1/uploads", "/v1/sweeps/{sweep_id}/runs",
-            "/healthz", "/readyz", "/v1/info"} <= set(schema["paths"])
+    assert {"/v1/jobs", "/v1/jobs/{job_id}/events", "/v1/evaluate", "/v1/uploads", "/v1/uploads/{upload_id}",
+            "/v1/sweeps/{sweep_id}/runs", "/healthz", "/readyz", "/v1/info"} <= set(schema["paths"])
+    assert {"get", "post"} <= set(schema["paths"]["/v1/uploads"])
+    assert {"get", "delete"} <= set(schema["paths"]["/v1/uploads/{upload_id}"])
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
 
 
@@ -50,8 +52,10 @@ def test_no_generated_request_makes_the_server_fail(live: Service) -> None:
     directly: its pytest plugin does not load under this pytest)."""
     api = schemathesis.openapi.from_url(f"{live.url}/openapi.json")
     failures: list[str] = []
+    fuzzed: set[str] = set()
     for result in api.get_all_operations():
         operation = result.ok()
+        fuzzed.add(f"{operation.method.upper()} {operation.path}")
 
         @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
                   suppress_health_check=list(HealthCheck))
@@ -63,4 +67,6 @@ def test_no_generated_request_makes_the_server_fail(live: Service) -> None:
 
         fuzz()
     assert not failures, "\n".join(failures[:10])
+    assert {"POST /v1/uploads", "GET /v1/uploads", "GET /v1/uploads/{upload_id}",
+            "DELETE /v1/uploads/{upload_id}", "GET /v1/jobs", "DELETE /v1/jobs/{job_id}"} <= fuzzed
     assert "Traceback" not in live.log.read_text(encoding="utf-8", errors="replace")

@@ -1,7 +1,7 @@
 """The FastAPI application: lifespan (database, migrations, the SQLite lock, the job runner), auth, body limit.
 
 ``create_app(settings)`` builds it; ``serve`` runs it with uvicorn. The routes live in ``routes_jobs``,
-``routes_sweeps`` and ``dashboard``; the runner in ``runner``.
+``routes_uploads``, ``routes_sweeps`` and ``dashboard``; the runner in ``runner``.
 """
 
 from __future__ import annotations
@@ -65,10 +65,11 @@ def create_app(settings: Settings, *, storage: Any = None, run_jobs: bool = True
     app.state.storage = storage
     app.state.runner = None
     problems.install(app)
-    from open_rag_eval.service import dashboard, routes_jobs, routes_meta, routes_sweeps
+    from open_rag_eval.service import dashboard, routes_jobs, routes_meta, routes_sweeps, routes_uploads
 
     app.include_router(routes_meta.router)
     app.include_router(routes_jobs.router)
+    app.include_router(routes_uploads.router)
     app.include_router(routes_sweeps.router)
     app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, limit=int(settings.limits.max_body_mb * 1_000_000))

@@ -1,4 +1,4 @@
-"""``/v1/jobs``, ``/v1/evaluate`` and ``/v1/uploads``: submit, watch, fetch, cancel, delete.
+"""``/v1/jobs`` and ``/v1/evaluate``: submit, watch, fetch, cancel, delete.
 
 Another tenant's job is a 404, exactly like a job that does not exist.
 """
@@ -120,9 +120,13 @@ async def create(request: Request, body: intake.JobRequest, who: Principal = Dep
 @router.get("/v1/jobs")
 async def list_(request: Request, who: Principal = Depends(reader),
                 status: Literal["queued", "running", "completed", "failed", "cancelling", "cancelled"] | None = None,
-                limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
-    rows = await jobs.list_jobs(engine_of(request), who.tenant, status=status, limit=limit)
-    return {"jobs": [job_view(row) for row in rows]}
+                limit: int = Query(100, ge=1, le=1000),
+                before: float | None = Query(None, description="only jobs created before this time (the `created` "
+                                             "of the last job of the previous page)")) -> dict[str, Any]:
+    """The tenant's jobs, newest first, ``limit`` at a time; ``next_before`` pages on (null: no more)."""
+    rows = await jobs.list_jobs(engine_of(request), who.tenant, status=status, limit=limit, before=before)
+    return {"jobs": [job_view(row) for row in rows],
+            "next_before": rows[-1]["created"] if len(rows) == limit else None}
 
 
 async def owned(request: Request, who: Principal, job_id: str) -> dict[str, Any]:
@@ -247,34 +251,3 @@ async def evaluate(request: Request, body: intake.JobRequest, who: Principal = D
     if row["status"] == "completed":
         view["results"] = json.loads((Path(row["results_dir"]) / "results.json").read_text(encoding="utf-8"))
     return JSONResponse(view, status_code=200)
-
-
-@router.post("/v1/uploads", status_code=201, tags=["uploads"],
-             openapi_extra={"requestBody": {"content": {"application/x-ndjson": {"schema": {"type": "string"}},
-                                                        "text/csv": {"schema": {"type": "string"}}},
-                                            "required": True}})
-async def upload(request: Request, who: Principal = Depends(writer),
-                 format: Literal["jsonl", "csv"] = "jsonl", filename: str = Query("upload", max_length=256)
-                 ) -> JSONResponse:
-    """Store a large input (the raw file as the body) for later jobs: ``upload_id`` in ``POST /v1/jobs``."""
-    settings = settings_of(request)
-    upload_id = jobs.new_id()
-    folder = intake.tenant_dir(settings, who.tenant) / "uploads"
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{upload_id}.part"
-    size = 0
-    try:
-        with partial.open("wb") as handle:
-            async for chunk in request.stream():
-                size += len(chunk)
-                handle.write(chunk)
-        partial.rename(folder / f"{upload_id}.{format}")
-    finally:
-        partial.unlink(missing_ok=True)
-    from open_rag_eval.service.db import uploads
-
-    async with engine_of(request).begin() as connection:
-        await connection.execute(uploads.insert().values(id=upload_id, tenant=who.tenant, filename=filename,
-                                                         format=format, size=size, created=time.time()))
-    return JSONResponse({"id": upload_id, "format": format, "size": size, "filename": filename}, status_code=201,
-                        headers={"Location": f"/v1/uploads/{upload_id}"})
