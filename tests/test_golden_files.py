@@ -47,25 +47,12 @@ def test_whitespace_tabs_bom_and_negative_grades(tmp_path: Path) -> None:
     assert read_qrels(path) == {"q1": {"d1": -1, "d2": 3}}
 
 
-@pytest.mark.parametrize(
-    ("name", "line", "field", "problem"),
-    BAD_QRELS,
-)
-def test_bad_qrels(name: str, line: int | None, field: str, problem: str) -> None:
+@pytest.mark.parametrize(("name", "line", "field", "problem"), BAD_QRELS + BAD_RUNS)
+def test_a_bad_qrels_or_run_file_names_file_line_and_field(name: str, line: int | None, field: str,
+                                                           problem: str) -> None:
+    reader = read_qrels if name.startswith("qrels_") else read_run
     with pytest.raises(InputError) as caught:
-        read_qrels(DATA / name)
-    error = caught.value
-    assert error.file.endswith(name) and error.line == line and error.field == field
-    assert problem in str(error)
-
-
-@pytest.mark.parametrize(
-    ("name", "line", "field", "problem"),
-    BAD_RUNS,
-)
-def test_bad_run(name: str, line: int | None, field: str, problem: str) -> None:
-    with pytest.raises(InputError) as caught:
-        read_run(DATA / name)
+        reader(DATA / name)
     error = caught.value
     assert error.file.endswith(name) and error.line == line and error.field == field
     assert problem in str(error)
