@@ -71,6 +71,34 @@ def test_tolerates_a_golden_only_run_without_judge_or_results_json(results: Path
     assert 'id="q-4"' in page  # queries still listed, from results.csv
 
 
+def _query_hints(page: str, number: int) -> str:
+    """The text of query ``number``'s hint list in the drill-down ('' when it has none)."""
+    end = page.find(f'id="q-{number + 1}"')
+    block = page[page.index(f'id="q-{number}"'):end if end > 0 else len(page)]
+    block = block[:block.index("<section")]
+    return re.sub(r"<[^>]+>", "", block[block.index('<ul class="hints">'):]) if 'class="hints"' in block else ""
+
+
+def test_per_query_hints_use_the_runs_configured_thresholds(results: Path) -> None:
+    default = render_report(results)
+    assert "citations to passages that were not retrieved (0.50 per answer)" in _query_hints(default, 2)  # > 0.0
+    assert "HHEM" not in _query_hints(default, 1)  # its mean over runs, 0.88, is not under 0.5
+    assert "a correct refusal" in _query_hints(default, 4)
+    manifest = json.loads((results / "manifest.json").read_text())
+    manifest["config"]["diagnosis"] = {"thresholds": {"trec_fabricated_citations.fabricated": 0.6,
+                                                      "trec_hhem.hhem": 0.95},
+                                       "disable": ["trec_declines"]}
+    (results / "manifest.json").write_text(json.dumps(manifest))
+    configured = render_report(results)
+    q2 = _query_hints(configured, 2)
+    assert "citations to passages" not in q2 and "low HHEM factual consistency (0.53)" in q2  # 0.50 <= 0.6; 0.53
+    assert "low HHEM factual consistency (0.88)" in _query_hints(configured, 1)  # 0.88 < 0.95
+    assert _query_hints(configured, 4) == ""  # the rule is disabled
+    manifest["config"]["diagnosis"] = {"enabled": False}
+    (results / "manifest.json").write_text(json.dumps(manifest))
+    assert [_query_hints(render_report(results), n) for n in (1, 2, 3, 4)] == ["", "", "", ""]
+
+
 def test_hints_follow_the_documented_patterns() -> None:
     assert [a for a, _ in diagnose({"umbrela.mean": 0.6})] == ["retrieval"]
     assert [a for a, _ in diagnose({"umbrela.mean": 2.1, "nuggets.vital": 0.3})] == ["generation"]

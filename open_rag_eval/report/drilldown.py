@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import html
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.report.hints import answer_evidence, diagnose
 from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
 from open_rag_eval.report.names import short_name
+
+if TYPE_CHECKING:
+    from open_rag_eval.diagnosis.options import DiagnosisOptions
 
 __all__ = ["KEY_METRICS", "esc", "fmt", "missing_counts", "render_query"]
 
@@ -223,15 +226,16 @@ def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None
 
 def render_query(index: int, query_id: str, query: str, outputs: Sequence[dict[str, Any]],
                  cross: dict[str, Any] | None, means: dict[str, float | None],
-                 key: Sequence[str] = KEY_METRICS) -> str:
+                 key: Sequence[str] = KEY_METRICS, options: DiagnosisOptions | None = None) -> str:
     """One ``<details>`` element opening on the evidence; ``means`` are the query's metric means over runs,
-    ``key`` the metrics its one-line summary shows."""
+    ``key`` the metrics its one-line summary shows, ``options`` the run's diagnosis settings (thresholds, disabled
+    rules) its hints follow (None: the defaults)."""
     counts = missing_counts([*outputs, cross])
     summary_bits = " · ".join(f"{short_name(m)} {fmt(means.get(m), 2)}" for m in key
                               if means.get(m) is not None)
     label = _count_label(counts)
     hints = "".join(f'<li><span class="hint-area">{esc(area)}</span>: {esc(text)}</li>'
-                    for area, text in diagnose(means, evidence=answer_evidence(outputs)))
+                    for area, text in diagnose(means, evidence=answer_evidence(outputs), options=options))
     hint_html = f'<ul class="hints">{hints}</ul>' if hints else ""
     runs = "".join(_run(o) for o in outputs)
     return (f'<details class="query" id="q-{index}" data-qid="{esc(query_id)}" data-failed="{counts[FAILED]}" '

@@ -303,8 +303,12 @@ def _columns(run: RunData) -> list[str]:
     return [m for m in headline if m in per_output] or [m for m in KEY_METRICS if m in per_output]
 
 
-def _drill(groups: Sequence[tuple[str, str, list, Any]], columns: Sequence[str]) -> str:
-    return "".join(render_query(i, qid, q, runs, cross, _query_means(runs), columns)
+def _drill(groups: Sequence[tuple[str, str, list, Any]], columns: Sequence[str], manifest: dict[str, Any]) -> str:
+    """Every query in full; its hints use the run's configured diagnosis (thresholds, disabled rules)."""
+    from open_rag_eval.diagnosis import options_from_manifest
+
+    options = options_from_manifest(manifest)
+    return "".join(render_query(i, qid, q, runs, cross, _query_means(runs), columns, options)
                    for i, (qid, q, runs, cross) in enumerate(groups, start=1))
 
 
@@ -322,7 +326,7 @@ def _render(run: RunData, groups: Sequence[tuple[str, str, list, Any]], columns:
             f'what went wrong are noted on the family.</p>'
             f'{metric_groups(_without_health(run.summary), _values([*run.outputs, *run.queries]), run.missing)}'
             f'{every_query}<h2>Queries</h2>{_queries_table(list(groups), columns)}'
-            f'<h2>Drill-down</h2>{_drill(groups, columns)}')
+            f'<h2>Drill-down</h2>{_drill(groups, columns, run.manifest)}')
     return _page("open-rag-eval report", body)
 
 

@@ -169,7 +169,7 @@ def _write_pages(folder: Path, groups: Sequence[Group], columns: Sequence[str], 
         part = _whole(groups[(number - 1) * PAGE_QUERIES: number * PAGE_QUERIES], aside)
         first = (number - 1) * PAGE_QUERIES + 1
         body = (f'<h1>open-rag-eval report: queries {first}–{first + len(part) - 1}</h1>{banner}{_nav(number, pages)}'
-                f'<h2>Queries</h2>{_queries_table(part, columns)}<h2>Drill-down</h2>{_drill(part, columns)}'
+                f'<h2>Queries</h2>{_queries_table(part, columns)}<h2>Drill-down</h2>{_drill(part, columns, run.manifest)}'
                 f'{_nav(number, pages)}')
         atomic_write_text(folder / _page_name(number), _page(f"open-rag-eval report: queries {first}–"
                                                              f"{first + len(part) - 1}", body))
