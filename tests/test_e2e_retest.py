@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
@@ -35,3 +36,35 @@ def test_noise_shows_as_flips_and_a_steady_judge_shows_none(tmp_path: Path) -> N
     noisy = retest(tmp_path, 0.4)
     assert float(noisy["consistency.judge.umbrela.flip_rate"]) > 0.1
     assert float(noisy["consistency.judge.umbrela.alpha"]) < 1.0
+
+
+def generation_retest(tmp_path: Path, noise: float) -> tuple[dict[str, str], dict[str, object]]:
+    """The generation evaluator and judge test-retest of its judgments, through the CLI and the simulated judge."""
+    shutil.copy(DATA, tmp_path / "answers.csv")
+    config = tmp_path / f"gen-retest-{noise}.yaml"
+    config.write_text(
+        f"input: answers.csv\noutput_dir: gen-{noise}\njudge:\n  model: simulated-judge\n  cache: false\n"
+        f"  simulated: {{seed: 3, noise_rate: {noise}}}\nevaluators:\n"
+        "  - type: generation\n    metrics: [faithfulness, context_precision, context_relevance, rubric]\n"
+        "  - type: consistency\n    metrics: [dispersion]\n    judge_repeats: 3\n    retest: [generation]\n"
+        "    generation: {metrics: [faithfulness, context_precision, context_relevance, rubric]}\n",
+        encoding="utf-8",
+    )
+    assert main(["-q", "eval", "--config", str(config)]) == 0
+    with (tmp_path / f"gen-{noise}" / "summary.csv").open(encoding="utf-8") as handle:
+        summary = {row["metric"]: row["mean"] for row in csv.DictReader(handle)}
+    results = json.loads((tmp_path / f"gen-{noise}" / "results.json").read_text(encoding="utf-8"))
+    return summary, results
+
+
+@pytest.mark.slow
+def test_generation_judge_noise_shows_as_flips_and_a_steady_judge_shows_none(tmp_path: Path) -> None:
+    steady, results = generation_retest(tmp_path, 0.0)
+    for kind in ("claim_verify", "context_useful", "context_relevance", "rubric"):
+        assert float(steady[f"consistency.judge.{kind}.flip_rate"]) == 0.0, kind
+    assert not any(name.startswith("consistency.judge.umbrela") for name in steady)  # trec not re-judged
+    assert "judge_retest" in json.dumps(results)  # the per-query details, as for the trec judgments
+    noisy, _ = generation_retest(tmp_path, 0.4)
+    assert float(noisy["consistency.judge.rubric.flip_rate"]) > 0.1
+    assert float(noisy["consistency.judge.claim_verify.flip_rate"]) > 0.0
+    assert float(noisy["consistency.judge.context_useful.alpha"]) < 1.0

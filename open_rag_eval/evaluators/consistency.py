@@ -8,8 +8,9 @@ Per query (rows with ``run = None``):
   range, cai) of every numeric per-run metric of the evaluators before this one (or of a results directory), across
   runs; std and variance divide by n - ``ddof``;
 - ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on
-  the same outputs, so judge noise can be told apart from system instability (module ``retest``). These need one
-  run only, so they are not skipped with the query.
+  the same outputs, so judge noise can be told apart from system instability (module ``retest``), for the
+  judgments of the evaluators named by ``retest`` (trec, generation). These need one run only, so they are not
+  skipped with the query.
 
 ``min_runs`` defaults to 2 because it is the least number of runs for which any of these is defined (one pair, a
 sample standard deviation); queries with fewer answered runs get rows that say they were skipped and why. Raise it
@@ -31,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
-from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, find_labeller, judge_retest
+from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, judge_retest, labellers, retest_kinds
 from open_rag_eval.metrics.similarity import (
     BertScoreOptions,
     BertScores,
@@ -73,6 +74,8 @@ class ConsistencyOptions(BaseModel):
     results_dir: str | None = None  # evaluate a finished run's results.json instead of the given outputs
     judge_repeats: int = Field(1, ge=1, le=50)
     trec: dict[str, Any] = {}  # options of the trec evaluator used for re-judging (its own defaults when empty)
+    retest: list[Literal["trec", "generation"]] = Field(default_factory=lambda: ["trec"], min_length=1)
+    generation: dict[str, Any] = {}  # options of the generation evaluator used for re-judging (its defaults when empty)
     stats: list[Literal[ALL_STATS]] = Field(default_factory=lambda: list(STATS), min_length=1)  # type: ignore[valid-type]
     ddof: Literal[0, 1] = 1  # std and variance: 1 sample (n - 1), 0 population (n)
 
@@ -80,6 +83,16 @@ class ConsistencyOptions(BaseModel):
     @classmethod
     def _profile_defaults(cls, data: Any) -> Any:
         return profiles.apply("consistency", data)
+
+    @model_validator(mode="after")
+    def _generation_options(self) -> ConsistencyOptions:
+        """The ``generation`` options are checked when the config is read, not when re-judging starts."""
+        self.retest = list(dict.fromkeys(self.retest))
+        if "generation" in self.retest:
+            from open_rag_eval.evaluators.generation import GenerationOptions  # noqa: PLC0415
+
+            GenerationOptions.model_validate(self.generation)
+        return self
 
 
 class ConsistencyEvaluator:
@@ -110,12 +123,14 @@ class ConsistencyEvaluator:
                       else [m for m in before if not m.startswith(f"{PREFIX}.")])
             names += [f"{PREFIX}.{m}.{s}" for m in spread for s in options.stats]
         if options.judge_repeats > 1:
-            names += [f"{RETEST_PREFIX}.{kind}.{stat}" for kind in RETEST for stat in RETEST_STATS]
+            names += [f"{RETEST_PREFIX}.{kind}.{stat}" for kind in retest_kinds(options.retest, options.generation)
+                      for stat in RETEST_STATS]
         return names
 
     def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Any] = ()) -> Plan:
         """Judge test-retest, rehearsed: every answered output re-judged ``judge_repeats`` times through the trec
-        evaluator of ``evaluators`` (its planned nugget lists reused), else one built from the ``trec`` options."""
+        evaluator of ``evaluators`` (its planned nugget lists reused), else one built from the ``trec`` options, and
+        with ``retest: [.., generation]`` through a generation evaluator built from the ``generation`` options."""
         if not self.needs_judge:
             return Plan()
         from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
@@ -126,13 +141,15 @@ class ConsistencyEvaluator:
         answered = {qid: runs for qid, runs in answered.items() if runs}
         judge = RehearsalJudge()
         ctx = Context(judge=judge, extra={"evaluators": list(evaluators)})
-        labeller = find_labeller(ctx, self.options.trec)
-        run_sync(judge_retest(answered, ctx, {qid: {} for qid in answered}, self.options.judge_repeats,
-                              self.options.trec, labeller))
-        trec = getattr(labeller, "__self__", None)
-        reasks = trec.reask_bounds() if hasattr(trec, "reask_bounds") else {}
+        found = labellers(ctx, self.options.retest, self.options.trec, self.options.generation)
+        run_sync(judge_retest(answered, ctx, {qid: {} for qid in answered}, self.options.judge_repeats, found))
+        reasks: dict[str, int] = {}
+        for labeller, _ in found.values():
+            owner = getattr(labeller, "__self__", None)
+            reasks |= owner.reask_bounds() if hasattr(owner, "reask_bounds") else {}
         note = (f"consistency: re-judges {sum(map(len, answered.values()))} outputs {self.options.judge_repeats} "
-                "times (samples 0..r-1; sample 0 is the trec evaluator's own judgment, counted once)")
+                f"times ({', '.join(self.options.retest)} judgments; samples 0..r-1; sample 0 is the evaluator's own "
+                "judgment, counted once)")
         return Plan(notes=[note], requests=judge.requests, reasks=reasks)
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
@@ -279,7 +296,8 @@ class ConsistencyEvaluator:
         self, kept: dict[str, list[RAGOutput]], ctx: Context, details: dict[str, dict[str, Any]],
         labeller: Labeller | None = None,
     ) -> list[Score]:
-        return await judge_retest(kept, ctx, details, self.options.judge_repeats, self.options.trec, labeller)
+        found = labellers(ctx, self.options.retest, self.options.trec, self.options.generation, trec=labeller)
+        return await judge_retest(kept, ctx, details, self.options.judge_repeats, found)
 
 
 # ---------------------------------------------------------------- helpers

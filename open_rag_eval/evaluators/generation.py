@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from importlib import import_module
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from open_rag_eval.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
+from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._generation import GenerationMetric
 from open_rag_eval.metrics.claims import TRIALS, ClaimSession
 from open_rag_eval.metrics.answer import AnswerRelevanceOptions
@@ -116,6 +117,28 @@ class GenerationEvaluator:
         run_sync(GenerationEvaluator(self.options).evaluate(outputs, Context(judge=judge)))
         notes = ["generation: claims are estimated (one per sentence of the answer and of the reference)"]
         return Plan(notes=notes, requests=judge.requests, reasks=self.reask_bounds())
+
+    async def judge_labels(self, output: RAGOutput, judge: Judge, sample: int) -> dict[str, dict[str, Any]]:
+        """Labels of one output's judgments made with sample index ``sample``, for judge test-retest
+        (``open_rag_eval.evaluators.generation_labels``); ``retest_kinds()`` names their kinds."""
+        from open_rag_eval.evaluators.generation_labels import judge_labels  # noqa: PLC0415
+
+        return await judge_labels(self._judged_metrics(), self.options, output, judge, sample)
+
+    def retest_kinds(self) -> list[str]:
+        from open_rag_eval.evaluators.generation_labels import retest_kinds  # noqa: PLC0415
+
+        return retest_kinds(self.options)
+
+    def _judged_metrics(self) -> dict[str, GenerationMetric]:
+        """The metrics that ask the judge for a label: no embedding-only work (answer similarity, ragas's answer
+        relevance), which re-judging would only repeat."""
+        metrics = {name: m for name, m in self.metrics.items() if name not in ("answer_similarity", "answer_relevance")}
+        if "answer_relevance" in self.metrics and "judged" in self.options.answer_relevance.variants:
+            options = self.options.answer_relevance.model_copy(update={"variants": ["judged"]})
+            metrics["answer_relevance"] = _build("answer_relevance", self.options.model_copy(
+                update={"answer_relevance": options}))
+        return metrics
 
     def reask_bounds(self) -> dict[str, int]:
         """Per task, the most extra attempts one request takes when its replies do not parse."""

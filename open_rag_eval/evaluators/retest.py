@@ -3,10 +3,12 @@
 ``consistency.judge.<type>.flip_rate|alpha|crossing`` (``judge_repeats > 1``): the judge's test-retest noise on the
 same outputs -- so judge noise can be told apart from system instability. Each answered output is judged
 ``judge_repeats`` times (sample indices 0..r-1, part of the cache key; sample 0 is the normal judgment) through the
-trec evaluator's ``judge_labels``; per judgment type (umbrela grades: ordinal alpha, threshold grade >= 2; support
-FS/PS/NS, nugget assignment, no_answer: nominal alpha) an item is one (run, passage / statement / nugget).
-flip_rate = share of items whose labels are not all equal; crossing = share whose labels fall on both sides of the
-type's threshold. These need one run only, so they are not skipped with the query.
+``judge_labels`` of the evaluators named by ``retest`` (``RETEST``: the trec evaluator's types -- umbrela grades:
+ordinal alpha, threshold grade >= 2; support FS/PS/NS, nugget assignment, no_answer: nominal alpha; ``GENERATION``:
+the generation evaluator's, ``open_rag_eval.evaluators.generation_labels``); an item is one (run, passage /
+statement / nugget / claim / rubric ...). flip_rate = share of items whose labels are not all equal; crossing =
+share whose labels fall on both sides of the type's threshold. These need one run only, so they are not skipped
+with the query.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from open_rag_eval.errors import ConfigError, JudgeError, JudgeUnavailable
@@ -26,7 +28,8 @@ from open_rag_eval.scoring.dispersion import (
 )
 from open_rag_eval.types import RAGOutput, Score
 
-__all__ = ["RETEST", "RETEST_STATS", "Labeller", "find_labeller", "judge_retest"]
+__all__ = ["GENERATION", "RETEST", "RETEST_STATS", "Labeller", "Labellers", "find_labeller", "judge_retest",
+           "labellers", "retest_kinds"]
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +43,29 @@ RETEST: dict[str, tuple[str, Callable[[Any], bool], str]] = {
                           "support or partial_support"),
     "no_answer": ("nominal", lambda label: label == "yes", "yes (the answer attempts an answer)"),
 }
+# the generation evaluator's judgment types (judge tasks; items in open_rag_eval.evaluators.generation_labels)
+GENERATION: dict[str, tuple[str, Callable[[Any], bool], str]] = {
+    "claim_extract": ("ordinal", lambda n: int(n) >= 1, "at least one claim extracted"),
+    "claim_refusal": ("nominal", lambda refusal: refusal is True, "a refusal"),
+    "claim_verify": ("nominal", lambda supported: supported is True, "supported"),
+    "context_useful": ("nominal", lambda useful: int(useful) == 1, "useful (1)"),
+    "context_relevance": ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (some relevant context)"),
+    "rubric": ("ordinal", lambda score: int(score) >= 5, "score >= 5 of 10"),
+    "answer_relevance": ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (addresses the question at least "
+                                                                      "in part)"),
+}
+KINDS = {**RETEST, **GENERATION}
 RETEST_STATS = ("flip_rate", "alpha", "crossing")
 Labeller = Callable[[RAGOutput, Any, int], Awaitable[dict[str, dict[str, Any]]]]
+Labellers = dict[str, tuple[Labeller, list[str]]]  # evaluator type -> (its labeller, the kinds it labels)
 # query_id -> judgment type -> (run, item) -> one label per sample
 Items = dict[str, dict[str, dict[tuple[int, str], list[Any]]]]
 
 
 def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
     """The run's own trec evaluator when the pipeline shares it (its nugget lists are reused), else a new one."""
-    for evaluator in ctx.extra.get("evaluators", ()):
-        if getattr(evaluator, "judge_labels", None) is not None:
+    for evaluator in ctx.extra.get("evaluators", ()):  # the generation evaluator labels too: not its labels
+        if getattr(evaluator, "judge_labels", None) is not None and getattr(evaluator, "name", "trec") == "trec":
             return evaluator.judge_labels  # type: ignore[no-any-return]
     try:
         from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
@@ -63,33 +79,65 @@ def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
     return labeller  # type: ignore[no-any-return]
 
 
+def _generation_evaluator(options: dict[str, Any]) -> Any:
+    try:
+        from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions  # noqa: PLC0415
+    except ImportError as error:
+        raise ConfigError(f"retest: [generation] needs the generation evaluator, which cannot be imported: {error}",
+                          path="consistency.retest") from None
+    return GenerationEvaluator(GenerationOptions.model_validate(options))
+
+
+def retest_kinds(retest: Sequence[str], generation_options: dict[str, Any]) -> list[str]:
+    """Every judgment type re-judged for ``retest`` (evaluator types), in order (config checks name them)."""
+    kinds = list(RETEST) if "trec" in retest else []
+    if "generation" in retest:
+        kinds += _generation_evaluator(generation_options).retest_kinds()
+    return kinds
+
+
+def labellers(ctx: Context, retest: Sequence[str], trec_options: dict[str, Any], generation_options: dict[str, Any],
+              trec: Labeller | None = None) -> Labellers:
+    """The labeller and kinds of each evaluator type in ``retest``: the trec one found by ``find_labeller`` (or
+    ``trec``), the generation one built from ``generation_options``."""
+    found: Labellers = {}
+    if "trec" in retest:
+        found["trec"] = (trec or find_labeller(ctx, trec_options), list(RETEST))
+    if "generation" in retest:
+        evaluator = _generation_evaluator(generation_options)
+        found["generation"] = (evaluator.judge_labels, evaluator.retest_kinds())
+    return found
+
+
 async def judge_retest(
     kept: dict[str, list[RAGOutput]], ctx: Context, details: dict[str, dict[str, Any]], repeats: int,
-    trec_options: dict[str, Any], labeller: Labeller | None = None,
+    found: Labellers,
 ) -> list[Score]:
-    """Rows of every judgment type and stat per query, each output judged ``repeats`` times.
+    """Rows of every judgment type and stat per query, each output judged ``repeats`` times by every labeller.
 
-    Fills ``details[query_id]["judge_retest"]``; ``labeller`` defaults to ``find_labeller(ctx, trec_options)``.
+    Fills ``details[query_id]["judge_retest"]``.
     """
+    kinds = [kind for _, names in found.values() for kind in names]
     if ctx.judge is None:
         reason = "judge test-retest needs a judge (none is configured)"
         return [Score(query_id=q, run=None, metric=f"{PREFIX}.{k}.{s}", error=reason)
-                for q in kept for k in RETEST for s in RETEST_STATS]
-    items = await _collect(kept, ctx.judge, repeats, labeller or find_labeller(ctx, trec_options))
+                for q in kept for k in kinds for s in RETEST_STATS]
+    items = await _collect(kept, ctx.judge, repeats, [labeller for labeller, _ in found.values()])
     scores: list[Score] = []
     for qid in kept:
         retest = details[qid].setdefault("judge_retest", {})
-        for kind in RETEST:
+        for kind in kinds:
             scores.extend(_retest_scores(qid, kind, items[qid].get(kind, {}), retest))
     return scores
 
 
-async def _collect(kept: dict[str, list[RAGOutput]], judge: Any, repeats: int, labeller: Labeller) -> Items:
-    """The labels of every sample of every output, gathered concurrently."""
-    jobs = [(qid, output, sample) for qid, runs in kept.items() for output in runs for sample in range(repeats)]
-    found = await asyncio.gather(*(_labels(labeller, output, judge, sample) for _, output, sample in jobs))
+async def _collect(kept: dict[str, list[RAGOutput]], judge: Any, repeats: int, found: Sequence[Labeller]) -> Items:
+    """The labels of every sample of every output by every labeller, gathered concurrently."""
+    jobs = [(qid, output, sample, labeller) for labeller in found for qid, runs in kept.items() for output in runs
+            for sample in range(repeats)]
+    labelled = await asyncio.gather(*(_labels(labeller, output, judge, sample) for _, output, sample, labeller in jobs))
     items: Items = defaultdict(lambda: defaultdict(dict))
-    for (qid, output, _), labels in zip(jobs, found):
+    for (qid, output, _, _), labels in zip(jobs, labelled):
         for kind, by_item in labels.items():
             for item, label in by_item.items():
                 items[qid][kind].setdefault((output.run, str(item)), []).append(label)
@@ -108,7 +156,7 @@ async def _labels(labeller: Labeller, output: RAGOutput, judge: Any, sample: int
 
 
 def _retest_scores(qid: str, kind: str, items: dict[tuple[int, str], list[Any]], detail: dict[str, Any]) -> list[Score]:
-    level, positive, threshold = RETEST[kind]
+    level, positive, threshold = KINDS[kind]
     labels: dict[Any, list[Any]] = {
         key: [None if v is None else (int(v) if level == "ordinal" else v) for v in values]
         for key, values in items.items()}

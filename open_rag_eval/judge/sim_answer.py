@@ -485,6 +485,8 @@ def perturb(kind: str, text: str, u: float) -> str:
         return _NEIGHBOURS.get(text, text)
     if kind == "no_answer":
         return _NEIGHBOURS.get(text, text)
+    if kind in _JSON_NOISE:
+        return _perturb_json(kind, text, u)
     labels = _literal_list(text) if kind in ("nugget_importance", "nugget_assign") else None
     if not labels:
         return text
@@ -493,6 +495,36 @@ def perturb(kind: str, text: str, u: float) -> str:
     labels[index] = ("support" if u < 0.5 else "not_support") if current == "partial_support" else \
         _NEIGHBOURS.get(current, current)
     return _py_list(labels)
+
+
+# generation replies (JSON): the field moved and its scale's bounds
+_JSON_NOISE = {"context_useful": ("useful", 1), "context_relevance": ("rating", 2), "rubric": ("score", 10),
+               "answer_relevance": ("rating", 2), "claim_verify": ("verdicts", 1)}
+
+
+def _perturb_json(kind: str, text: str, u: float) -> str:
+    """One verdict of a generation reply moved: a claim's support flipped (one claim, picked by ``u``), a 0/1 flag
+    flipped, a rating or score one step up or down (the other way at the ends of its scale)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    field, top = _JSON_NOISE[kind]
+    if kind == "claim_verify":
+        verdicts = value.get("verdicts") or []
+        if not verdicts:
+            return text
+        verdict = verdicts[int(u * len(verdicts))]
+        verdict["supported"] = not verdict["supported"]
+        verdict["sources"] = verdict["sources"] or [1] if verdict["supported"] else []
+        return json.dumps(value)
+    current = value.get(field)
+    if not isinstance(current, int) or isinstance(current, bool):
+        return text  # a refusal's null rating stays
+    step = 1 if u < 0.5 else -1
+    moved = current + step
+    value[field] = moved if 0 <= moved <= top else current - step
+    return json.dumps(value)
 
 
 def answer(messages: Sequence[tuple[str, str]]) -> str:

@@ -136,6 +136,9 @@ class ClaimSession:
     judge: Judge
     sample: int = 0
     tasks: dict[Any, asyncio.Future[Any]] = field(default_factory=dict)
+    # the sample index of claim extraction when it differs from ``sample``: judge test-retest re-judges everything
+    # else (verification too) on the claims of sample 0, so every sample judges the same items
+    extract_sample: int | None = None
 
     def shared(self, key: Any, make: Coroutine[Any, Any, T]) -> Awaitable[T]:
         """One task per key: the first caller's coroutine runs, later ones await it (their coroutine is closed)."""
@@ -173,7 +176,7 @@ class ClaimSession:
         reply = await ask(self.judge, lambda t, s: _request("claim_extract", user, template.sha256, t, s,
                                                            Priority.CHAIN_START),
                           lambda text: parse_claims(text, len(parts)), trials=TRIALS, temperatures=TEMPERATURES,
-                          sample=self.sample)
+                          sample=self.sample if self.extract_sample is None else self.extract_sample)
         if reply.value is None:
             return Extracted(status="failed", reason=f"claim extraction failed: {reply.reason}", parse=reply.parse)
         refusal, found = reply.value
