@@ -183,22 +183,36 @@ async def finish(engine: AsyncEngine, job_id: str, worker: str, status: str, err
 
 
 async def request_cancel(engine: AsyncEngine, tenant: str, job_id: str) -> str | None:
-    """Ask a job to stop: a queued job is cancelled at once, a running one turns ``cancelling`` until its runner
-    stops it. Returns the new status (None: no such job)."""
+    """Ask a job to stop: a queued job is cancelled at once (no runner ever starts it), a running one turns
+    ``cancelling`` until its runner stops it. Returns the new status (None: no such job).
+
+    A runner may claim the job at the same moment: the queued work item is taken from the queue by a compare-and-set
+    (and on PostgreSQL locked first, in the claim's own lock order: the work item, then the job), so either the
+    cancel takes it and no runner can, or the claim did and the cancel stops a running job."""
     async with engine.begin() as connection:
+        if connection.dialect.name == "postgresql":
+            await connection.execute(sa.select(work_items.c.id).where(work_items.c.job_id == job_id)
+                                     .with_for_update())
         row = (await connection.execute(sa.select(jobs.c.status).where(
             jobs.c.id == job_id, jobs.c.tenant == tenant))).first()
         if row is None:
             return None
-        if row.status == "queued":
-            await _finish(connection, job_id, "cancelled", None)
-            return "cancelled"
-        if row.status == "running":
-            await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
-                status="cancelling", cancel_requested=True))
-            await add_event(connection, job_id, "status", {"status": "cancelling"})
-            return "cancelling"
-        return str(row.status)
+        status = str(row.status)
+        if status == "queued":
+            dequeued = await connection.execute(work_items.update().where(
+                work_items.c.job_id == job_id, work_items.c.status == "queued").values(status="done"))
+            if dequeued.rowcount:
+                await _finish(connection, job_id, "cancelled", None)
+                return "cancelled"
+            status = str((await connection.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))).scalar())
+        if status == "running":
+            asked = await connection.execute(jobs.update().where(jobs.c.id == job_id, jobs.c.status == "running")
+                                             .values(status="cancelling", cancel_requested=True))
+            if asked.rowcount:
+                await add_event(connection, job_id, "status", {"status": "cancelling"})
+                return "cancelling"
+            status = str((await connection.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))).scalar())
+        return status
 
 
 async def delete_job(engine: AsyncEngine, tenant: str, job_id: str) -> bool:
