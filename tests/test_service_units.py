@@ -60,7 +60,7 @@ def test_a_cancelled_waiter_gives_its_place_back() -> None:
 
 def test_server_config_errors_name_the_file_and_path(tmp_path: Path) -> None:
     config = tmp_path / "server.yaml"
-    config.write_text("judge_profiles:\n  x:\n    model: m\n    cache: /tmp/shared.sqlite\n")
+    config.write_text(f"judge_profiles:\n  x:\n    model: m\n    cache: {tmp_path / 'shared.sqlite'}\n")
     with pytest.raises(ConfigError, match="server.yaml: judge_profiles.*one judge cache per tenant"):
         load_settings(config)
     config.write_text("limits:\n  max_body_mb: -1\n")

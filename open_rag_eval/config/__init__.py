@@ -135,7 +135,8 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outpu
     raw = _parse_yaml(text, file)
     if is_peer_config(raw):
         raw = translate_peer_config(raw, file=file)
-        log.info("%s: translated the peer's config layout (input_queries/results_folder/evaluator) to ours", file)
+        log.info("%s: translated the config layout of vectara's open-rag-eval (input_queries/results_folder/"
+                 "evaluator) to ours", file)
     interpolated = _interpolate(raw, "", file)
     check_numbers(interpolated, "", file)  # YAML's .inf/.nan/huge numbers, named by their path before validation
     try:

@@ -117,8 +117,8 @@ def load_results(path: Path | str, label: str | None = None) -> ResultSet:
     elif peer.is_trec(header):
         result = peer.load_trec(csv_path, header, records)
     else:
-        raise InputError("not a results file: expected our results.csv (a 'run' column) or the peer's "
-                         "TREC/consistency CSV (run_N_ or consistency_ columns)", file=str(csv_path), line=1)
+        raise InputError("not a results file: expected our results.csv (a 'run' column) or a TREC/consistency CSV "
+                         "of vectara's open-rag-eval (run_N_ or consistency_ columns)", file=str(csv_path), line=1)
     if label:
         result.label = label
     return result

@@ -21,7 +21,8 @@ log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("a", metavar="A", help="baseline: result directory or CSV (ours or the peer's)")
+    parser.add_argument("a", metavar="A",
+                        help="baseline: result directory or CSV (ours or from vectara's open-rag-eval)")
     parser.add_argument("b", metavar="B", help="candidate: result directory or CSV")
     parser.add_argument("--metrics", nargs="+", default=None, metavar="METRIC",
                         help="metrics to compare, comma- or space-separated; 'all' for every metric both have "

@@ -6,7 +6,8 @@ import argparse
 import logging
 from pathlib import Path
 
-HELP = "plot results (our result directories or results.csv files, or the peer's TREC/consistency CSVs) as a PNG"
+HELP = ("plot results (our result directories or results.csv files, or the TREC/consistency CSVs of vectara's "
+        "open-rag-eval) as a PNG")
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output-file", "--output", dest="output_file", default="metrics_comparison.png",
                         help="PNG to write (default: metrics_comparison.png)")
     parser.add_argument("--metrics-to-plot", nargs="+", default=None, metavar="METRIC",
-                        help="metric names, comma- or space-separated: ours (umbrela.mean) or the peer's "
-                        "(retrieval_score_mean_umbrela_score, consistency_bert_score)")
+                        help="metric names, comma- or space-separated: ours (umbrela.mean) or those of vectara's "
+                        "open-rag-eval (retrieval_score_mean_umbrela_score, consistency_bert_score)")
     parser.add_argument("--labels", default=None, help="comma-separated legend labels, one per FILE")
 
 
