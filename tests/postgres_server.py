@@ -39,6 +39,13 @@ def unavailable() -> str | None:
     return None
 
 
+class ServerCommandFailed(subprocess.CalledProcessError):
+    """A server command failed; unlike its base class, its message carries what the command printed."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\n{self.stderr}\n{self.stdout}"[-4000:]
+
+
 class PostgresServer:
     def __init__(self, folder: Path, port: int) -> None:
         self.bin = postgres_bin()
@@ -51,7 +58,10 @@ class PostgresServer:
         command = [str(self.bin / args[0]), *args[1:]]
         if os.geteuid() == 0:
             command = ["runuser", "-u", "postgres", "--", *command]
-        return subprocess.run(command, capture_output=True, text=True, timeout=120, check=True)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+        if done.returncode:  # say why: the exception alone names only the command
+            raise ServerCommandFailed(done.returncode, command, done.stdout, done.stderr)
+        return done
 
     def start(self) -> str:
         self.folder.mkdir(parents=True, exist_ok=True)
