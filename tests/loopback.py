@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T", bound="Loopback")
 
@@ -28,3 +30,26 @@ class Loopback:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def send_json(handler: BaseHTTPRequestHandler, status: int, payload: bytes, headers: Iterable[tuple[str, str]] = (),
+              drip_s: float = 0.0) -> None:
+    """Reply ``payload`` as JSON with its length and ``headers``; ``drip_s``: one byte at a time, that far apart."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(payload)))
+    for name, value in headers:
+        handler.send_header(name, value)
+    handler.end_headers()
+    if drip_s:
+        drip(handler.wfile, payload, drip_s)
+    else:
+        handler.wfile.write(payload)
+
+
+def drip(out: Any, payload: bytes, interval_s: float) -> None:
+    """Write ``payload`` one byte at a time, ``interval_s`` apart (until the client hangs up)."""
+    for byte in payload:
+        out.write(bytes([byte]))
+        out.flush()
+        time.sleep(interval_s)

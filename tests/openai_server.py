@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge, open_judge
 from open_rag_eval.judge.config import JudgeConfig
+from tests.loopback import send_json
 
 __all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "completion_body", "config", "outcome", "with_judge"]
 
@@ -205,26 +206,9 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             data = reply.body if isinstance(reply.body, str) else json.dumps(reply.body)
             data = data.replace(ECHO_KEY, token)
             payload = reply.raw if reply.raw is not None else data.encode()
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            self.end_headers()
-            if reply.drip_s:
-                drip(self.wfile, payload, reply.drip_s)
-            else:
-                self.wfile.write(payload)
+            send_json(self, reply.status, payload, reply.headers, reply.drip_s)
 
     return Handler
-
-
-def drip(out: Any, payload: bytes, interval_s: float) -> None:
-    """Write ``payload`` one byte at a time, ``interval_s`` apart (until the client hangs up)."""
-    for byte in payload:
-        out.write(bytes([byte]))
-        out.flush()
-        time.sleep(interval_s)
 
 
 # -- helpers for client tests -----------------------------------------------------------------------------

@@ -32,8 +32,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.hostile_http import deep_json, gzip_bomb, huge_json
-from tests.loopback import Loopback
-from tests.openai_server import drip
+from tests.loopback import Loopback, send_json
 
 __all__ = ["RagBehaviour", "RagServer"]
 
@@ -145,38 +144,26 @@ class RagServer(Loopback):
                         self._hostile(kind, body)
                         return
                     status, text = server.answer(body, dict(self.headers))
-                    self._send(status, text.encode(), [("Retry-After", "0")] if status == 429 else [])
+                    send_json(self, status, text.encode(), [("Retry-After", "0")] if status == 429 else [])
                 except (BrokenPipeError, ConnectionResetError):
                     pass
                 finally:
                     with server._lock:
                         server.in_flight -= 1
 
-            def _send(self, status: int, data: bytes, headers: list[tuple[str, str]], drip_s: float = 0.0) -> None:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for name, value in headers:
-                    self.send_header(name, value)
-                self.end_headers()
-                if drip_s:
-                    drip(self.wfile, data, drip_s)
-                else:
-                    self.wfile.write(data)
-
             def _hostile(self, kind: str, body: dict[str, Any]) -> None:
                 behaviour = server.behaviour
                 if kind == "drip":
                     _, text = server.answer(body)
-                    self._send(200, text.encode(), [], behaviour.drip_s)
+                    send_json(self, 200, text.encode(), [], behaviour.drip_s)
                 elif kind == "huge":
-                    self._send(200, huge_json(40).encode(), [])
+                    send_json(self, 200, huge_json(40).encode())
                 elif kind == "gzip_bomb":
-                    self._send(200, gzip_bomb(), [("Content-Encoding", "gzip")])
+                    send_json(self, 200, gzip_bomb(), [("Content-Encoding", "gzip")])
                 elif kind == "deep_json":
-                    self._send(200, deep_json().encode(), [])
+                    send_json(self, 200, deep_json().encode())
                 elif kind == "redirect":
-                    self._send(307, b"", [("Location", behaviour.redirect_to)])
+                    send_json(self, 307, b"", [("Location", behaviour.redirect_to)])
                 else:
                     raise ValueError(f"unknown hostile kind {kind!r}")
 

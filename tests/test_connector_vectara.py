@@ -19,7 +19,7 @@ from open_rag_eval.cli import main
 from open_rag_eval.config.connector import ConnectorConfig
 from open_rag_eval.connectors.base import build_connector
 from open_rag_eval.errors import ConfigError
-from tests.loopback import Loopback
+from tests.loopback import Loopback, send_json
 
 KEY = "zqk_vectara-secret-4711"
 QUERIES = [("q1", "What is solar power?"), ("q2", "Why is the sky blue?")]
@@ -63,12 +63,7 @@ class VectaraServer(Loopback):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 owner.requests.append({"path": self.path, "headers": headers, "body": body})
-                status, data = owner.reply(self.path, headers, body)
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, *owner.reply(self.path, headers, body))
 
         return Handler
 

@@ -14,7 +14,7 @@ import pytest
 
 from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions, VectaraApiOptions
 from open_rag_eval.types import AnswerPart, Passage, RAGOutput
-from tests.loopback import Loopback
+from tests.loopback import Loopback, send_json
 
 KEY = "vk-test-secret-123"
 
@@ -43,13 +43,7 @@ class FactualConsistencyServer(Loopback):
                     server.seen.append((self.path, dict(self.headers), body))
                     reply = server.replies.popleft() if server.replies else server.default
                 payload = reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
+                send_json(self, reply.status, payload, reply.headers.items())
 
             def log_message(self, *args: Any) -> None:
                 pass
