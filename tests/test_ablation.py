@@ -217,3 +217,57 @@ def test_a_second_ablation_on_the_same_folder_is_refused(tmp_path: Path) -> None
     with FolderLock(root):
         assert main(["ablate", "--config", str(config)]) == 5
     assert list(root.iterdir()) == []  # no variant ran
+
+
+def _umbrela_fails(body: dict[str, Any]) -> Any:
+    """Every UMBRELA prompt gets an empty (null) reply; every no-answer prompt gets "yes"."""
+    from tests.openai_server import Reply
+
+    if "integer scale of 0 to 3" in body["messages"][-1]["content"]:
+        return Reply.shaped({"role": "assistant", "content": None})
+    return Reply.ok("yes")
+
+
+@needs_bm25
+def test_ablate_exits_6_when_a_variant_run_is_incomplete_and_a_rerun_retries_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from tests.openai_server import Reply, ScriptedServer
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "q.csv").write_text("query_id,query\nb01,How many eggs does a queen lay in a day?\n"
+                                             "b02,How do worker bees and drones differ?\n", encoding="utf-8")
+    shutil.copytree(CONFIGS / "data" / "bm25_corpus", tmp_path / "data" / "corpus")
+    with ScriptedServer(responder=_umbrela_fails) as server:
+        judge = {"model": "gpt-4o-mini", "base_url": server.base_url, "api_key_env": "OPEN_RAG_EVAL_TEST_NO_KEY",
+                 "cache": False, "backoff_base_s": 0.001, "backoff_cap_s": 0.002}
+        config = tmp_path / "ablate.yaml"
+        config.write_text(yaml.safe_dump({
+            "output_dir": "out", "judge": judge,
+            "connector": {"type": "bm25", "queries": "data/q.csv", "options": {"corpus": "data/corpus"}},
+            "evaluators": [{"type": "trec", "metrics": ["umbrela", "no_answer"], "k_values": [1]}],
+            "ablate": {"grid": {"connector.options.top_k": [1, 2]}}}), encoding="utf-8")
+        with caplog.at_level(logging.ERROR):
+            assert main(["-q", "ablate", "--config", str(config)]) == 6
+        errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+        assert errors[-1].startswith("error: incomplete variant run(s): top_k=1, top_k=2 (a judged metric failed")
+        root = tmp_path / "out" / "ablation"
+        for name in ("top_k=1", "top_k=2"):  # each variant: umbrela failed everywhere, no-answer judged
+            manifest = json.loads((root / name / "manifest.json").read_text())
+            assert manifest["complete"] is False
+            failed = {item["metric"] for item in manifest["incomplete"]}
+            assert "umbrela.mean" in failed and all(metric.startswith("umbrela.") for metric in failed)
+        assert json.loads((root / "ablation.json").read_text())["variants"][1]["complete"] is False
+        assert "**INCOMPLETE**: top_k=1, top_k=2: a judged metric failed" in (root / "ablation.md").read_text()
+        rows = _csv(root / "ablation.csv")  # the comparison is still written, with what was judged
+        assert rows[("top_k=2", "no_answer.answered")]["mean_variant"] == "1"
+        umbrela = rows[("top_k=2", "umbrela.mean")]  # never a zero: no value, and why
+        assert (umbrela["mean_variant"], umbrela["verdict"]) == ("", "not compared: no query has a value on both sides")
+        # the judge recovers: a rerun reuses nothing incomplete, runs both again and finishes
+        server.responder = lambda body: Reply.ok("##final score: 2") if "integer scale of 0 to 3" in \
+            body["messages"][-1]["content"] else Reply.ok("yes")
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            assert main(["-q", "ablate", "--config", str(config)]) == 0
+    assert "finished earlier" not in caplog.text and "INCOMPLETE" not in (root / "ablation.md").read_text()
+    assert json.loads((root / "ablation.json").read_text())["variants"][1]["complete"] is True
+    assert float(_csv(root / "ablation.csv")[("top_k=2", "umbrela.mean")]["mean_variant"]) == 2.0

@@ -25,11 +25,15 @@ def _p(value: float) -> str:
     return f"{value:.4f}" if value >= 0.0001 else f"{value:.1e}"
 
 
-def markdown(table: AblationTable, *, simulated: bool = False) -> str:
-    """The table for people: each variant's means, its paired tests against the baseline, the best per metric."""
+def markdown(table: AblationTable, *, simulated: bool = False, incomplete: Sequence[str] = ()) -> str:
+    """The table for people: each variant's means, its paired tests against the baseline, the best per metric;
+    ``incomplete`` names the variants whose run finished incomplete (said first)."""
     lines = [f"# Ablation: {len(table.variants)} variants, baseline `{table.baseline}`", ""]
     if simulated:
         lines += ["**SIMULATED JUDGE**: judged numbers come from the loopback simulated judge.", ""]
+    if incomplete:
+        lines += [f"**INCOMPLETE**: {', '.join(incomplete)}: a judged metric failed for every output of the run "
+                  "(see its report.html); a missing mean there is a failure, not a zero. Re-run to retry.", ""]
     lines += ["## Means (over queries; a query's value is the mean over its runs)", "",
               "| variant | " + " | ".join(table.metrics) + " |", "|---|" + "---:|" * len(table.metrics)]
     for variant in table.variants:
@@ -53,8 +57,9 @@ def markdown(table: AblationTable, *, simulated: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(table: AblationTable, path: Path, *, simulated: bool = False) -> Path:
-    atomic_write_text(path, markdown(table, simulated=simulated))
+def write_markdown(table: AblationTable, path: Path, *, simulated: bool = False,
+                   incomplete: Sequence[str] = ()) -> Path:
+    atomic_write_text(path, markdown(table, simulated=simulated, incomplete=incomplete))
     return path
 
 
@@ -77,10 +82,11 @@ def write_csv(table: AblationTable, path: Path) -> Path:
     return path
 
 
-def write_json(table: AblationTable, variants: Sequence[Variant], path: Path, *, simulated: bool = False) -> Path:
+def write_json(table: AblationTable, variants: Sequence[Variant], path: Path, *, simulated: bool = False,
+               incomplete: Sequence[str] = ()) -> Path:
     data = {"baseline": table.baseline, "alpha": table.alpha, "simulated": simulated, "metrics": table.metrics,
             "variants": [{"name": v.name, "settings": v.settings, "baseline": v.baseline,
-                          "folder": v.folder.name} for v in variants],
+                          "folder": v.folder.name, "complete": v.name not in incomplete} for v in variants],
             "means": table.means, "rows": table.rows, "best": table.best,
             "skipped": [{"variant": v, "metric": m, "reason": why} for v, m, why in table.skipped]}
     atomic_write_text(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")

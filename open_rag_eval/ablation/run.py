@@ -91,8 +91,9 @@ async def aablate(loaded: LoadedConfig) -> AblationOutcome:
         simulated = any(bool(s.simulated) for s in sets)
         outcome = AblationOutcome(root, variants, table, simulated, ran, reused, incomplete)
         outcome.files = [write_csv(table, root / "ablation.csv"),
-                         write_markdown(table, root / "ablation.md", simulated=simulated),
-                         write_json(table, variants, root / "ablation.json", simulated=simulated)]
+                         write_markdown(table, root / "ablation.md", simulated=simulated, incomplete=incomplete),
+                         write_json(table, variants, root / "ablation.json", simulated=simulated,
+                                    incomplete=incomplete)]
         outcome.files += _plot(table, sets, root / "ablation.png")
     return outcome
 

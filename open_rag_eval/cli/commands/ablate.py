@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
             echo(f"{variant.name}{' (baseline)' if variant.baseline else ''}: {variant.folder} [{state}]")
         return 0
     outcome = ablate(loaded)
-    echo(markdown(outcome.table, simulated=outcome.simulated), end="")
+    echo(markdown(outcome.table, simulated=outcome.simulated, incomplete=outcome.incomplete), end="")
     if outcome.reused:
         log.info("reused %d finished variant(s): %s", len(outcome.reused), ", ".join(outcome.reused))
     log.info("wrote %s", ", ".join(str(path) for path in outcome.files))
