@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.postgres_server import PostgresServer, unavailable
+from tests.ray_setup import CountingJudge
 from tests.service_server import Service, free_port, sse_events, wait_for, wait_status
 from tests.test_service_api import body, outputs_jsonl
 
@@ -75,23 +76,27 @@ def test_two_workers_share_one_queue_and_every_job_is_done_exactly_once(tmp_path
 
 
 def test_a_dead_workers_claim_is_taken_over(tmp_path: Path, database: str) -> None:
-    slow = {"model": "simulated-judge", "simulated": {"latency_ms": 100}, "max_concurrency": 2}
-    service = Service(tmp_path, {"database_url": database, "judge_profiles": {"slow": slow},
-                                 "runner": {"jobs": 0, "heartbeat_s": 0.5, "stale_after_s": 3, "poll_s": 0.2}})
-    with service:
-        client = service.client()
-        first = _workers(service, 1)
-        job = client.post("/v1/jobs", json={**body(outputs_jsonl(6)), "judge_profile": "slow"}).json()["id"]
-        wait_for(lambda: client.get(f"/v1/jobs/{job}").json()["usage"].get("calls", 0) >= 4, 120)
-        first[0].kill()  # kill -9: its claim stays behind, its heartbeat stops
-        first[0].wait()
-        second = _workers(service, 1)
-        try:
-            done = wait_status(client, job, ("completed", "failed"), 300)
-        finally:
-            _stop(second)
-        assert done["status"] == "completed"
-        statuses = [e["data"] for e in sse_events(client, f"/v1/jobs/{job}/events") if e["event"] == "status"]
-        assert [s["status"] for s in statuses] == ["queued", "running", "running", "completed"]
-        assert statuses[2]["resumed"] is True
-        assert done["usage"]["cache_hits"] >= 4  # what the dead worker judged was not asked again
+    with CountingJudge() as judge:
+        held = {"model": "simulated-judge", "base_url": judge.base_url, "max_concurrency": 2}
+        service = Service(tmp_path, {"database_url": database, "judge_profiles": {"held": held},
+                                     "runner": {"jobs": 0, "heartbeat_s": 0.5, "stale_after_s": 3, "poll_s": 0.2}})
+        with service:
+            client = service.client()
+            first = _workers(service, 1)
+            judge.hold_after = 4  # then the job waits mid-run until its worker is killed
+            job = client.post("/v1/jobs", json={**body(outputs_jsonl(6)), "judge_profile": "held"}).json()["id"]
+            wait_for(lambda: judge.held and client.get(f"/v1/jobs/{job}").json()["usage"].get("calls", 0) >= 4, 120)
+            first[0].kill()  # kill -9: its claim stays behind, its heartbeat stops
+            first[0].wait()
+            judge.release()
+            judge.hold_after = None
+            second = _workers(service, 1)
+            try:
+                done = wait_status(client, job, ("completed", "failed"), 300)
+            finally:
+                _stop(second)
+            assert done["status"] == "completed"
+            statuses = [e["data"] for e in sse_events(client, f"/v1/jobs/{job}/events") if e["event"] == "status"]
+            assert [s["status"] for s in statuses] == ["queued", "running", "running", "completed"]
+            assert statuses[2]["resumed"] is True
+            assert done["usage"]["cache_hits"] >= 4  # what the dead worker judged was not asked again
