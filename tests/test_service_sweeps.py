@@ -111,7 +111,9 @@ def test_dashboard_shows_jobs_live_progress_the_report_and_the_sweep_trend(servi
     assert len(seen - {"0%", "0.0%"}) >= 2, seen  # at least two intermediate values were shown live
     assert browser.find_element(By.ID, "status").text == "completed"
     browser.switch_to.frame(browser.find_element(By.ID, "report"))
-    assert browser.execute_script("return document.title") == "open-rag-eval report"
+    # the frame loads its document after the page: wait for it (an empty title until then)
+    wait_for(lambda: browser.execute_script("return document.readyState == 'complete' && document.title")
+             == "open-rag-eval report", 120)
     assert browser.find_elements(By.ID, "judge")  # the report's own content rendered inside the page
     browser.switch_to.default_content()
     severe = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
