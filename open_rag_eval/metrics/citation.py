@@ -11,6 +11,11 @@ because no label parsed) say what precision and recall rest on, so a recall of 1
 ``scoring: per_passage`` computes precision as vectara's open-rag-eval does: the mean over the distinct cited
 passages of each passage's mean weight (docs/profiles.md); ``passage_text: text`` shows the judge the passage
 without its title.
+
+A trailing Sources section (``Sources:`` or ``References:`` and its entries, under every profile) lists the
+answer's sources, not a statement's: support is judged per statement, so its entries are never spread over the
+statements. The detail records them (``sources_entries``) and says when they are the answer's only citations
+(``sources_only``: every statement then counts as uncited), so a support score of 0 says why.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from open_rag_eval.health.classify import classify_support
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
+from open_rag_eval.metrics.lexical import sources_entries
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, support_scores, support_scores_per_passage
 from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
@@ -138,10 +144,20 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
     scores += [Score.ok(output, "citation.n_cited", len(cited)), Score.ok(output, "citation.n_unlabelled", unlabelled)]
     statements = [{"text": part.text, "citations": list(part.citations), "judgments": [j.detail() for j in row]}
                   for part, row in zip(output.answer, judgments, strict=True)]
-    detail = Detail(query_id=output.query_id, run=output.run, section="citation",
-                    data={"variant": options.variant, "prompt": options.prompt, "parse": options.parse,
-                          "scoring": options.scoring, "statements": statements})
-    return scores, detail
+    data: dict[str, Any] = {"variant": options.variant, "prompt": options.prompt, "parse": options.parse,
+                            "scoring": options.scoring, "statements": statements}
+    listed = answer_sources(output.answer_text)
+    if listed:
+        data |= {"sources_entries": listed, "sources_only": not any(part.citations for part in output.answer)}
+    return scores, Detail(query_id=output.query_id, run=output.run, section="citation", data=data)
+
+
+def answer_sources(answer_text: str | None) -> list[str]:
+    """The entries of the answer's trailing ``Sources:`` (else ``References:``) section; [] when it has none."""
+    for header in ("Sources", "References"):
+        if entries := sources_entries(answer_text or "", header):
+            return entries
+    return []
 
 
 def _scores(judgments: list[list[Judgment]], options: CitationOptions,

@@ -94,7 +94,18 @@ def _answer(output: dict[str, Any]) -> str:
         lines.append(f'<p class="stmt">{esc(part.get("text"))}{badges}</p>')
     legend = ('<p class="legend">Support of each citation: FS full, PS partial, NS none; fabricated = cites a '
               'passage that was not retrieved.</p>') if statements is not None else ""
-    return f'<h3>Answer</h3>{"".join(lines)}{legend}'
+    return f'<h3>Answer</h3>{"".join(lines)}{_sources_note(output)}{legend}'
+
+
+def _sources_note(output: dict[str, Any]) -> str:
+    """The answer's Sources section when it holds the answer's only citations (support is judged per statement)."""
+    data = output.get("details", {}).get("citation") or {}
+    if not data.get("sources_only"):
+        return ""
+    listed = "; ".join(str(entry) for entry in data.get("sources_entries") or [])
+    return (f'<p class="legend sources-only">This answer cites only in its Sources section ({esc(listed)}): '
+            'support is judged per statement, so every statement counts as uncited. Put the citation markers '
+            'in the statements.</p>')
 
 
 def _nuggets(output: dict[str, Any]) -> str:
