@@ -350,3 +350,15 @@ def test_drill_down_lists_claims_escaped_and_says_refusal_and_failure() -> None:
 
     assert {kind(reason) for reason in (NO_REFERENCE, REFUSAL, NO_CLAIMS, EMPTY_ANSWER, NO_PASSAGES)} == {UNDEFINED}
     assert kind("claim extraction failed: judge call failed: HTTP 500") == "failed"
+
+
+def test_usefulness_is_judged_per_passage_as_sent_title_included() -> None:
+    from open_rag_eval.types import Passage
+
+    same = (Passage(id="p1", text="same words", title="Other"), Passage(id="p2", text="same words", title="Alpha"))
+    rule = judge(Verdicts(useful=lambda passage, answer: int(passage.startswith("Alpha:"))))
+    result = _run([output().model_copy(update={"passages": same})], rule, metrics=["context_precision"],
+                  context_precision={"against": ["answer"]})
+    # two prompts (the titles differ), useful only at rank 2: AP = (1/2) / 1 = 0.5 -- not one judgment for both
+    assert rule.tasks().count("context_useful") == 2
+    assert _scores(result)["context.precision_answer"] == 0.5

@@ -154,3 +154,15 @@ def test_rubrics_through_the_cli_and_the_dry_run(tmp_path: Path, capfd: pytest.C
     capfd.readouterr()
     assert main(["eval", "--config", str(_config(tmp_path, "d", extra)), "--dry-run"]) == 0
     assert "rubric" in capfd.readouterr().out
+
+
+def test_a_statement_that_is_only_its_citations_is_shown_as_its_marks() -> None:
+    from open_rag_eval.types import AnswerPart
+
+    answer = (AnswerPart(text="", citations=("p1",)), AnswerPart(text="Alpha is one.", citations=("p2",)))
+    rule = _by_criterion(dict.fromkeys(RUBRICS, 6))
+    given = output().model_copy(update={"answer": answer, "answer_text": "[p1] Alpha is one. [p2]"})
+    result = _run([given], rule, rubric={"rubrics": ["citation_accuracy"]})
+    assert _values(result) == {"rubric.citation_accuracy": 0.6}  # judged, no crash on the empty statement
+    prompt = next(c.messages[-1][1] for c in rule.calls if c.task == "rubric")
+    assert "Answer: [1] Alpha is one [2].\n" in prompt

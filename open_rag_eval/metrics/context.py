@@ -106,9 +106,9 @@ class ContextPrecision:
             target = output.plain_answer
         if not output.passages:
             return Score.failed(output, name, NO_PASSAGES), {"reason": NO_PASSAGES}
-        replies = await asyncio.gather(*(session.shared(("useful", output.query, target, p.text),
+        replies = await asyncio.gather(*(session.shared(("useful", output.query, target, source_text(p)),
                                                         self._useful(session, output.query, target, source_text(p)))
-                                         for p in output.passages))
+                                         for p in output.passages))  # keyed by what is sent: title and text
         rows = [{"passage_id": p.id, "useful": r.value, "status": r.status, "parse": r.parse,
                  **({"reason": r.reason} if r.reason else {})} for p, r in zip(output.passages, replies)]
         failed = next((i for i, r in enumerate(replies) if r.value is None), None)

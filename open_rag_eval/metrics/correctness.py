@@ -71,16 +71,16 @@ class AnswerCorrectness:
         if reference is None:
             return missing(output, [*VALUES, *COUNTS], NO_REFERENCE), []
         answer, ref = await asyncio.gather(session.answer_claims(output), session.text_claims(output.query, reference))
-        failed = next((e.reason for e in (answer, ref) if e.status == "failed"), None)
+        failed = next((e.reason or "claim extraction failed" for e in (answer, ref) if e.status == "failed"), None)
         detail: dict[str, Any] = {"answer": claims_detail(answer), "reference": claims_detail(ref)}
         if failed is not None:
-            return missing(output, [*VALUES, *COUNTS], failed or "claim extraction failed"), [self._detail(output, detail)]
+            return missing(output, [*VALUES, *COUNTS], failed), [self._detail(output, detail)]
         to_ref, to_answer = await asyncio.gather(_verify(session, answer.claims, reference),
                                                  _verify(session, ref.claims, output.plain_answer))
-        failed = next((v.reason for v in (to_ref, to_answer) if v is not None and v.status == "failed"), None)
+        failed = next((v.reason or "claim verification failed" for v in (to_ref, to_answer)
+                       if v is not None and v.status == "failed"), None)
         if failed is not None:
-            return missing(output, [*VALUES, *COUNTS], failed or "claim verification failed"), \
-                [self._detail(output, detail)]
+            return missing(output, [*VALUES, *COUNTS], failed), [self._detail(output, detail)]
         detail["answer"]["claims"] = _rows(answer, to_ref)
         detail["reference"]["claims"] = _rows(ref, to_answer)
         counts = _counts(to_ref, to_answer)

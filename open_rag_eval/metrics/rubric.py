@@ -90,9 +90,9 @@ def _cited_answer(output: RAGOutput, numbers: dict[str, int]) -> str:
     for part in output.answer:
         text = _one_line(part.text)
         marks = "".join(f"[{numbers[c]}]" for c in part.citations if c in numbers)
-        if marks:
-            body, end = (text[:-1], text[-1]) if text[-1:] in ".!?" else (text, "")
-            text = f"{body} {marks}{end}"
+        if marks:  # a statement may be only its citations (empty text): then the marks alone
+            body, end = (text[:-1], text[-1]) if text and text[-1] in ".!?" else (text, "")
+            text = f"{body} {marks}{end}" if body else f"{marks}{end}"
         parts.append(text)
     return " ".join(parts)
 
