@@ -7,6 +7,9 @@ import contextlib
 import importlib.util
 import logging
 import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
 
 from open_rag_eval.errors import ConfigError, MissingDependency
 from open_rag_eval.service.settings import Settings, is_loopback
@@ -44,14 +47,38 @@ async def _serve(settings: Settings, host: str, port: int) -> int:
         app = create_app(settings, storage=storage)
         config = uvicorn.Config(app, host=host, port=port, log_level="info", access_log=True,
                                 server_header=False, log_config=None)
-        server = uvicorn.Server(config)
+        server = _server(config)
         where = settings.db_url.split(":///", 1)[-1] if settings.sqlite else safe_url(settings.db_url)
         log.info("open-rag-eval service on http://%s:%d (database %s, auth %s)", host, port, where,
                  "on" if settings.auth else "off")
         await server.serve()
     finally:
         await storage.close()
+    log.info("open-rag-eval service stopped")
     return 0
+
+
+def _server(config: Any) -> Any:
+    """A uvicorn server that stops on SIGINT or SIGTERM and then lets ``serve`` close the database and return 0.
+
+    uvicorn raises the signal again once it has stopped, which cancels whatever still runs (the database's
+    connections closing: a ``CancelledError`` traceback on PostgreSQL) or ends the process before it closed them."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            if threading.current_thread() is not threading.main_thread():
+                yield
+                return
+            original = {signum: signal.signal(signum, self.handle_exit) for signum in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for signum, handler in original.items():
+                    signal.signal(signum, handler)
+
+    return Server(config)
 
 
 def work(settings: Settings, jobs: int | None) -> int:
