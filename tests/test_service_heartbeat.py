@@ -152,3 +152,42 @@ def test_a_job_blocking_its_loop_past_stale_after_is_not_taken_over_postgresql(t
         _assert_kept(*run_blocked_job(_settings(tmp_path, url)))
     finally:
         server.stop()
+
+
+class WaitingRunner(Runner):
+    """A runner whose job waits (on the loop, without blocking it) until the runner stops."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.started = asyncio.Event()
+
+    async def _execute(self, job: dict[str, Any], progress: Any) -> tuple[Path, str | None]:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+
+def test_a_stopping_runner_hands_its_interrupted_jobs_back_at_once_sqlite(tmp_path: Path) -> None:
+    settings = Settings.model_validate({"data_dir": str(tmp_path / "data"), "runner": {
+        "jobs": 1, "poll_s": 0.05, "heartbeat_s": 0.1, "stale_after_s": 3600},
+        "judge_profiles": {"sim": {"model": "simulated-judge", "simulated": {}}}})
+
+    async def main() -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        storage = await Storage.open(settings)
+        try:
+            job_id = jobs.new_id()
+            await jobs.create_job(storage.engine, job_id=job_id, tenant="t", kind="eval", request={},
+                                  request_hash="h", idempotency_key=None, judge_profile="sim", n_outputs=1)
+            runner, stop = WaitingRunner(storage.engine, settings), asyncio.Event()
+            task = asyncio.create_task(runner.run(stop))
+            await asyncio.wait_for(runner.started.wait(), 120)
+            held = await jobs.claim(storage.engine, "probe", 3600)  # a live claim: not for the taking
+            stop.set()
+            await task
+            return held, await jobs.claim(storage.engine, "probe", 3600)
+        finally:
+            await storage.close()
+
+    held, taken = asyncio.run(main())
+    assert held is None
+    assert taken is not None and taken["resumed"] is True  # at once, not after an hour of stale_after_s

@@ -225,9 +225,13 @@ async def delete_job(engine: AsyncEngine, tenant: str, job_id: str) -> bool:
     return bool(deleted.rowcount)
 
 
-async def release_claims(engine: AsyncEngine) -> int:
-    """SQLite mode, at start: this server holds the database alone, so every claim left is from a killed run."""
+async def release_claims(engine: AsyncEngine, worker: str | None = None, job_ids: list[str] | None = None) -> int:
+    """Make claims stale at once, so that their jobs resume without waiting ``stale_after_s``. Without ``worker``
+    (SQLite mode, at start: this server holds the database alone) every claim left, from a killed run; with it,
+    the claims of ``job_ids`` this worker holds (it stops, and interrupted them)."""
+    where = [work_items.c.status == "claimed"]
+    if worker is not None:
+        where += [work_items.c.claimed_by == worker, work_items.c.job_id.in_(job_ids or [])]
     async with engine.begin() as connection:
-        result = await connection.execute(work_items.update().where(work_items.c.status == "claimed").values(
-            heartbeat=0.0))
+        result = await connection.execute(work_items.update().where(*where).values(heartbeat=0.0))
     return int(result.rowcount)

@@ -60,8 +60,8 @@ class Runner:
         return self.shares[profile]
 
     async def run(self, stop: asyncio.Event) -> None:
-        """Claim and run jobs until ``stop`` is set; running jobs are then interrupted (their claims go stale
-        and the work resumes later)."""
+        """Claim and run jobs until ``stop`` is set; running jobs are then interrupted (their claims are made
+        stale at once and the work resumes elsewhere, or at the next start)."""
         limit = self.settings.runner.jobs
         await asyncio.to_thread(self.heartbeat.start)
         try:
@@ -77,10 +77,24 @@ class Runner:
                 self.active[job["id"]] = task
                 task.add_done_callback(lambda _t, job_id=job["id"]: self.active.pop(job_id, None))
         finally:
+            interrupted = list(self.active)
             for task in list(self.active.values()):
                 task.cancel()
             await asyncio.gather(*self.active.values(), return_exceptions=True)
             await asyncio.to_thread(self.heartbeat.stop)
+            await self._give_back(interrupted)
+
+    async def _give_back(self, job_ids: list[str]) -> None:
+        """Stopping: the claims of the jobs this stop interrupted go stale at once, so another process (or the next
+        start) resumes them without waiting ``stale_after_s``."""
+        if not job_ids:
+            return
+        try:
+            released = await jobs.release_claims(self.engine, self.worker, job_ids)
+        except Exception as error:  # the database is gone: the claims go stale by themselves
+            log.warning("handing back %d interrupted job(s) failed: %s", len(job_ids), error)
+            return
+        log.info("%d interrupted job(s) handed back to the queue", released)
 
     async def _claim(self) -> dict[str, Any] | None:
         try:
