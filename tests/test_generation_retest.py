@@ -177,3 +177,17 @@ def test_retest_repeats_of_generation_judgments_are_in_the_plan(tmp_path: Path) 
     assert with_retest["context_relevance"].calls == 3 * plain["context_relevance"].calls > 0
     assert with_retest["rubric"].calls == 3 * plain["rubric"].calls > 0
     assert "umbrela" not in with_retest
+
+
+def test_bad_generation_options_are_a_config_error_naming_the_field(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    from open_rag_eval.cli import main
+
+    config = tmp_path / "c.yaml"
+    config.write_text("input: outputs.csv\noutput_dir: out\njudge:\n  model: simulated-judge\nevaluators:\n"
+                      "  - type: consistency\n    judge_repeats: 2\n    retest: [generation]\n"
+                      "    generation:\n      metrics: [fluency]\n", encoding="utf-8")
+    assert main(["eval", "--config", str(config), "--dry-run"]) == 2
+    err = caplog.text
+    assert "evaluators[0].generation" in err and "metrics" in err and "unknown metric(s) fluency" in err
+    assert not (tmp_path / "out").exists()

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
@@ -84,15 +84,22 @@ class ConsistencyOptions(BaseModel):
     def _profile_defaults(cls, data: Any) -> Any:
         return profiles.apply("consistency", data)
 
-    @model_validator(mode="after")
-    def _generation_options(self) -> ConsistencyOptions:
-        """The ``generation`` options are checked when the config is read, not when re-judging starts."""
-        self.retest = list(dict.fromkeys(self.retest))
-        if "generation" in self.retest:
-            from open_rag_eval.evaluators.generation import GenerationOptions  # noqa: PLC0415
+    @field_validator("retest")
+    @classmethod
+    def _once(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
 
-            GenerationOptions.model_validate(self.generation)
-        return self
+    @field_validator("generation")
+    @classmethod
+    def _generation_options(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """Checked when the config is read, not when re-judging starts; an error names the field inside."""
+        from open_rag_eval.evaluators.generation import GenerationOptions  # noqa: PLC0415
+
+        try:
+            GenerationOptions.model_validate(value)
+        except ValidationError as error:
+            raise ValueError("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())) from None
+        return value
 
 
 class ConsistencyEvaluator:
