@@ -14,8 +14,8 @@ so both flat and nested field paths can be tested. ``behaviour`` is switchable b
 - ``echo_header``: a failing reply's body repeats the value of this request header (as careless servers do in
   their 401/500 pages), after ``echo_offset`` characters of padding -- to put a secret across a message cut.
 - ``hostile``: query id -> a misbehaving transport (every call): "drip" (a valid reply, one byte every ``drip_s``),
-  "huge" (a 40 MB answer), "gzip_bomb" (1 MB of gzip inflating to 1 GiB), "deep_json" (arrays 100,000 deep),
-  "redirect" (307 to ``redirect_to``).
+  "huge" (a 40 MB answer), "padded" (a valid reply made 40 MB by a field nobody reads), "gzip_bomb" (1 MB of gzip
+  inflating to 1 GiB), "deep_json" (arrays 100,000 deep), "redirect" (307 to ``redirect_to``).
 
 The server records each request's body and headers, and the most requests it handled at once. ``hold_after = N``
 makes every request after the first N wait (unanswered, counted in ``in_flight``) until ``release()``: a test that
@@ -158,6 +158,10 @@ class RagServer(Loopback):
                     send_json(self, 200, text.encode(), [], behaviour.drip_s)
                 elif kind == "huge":
                     send_json(self, 200, huge_json(40).encode())
+                elif kind == "padded":  # a valid reply of 40 MB: a field nobody reads carries the bulk
+                    _, text = server.answer(body)
+                    padded = {**json.loads(text), **json.loads(huge_json(40, "padding"))}
+                    send_json(self, 200, json.dumps(padded).encode())
                 elif kind == "gzip_bomb":
                     send_json(self, 200, gzip_bomb(), [("Content-Encoding", "gzip")])
                 elif kind == "deep_json":
