@@ -2,7 +2,7 @@
 flight each, evaluated locally and on Ray with 2 and 4 workers.
 
 Two ``open-rag-eval simulate-judge`` processes are the endpoints (``judge.base_urls``, ``max_concurrency: 32``
-each; a local run uses the first, Ray workers are spread over both). Each configuration runs in a fresh child
+each; every judge client, local or Ray, spreads its calls over both). Each configuration runs in a fresh child
 process of this script (a fresh cache, so every call is paid) which reports its own wall time, judge calls and
 peak RSS (``ru_maxrss`` of the driver process alone, not of Ray's workers or of the endpoints). The results of
 every Ray run are checked byte for byte against the local run's.
@@ -102,7 +102,7 @@ def main() -> None:
                         for f in ("results.csv", "results.json")))
                 else:
                     local = figures
-                label = f"ray, {workers} workers" if workers else "local (one process, first endpoint)"
+                label = f"ray, {workers} workers" if workers else "local (one process, both endpoints)"
                 print(f"{label}: wall {figures['wall_s']:.1f} s, judge calls {figures['calls']}, "
                       f"{figures['calls'] / figures['wall_s']:.0f} calls/s, driver peak RSS {figures['peak_mb']:.0f} MB"
                       f"{same}", flush=True)

@@ -6,6 +6,7 @@
     ├── MissingDependency    an optional extra is not installed: says what to install (exit 2)
     ├── ModelUnavailable     local model weights not found: says where to put them
     ├── StorageError         a file, folder or database cannot be used: names the path and what to do (exit 5)
+    ├── RunIncomplete        part of the run was lost (a Ray shard); nothing written, re-running resumes (exit 6)
     └── JudgeError
         ├── JudgeCallError   one judge call failed after its retries -> a failed judgment, never a number
         └── JudgeUnavailable the endpoint is down or refuses us (auth)               (exit 4)
@@ -22,6 +23,7 @@ __all__ = [
     "MissingDependency",
     "ModelUnavailable",
     "OpenRagEvalError",
+    "RunIncomplete",
     "StorageError",
     "exit_code",
 ]
@@ -65,6 +67,11 @@ class StorageError(OpenRagEvalError):
         super().__init__(f"{self.path}: {problem}" if self.path else problem)
 
 
+class RunIncomplete(OpenRagEvalError):
+    """Part of the run could not be evaluated (a Ray shard whose worker died for good): no results are written,
+    everything judged is in the cache, and the message says how to resume."""
+
+
 class JudgeError(OpenRagEvalError):
     """Base of judge failures."""
 
@@ -94,4 +101,6 @@ def exit_code(error: BaseException) -> int:
         return 4
     if isinstance(error, StorageError):
         return 5
+    if isinstance(error, RunIncomplete):
+        return 6
     return 1

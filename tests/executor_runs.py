@@ -11,10 +11,11 @@ DEMO = Path(__file__).parent.parent / "configs" / "data" / "demo.csv"
 RESULT_FILES = ("results.csv", "results.json")
 
 
-def write_config(folder: Path, name: str, *, base_url: str | None = None, hhem: Path | None = None,
+def write_config(folder: Path, name: str, *, base_url: str | list[str] | None = None, hhem: Path | None = None,
                  consistency: bool = True, executor: dict[str, Any] | None = None, judge: dict[str, Any] | None = None,
                  metrics: tuple[str, ...] = ("umbrela", "nuggets", "citation", "no_answer")) -> Path:
-    """``folder/name.yaml`` (JSON is YAML) evaluating the demo outputs into ``folder/name`` with its own cache."""
+    """``folder/name.yaml`` (JSON is YAML) evaluating the demo outputs into ``folder/name`` with its own cache
+    (``base_url`` a list: ``judge.base_urls``)."""
     if not (folder / "demo.csv").exists():
         shutil.copy(DEMO, folder / "demo.csv")
     trec: dict[str, Any] = {"type": "trec", "k_values": [1, 3], "metrics": list(metrics)}
@@ -24,7 +25,8 @@ def write_config(folder: Path, name: str, *, base_url: str | None = None, hhem: 
     evaluators = [trec]
     if consistency:
         evaluators.append({"type": "consistency", "metrics": ["rouge", "bertscore", "dispersion"], "judge_repeats": 2})
-    source = {"base_url": base_url} if base_url else {"simulated": {"latency_ms": 1}}
+    source = {"base_urls" if isinstance(base_url, list) else "base_url": base_url} if base_url \
+        else {"simulated": {"latency_ms": 1}}
     config = {"input": "demo.csv", "output_dir": name,
               "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", **source, **(judge or {})},
               "evaluators": evaluators}

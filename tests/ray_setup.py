@@ -15,25 +15,39 @@ RAY_MISSING = "ray is not installed (pip install -e '.[ray]')"
 
 class CountingJudge(SimulatedJudgeServer):
     """Counts every request body it answered (a paid call); once ``hold_after`` bodies are answered, holds the
-    requests that come until ``release()``, and answers none whose client went away meanwhile."""
+    requests that come until ``release()`` (``holding``: the held ones not yet let go). A held request whose client
+    went away meanwhile is not answered, unless ``pay_orphans``: then it counts as paid (the endpoint computed and
+    charged a reply nobody received: the worst case of a worker dying mid-call)."""
 
     def __init__(self) -> None:
         super().__init__(SimulatedServerConfig(latency_ms=2))
         self.answered: Counter[bytes] = Counter()
         self.hold_after: int | None = None
         self.held = 0
+        self.holding: set[bytes] = set()
+        self.pay_orphans = False
         self._released = False
 
     def release(self) -> None:
         self._released = True
 
+    def reset(self) -> None:
+        """Hold nothing again, pay no orphans."""
+        self.hold_after, self._released, self.pay_orphans = None, False, False
+        self.held = 0
+
     async def _fate(self, request: Request, body: dict[str, Any], text: str, key: bytes, seen: int,
                     record: Any) -> Response | None:
         if self.hold_after is not None and sum(self.answered.values()) >= self.hold_after:
             self.held += 1
+            digest = hashlib.sha256(key).digest()
+            self.holding.add(digest)
             while not self._released:
                 await asyncio.sleep(0.01)
-            if request.reader.at_eof():  # the caller died while its request was held: nothing answered, nothing paid
+            self.holding.discard(digest)
+            if request.reader.at_eof():  # the caller died while its request was held
+                if self.pay_orphans:
+                    self.answered[digest] += 1
                 return None
         response = await super()._fate(request, body, text, key, seen, record)
         if response is not None and response.status == 200:

@@ -4,10 +4,12 @@ and a worker killed mid-run. One Ray instance for the module (2 CPUs), small inp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
 from pathlib import Path
+from collections import Counter
 from typing import Any, Iterator
 
 import pytest
@@ -23,7 +25,8 @@ RPM = 1200.0
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # address "local": a new instance even while another process runs a Ray cluster on this machine
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
     yield
     ray.shutdown()
 
@@ -34,11 +37,18 @@ def judge() -> Iterator[CountingJudge]:
         yield server
 
 
+@pytest.fixture(scope="module")
+def replica() -> Iterator[CountingJudge]:
+    with CountingJudge() as server:
+        yield server
+
+
 def _run(config: Path, *extra: str) -> None:
     assert main(["-q", "eval", "--config", str(config), *extra]) == 0
 
 
-def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, tmp_path: Path,
+def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, replica: CountingJudge,
+                                                                     tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from open_rag_eval.evaluators import consistency
     from open_rag_eval.hhem.tiny import write_tiny_hhem
@@ -54,17 +64,27 @@ def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: Coun
 
     monkeypatch.setattr(consistency.ConsistencyEvaluator, "_score", counted)
     hhem = write_tiny_hhem(tmp_path / "tiny-hhem")
-    before = sum(judge.answered.values())
-    _run(write_config(tmp_path, "local", base_url=judge.base_url, hhem=hhem))
-    local_paid = sum(judge.answered.values()) - before
+    urls = [judge.base_url, replica.base_url]  # two endpoints of one model (judge.base_urls), small concurrency each
+    settings = {"max_concurrency": 4}
+
+    def answered() -> list[int]:
+        return [sum(server.answered.values()) for server in (judge, replica)]
+
+    before = answered()
+    _run(write_config(tmp_path, "local", base_url=urls, hhem=hhem, judge=settings))
+    local = [now - then for now, then in zip(answered(), before)]
+    local_paid = sum(local)
+    assert min(local) > 0  # the local run spread its calls over both endpoints
     assert len(scored_here) == 1 and scored_here[0] > 1  # the local run scored its BERTScore batches itself
-    ray_config = write_config(tmp_path, "ray", base_url=judge.base_url, hhem=hhem,
+    ray_config = write_config(tmp_path, "ray", base_url=urls, hhem=hhem, judge=settings,
                               executor={"workers": 2, "shard_outputs": 3})
     _run(ray_config, "--executor", "ray")
+    on_ray = [now - then - mine for now, then, mine in zip(answered(), before, local)]
+    assert min(on_ray) > 0  # so did the Ray workers
     assert len(scored_here) == 1  # the Ray run's driver scored none: the model stage did
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "ray") == paid_calls(tmp_path / "local") == local_paid > 0
-    assert sum(judge.answered.values()) - before == 2 * local_paid  # each run paid once for each of its requests
+    assert sum(on_ray) == local_paid  # each run paid once for each of its requests
     results = (tmp_path / "ray" / "results.json").read_text()
     assert '"hhem"' in results and "consistency.bertscore_f1" in results and "consistency.judge." in results
 
@@ -128,19 +148,21 @@ def test_an_overload_in_one_worker_slows_every_worker() -> None:
 def _rows(cache: Path) -> int:
     if not cache.exists():
         return 0
-    with sqlite3.connect(cache) as connection:
+    with contextlib.closing(sqlite3.connect(cache)) as connection:
         return int(connection.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
 
-def test_a_worker_killed_mid_run_changes_nothing_and_pays_nothing_twice(judge: CountingJudge, tmp_path: Path) -> None:
+def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
+                  ) -> tuple[list[BaseException], Counter[bytes], set[bytes]]:
+    """A ray run of the demo config killed in its first worker once 40 replies are cached and requests wait at the
+    endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there at the kill."""
     from open_rag_eval import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor
 
-    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
     loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
-    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3))
+    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, max_restarts=max_restarts))
     before = judge.answered.copy()
     judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
     errors: list[BaseException] = []
@@ -159,14 +181,47 @@ def test_a_worker_killed_mid_run_changes_nothing_and_pays_nothing_twice(judge: C
         while not (judge.held and _rows(tmp_path / "ray-cache.sqlite") == answered()):
             assert time.monotonic() < deadline and thread.is_alive(), errors
             time.sleep(0.05)
-        ray.kill(executor.workers[0], no_restart=False)  # Ray restarts it and runs its shard again
+        waiting = set(judge.holding)
+        ray.kill(executor.workers[0], no_restart=max_restarts == 0)  # restarted (its shard run again) or gone
         time.sleep(1.0)
     finally:
         judge.release()
         thread.join(timeout=240)
-    judge.hold_after = None
-    assert not errors and not thread.is_alive()
+    judge.reset()
+    assert not thread.is_alive()
+    return errors, before, waiting
+
+
+def test_a_worker_killed_mid_run_changes_nothing_and_pays_again_only_what_it_had_in_flight(
+        judge: CountingJudge, tmp_path: Path) -> None:
+    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
+    judge.pay_orphans = True  # the worst case: the endpoint charged the replies the dead worker never received
+    errors, before, waiting = _kill_mid_run(judge, tmp_path, max_restarts=3)
+    assert not errors
     paid = judge.answered - before
-    assert max(paid.values()) == 1  # no request answered twice: finished judgments came from the cache
+    twice = {key for key, n in paid.items() if n > 1}
+    assert max(paid.values()) <= 2 and twice <= waiting  # paid twice: only a request in flight at the kill
+    assert len(twice) <= 32  # at most the endpoint's concurrency (judge.max_concurrency)
+    assert sum(paid.values()) == paid_calls(tmp_path / "local") + len(twice)
+    assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
+
+
+def test_a_shard_lost_past_its_restarts_is_exit_6_and_a_rerun_pays_nothing_twice(judge: CountingJudge,
+                                                                                  tmp_path: Path) -> None:
+    from open_rag_eval.errors import RunIncomplete, exit_code
+
+    config = write_config(tmp_path, "local", base_url=judge.base_url, consistency=False)
+    _run(config)
+    errors, before, _ = _kill_mid_run(judge, tmp_path, max_restarts=0)
+    assert len(errors) == 1 and isinstance(errors[0], RunIncomplete) and exit_code(errors[0]) == 6, errors
+    message = str(errors[0])
+    assert "shard " in message and "executor.max_restarts: 0" in message and "No results were written" in message
+    assert "ray-cache.sqlite" in message and f"--config {tmp_path / 'ray.yaml'} --executor ray" in message
+    assert not any((tmp_path / "ray" / name).exists() for name in ("results.csv", "results.json", "manifest.json"))
+    judged = judge.answered - before
+    assert _rows(tmp_path / "ray-cache.sqlite") == sum(judged.values()) > 40  # every reply paid is cached
+    _run(tmp_path / "ray.yaml", "--executor", "ray")  # the rerun resumes
+    paid = judge.answered - before
+    assert max(paid.values()) == 1  # no request paid twice over the lost run and its rerun
     assert sum(paid.values()) == paid_calls(tmp_path / "local")
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.errors import OpenRagEvalError
+from open_rag_eval.errors import OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors import import_ray
 from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
 from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, merge_accounting, merge_health,
@@ -66,6 +66,7 @@ class RayExecutor:
             try:
                 results = await self._shards(ray, loaded, outputs, progress)
             finally:
+                self._release_workers(ray)  # the model stage may be waiting for their CPUs
                 model_results, bertscored = await models
             result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, model_results)
             snapshots = [r.accounting for r in results]
@@ -79,6 +80,7 @@ class RayExecutor:
                     simulated = simulated or is_simulated(judge)
                 health.append(recorded)
         finally:
+            self._close_cache(ray)
             for actor in self.actors:
                 ray.kill(actor)
             self.actors, self.workers, self.budgets, self.cache_owner = [], [], [], None
@@ -122,9 +124,27 @@ class RayExecutor:
         for w in range(workers):
             worker = self._actor(ray, ShardWorker, f"open-rag-eval-worker-{run}-{w}", num_cpus=cpus,
                                  max_restarts=restarts, max_task_retries=restarts)
-            self.workers.append(worker.remote(f"worker-{w}", names[w % len(names)], cache_name, w % len(endpoints)))
+            self.workers.append(worker.remote(f"worker-{w}", names, cache_name))
         log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s)", len(outputs), workers, cpus,
                  len(endpoints))
+
+    def _close_cache(self, ray: Any) -> None:
+        """The cache owner closes the run's SQLite cache before it is stopped: every reply it took is in the file
+        (checkpointed), not left in a write-ahead log of a killed process."""
+        if self.cache_owner is None:
+            return
+        try:
+            ray.get(self.cache_owner.close.remote(), timeout=60)
+        except Exception as error:  # noqa: BLE001 - the owner died: SQLite recovers its log at the next open
+            log.warning("ray: the judge cache owner could not close the cache: %s", error)
+
+    def _release_workers(self, ray: Any) -> None:
+        """The shard workers, done with every shard, stopped: the CPUs they held go to the model stage's actors
+        (which wait for them when the workers took every CPU, e.g. with ``worker_cpus: 1``)."""
+        for worker in self.workers:
+            ray.kill(worker)
+        self.actors = [actor for actor in self.actors if all(actor is not worker for worker in self.workers)]
+        self.workers = []
 
     def _actor(self, ray: Any, cls: type, name: str, **options: Any) -> Any:
         return _Tracked(ray.remote(cls).options(name=name, **options), self.actors)
@@ -139,15 +159,38 @@ class RayExecutor:
         name = stage.evaluators[0].cls.name if stage.evaluators else "evaluate"
         stage_ref = ray.put(stage)
 
+        lost: list[tuple[int, list[RAGOutput], str]] = []
+
         async def drive(worker: Any) -> None:
             while shards:
                 index, positions = shards.popleft()
                 mine = [outputs[p] for p in positions]
-                results.append(await _unwrap(worker.run.remote(stage_ref, mine, index)))
+                try:
+                    results.append(await _unwrap(worker.run.remote(stage_ref, mine, index)))
+                except _WorkerLost as error:  # the other workers go on: all they judge is cached for the re-run
+                    lost.append((index, mine, str(error)))
+                    return
                 progress.report(name, "outputs", len(mine))
 
         await asyncio.gather(*(drive(worker) for worker in self.workers))
+        if lost:
+            raise self._incomplete(loaded, lost, [[outputs[p] for p in positions] for _, positions in shards])
         return results
+
+    def _incomplete(self, loaded: Any, lost: list[tuple[int, list[RAGOutput], str]],
+                    never: list[list[RAGOutput]]) -> RunIncomplete:
+        """Exit 6: which shards were lost (and not run), why, and the command that resumes."""
+        lost.sort(key=lambda item: item[0])
+        named = "; ".join(f"shard {index + 1} of {self.n_shards} ({_queries(mine)})" for index, mine, _ in lost)
+        reason = lost[0][2].splitlines()[0][:300] if lost[0][2] else "no detail"
+        rest = f"; {len(never)} more shard(s) were never run (no worker left)" if never else ""
+        cache = cache_path(loaded.judge.cache, loaded.base_dir)
+        kept = f"in the judge cache {cache}" if cache is not None else "nowhere (judge.cache is off)"
+        return RunIncomplete(
+            f"incomplete run: {named} lost: its Ray worker died and could not be restarted "
+            f"(executor.max_restarts: {self.options.max_restarts}; {reason}){rest}. No results were written; "
+            f"every judgment made is {kept}. Re-run the same command (open-rag-eval eval --config "
+            f"{loaded.path or 'CONFIG'} --executor ray) to resume: finished judgments are not paid again")
 
     def _models(self, ray: Any, outputs: list[RAGOutput], plan: Stages) -> tuple[dict[int, EvalResult], dict[int, Any]]:
         """The model stage: HHEM (trec evaluator index -> its result) and BERTScore (consistency evaluator index ->
@@ -176,17 +219,17 @@ class RayExecutor:
         if not needed:
             yield None
             return
-        limiter = SharedLimiter(self.budgets[0], f"driver:{os.getpid()}",
-                                requests_per_minute=loaded.judge.requests_per_minute,
-                                tokens_per_minute=loaded.judge.tokens_per_minute)
-        shared: dict[str, Any] = {"limiter": limiter}
+        limiters = [SharedLimiter(budget, f"driver:{os.getpid()}", requests_per_minute=loaded.judge.requests_per_minute,
+                                  tokens_per_minute=loaded.judge.tokens_per_minute) for budget in self.budgets]
+        shared: dict[str, Any] = {"limiters": limiters}
         if self.cache_owner is not None:
             shared["cache"] = RemoteCache(self.cache_owner)
         try:
             async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or ""), **shared) as judge:
                 yield judge
         finally:
-            await limiter.aclose()
+            for limiter in limiters:
+                await limiter.aclose()
 
 
 class _Tracked:
@@ -201,6 +244,16 @@ class _Tracked:
         return actor
 
 
+class _WorkerLost(OpenRagEvalError):
+    """A worker actor died past its restarts (its shard is lost)."""
+
+
+def _queries(outputs: list[RAGOutput]) -> str:
+    queries = list(dict.fromkeys(o.query_id for o in outputs))
+    named = ", ".join(queries[:3]) + (f" and {len(queries) - 3} more" if len(queries) > 3 else "")
+    return f"{len(outputs)} outputs of queries {named}"
+
+
 def _error(error: BaseException) -> BaseException:
     """An error raised inside an actor as itself (a judge outage stays ``JudgeUnavailable``, a cache problem a
     ``StorageError`` naming the file); a worker that died for good, named."""
@@ -210,7 +263,7 @@ def _error(error: BaseException) -> BaseException:
         cause = getattr(error, "cause", None)
         return cause if isinstance(cause, BaseException) else error
     if isinstance(error, ray.exceptions.RayActorError):
-        return OpenRagEvalError(f"a ray worker died and could not be restarted: {error}")
+        return _WorkerLost(str(error))
     return error
 
 

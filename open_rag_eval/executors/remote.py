@@ -285,10 +285,10 @@ def _cause(error: BaseException) -> BaseException:
 class ShardWorker:
     """Evaluates shards (a Ray actor): its own judge client per shard, the shared budget and cache."""
 
-    def __init__(self, name: str, budget: str, cache_owner: str | None, endpoint: int) -> None:
+    def __init__(self, name: str, budgets: Sequence[str], cache_owner: str | None) -> None:
         # the shared actors by name, looked up at the first shard: a restarted worker finds them the same way
-        self.name, self.budget_name, self.cache_name, self.endpoint = name, budget, cache_owner, endpoint
-        self.limiter: SharedLimiter | None = None
+        self.name, self.budget_names, self.cache_name = name, list(budgets), cache_owner
+        self.limiters: list[SharedLimiter] = []  # one per judge endpoint: each call goes to the least loaded
         self.cache: RemoteCache | None = None
 
     def pid(self) -> int:
@@ -305,11 +305,12 @@ class ShardWorker:
         judge_config = loaded.judge
         if self.cache is None and self.cache_name is not None:
             self.cache = RemoteCache(ray.get_actor(self.cache_name))
-        if self.limiter is None:
-            self.limiter = SharedLimiter(ray.get_actor(self.budget_name), f"{self.name}:{os.getpid()}",
-                                         requests_per_minute=judge_config.requests_per_minute,
-                                         tokens_per_minute=judge_config.tokens_per_minute)
-        shared: dict[str, Any] = {"limiter": self.limiter, "endpoint": self.endpoint}
+        if not self.limiters:
+            self.limiters = [SharedLimiter(ray.get_actor(name), f"{self.name}:{os.getpid()}",
+                                           requests_per_minute=judge_config.requests_per_minute,
+                                           tokens_per_minute=judge_config.tokens_per_minute)
+                             for name in self.budget_names]
+        shared: dict[str, Any] = {"limiters": self.limiters}
         if self.cache is not None:
             shared["cache"] = self.cache
         async with judge_session(judge_config, loaded.base_dir, str(loaded.path or ""), **shared) as judge:

@@ -14,11 +14,12 @@ accounting. Metrics only see ``complete(request) -> Completion`` or an error:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
@@ -35,6 +36,7 @@ from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
+from open_rag_eval.judge.endpoints import Endpoint, pick
 from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
 from open_rag_eval.judge.limits import JudgeLimiter, Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
 from open_rag_eval.judge.replies import (
@@ -76,11 +78,15 @@ class OpenAIJudge:
                  http_client: httpx2.AsyncClient | None = None,
                  simulated: bool = False, key_name: str = "the API key variable", owns_cache: bool = False,
                  context_tokens: int | None = None, max_tokens_param: str = "max_tokens",
-                 sleep: Sleep = asyncio.sleep, cache_endpoint: str | None = None) -> None:
+                 sleep: Sleep = asyncio.sleep, cache_endpoint: str | None = None,
+                 replicas: Sequence[tuple[str, JudgeLimiter]] = ()) -> None:
         self.model, self.simulated = model, simulated
-        self.base_url = base_url.rstrip("/")
-        # the endpoint named in cache keys (the simulated judge's port changes run to run; one of several replicas
-        # of a model, judge.base_urls, caches as the first)
+        # judge.base_urls: the first endpoint (base_url, limiter) and the other replicas of the model; each call
+        # goes to the least-loaded one (judge.endpoints)
+        self.endpoints = [Endpoint(url.rstrip("/"), pacing) for url, pacing in ((base_url, limiter), *replicas)]
+        self.base_url = self.endpoints[0].base_url
+        # the endpoint named in cache keys (the simulated judge's port changes run to run; every replica of a model
+        # caches as the first, so a reply is the same whichever endpoint gave it)
         self.cache_endpoint = SIMULATED_ENDPOINT if simulated else (cache_endpoint or self.base_url).rstrip("/")
         self.cache, self.limiter = cache, limiter
         self.retry = retry or RetryPolicy()
@@ -94,8 +100,8 @@ class OpenAIJudge:
         if api_key != NO_KEY:
             register_secret(api_key)  # from now on redacted from every message, log line and output file
         self._owns_cache, self._owns_http = owns_cache, http_client is None
-        self._http: httpx2.AsyncClient | Http11Pool | None = http_client
-        self._url = self.base_url + "/chat/completions"
+        for endpoint in self.endpoints:
+            endpoint.http = http_client
         self._headers = _headers(api_key)
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
 
@@ -143,8 +149,10 @@ class OpenAIJudge:
         for task in pending:
             task.cancel()
         await asyncio.gather(*pending, return_exceptions=True)
-        if self._owns_http and self._http is not None:
-            await self._http.aclose()
+        if self._owns_http:
+            for endpoint in self.endpoints:
+                if endpoint.http is not None:
+                    await endpoint.http.aclose()
         if self._owns_cache and self.cache is not None:
             self.cache.close()
 
@@ -157,24 +165,25 @@ class OpenAIJudge:
 
     # -- internals ---------------------------------------------------------------------------------------------
 
-    def _client(self) -> httpx2.AsyncClient | Http11Pool:
+    def _client(self, endpoint: Endpoint) -> httpx2.AsyncClient | Http11Pool:
         """Our own keep-alive HTTP/1.1 pool; the bounded ``httpx2`` client when the environment names a proxy.
         Both bound each request the same way: a total deadline, the reply's size, no redirects."""
-        if self._http is None:
+        if endpoint.http is None:
             if proxied():
-                self._http = bounded_client(timeout_s=self.timeout_s, max_bytes=self.max_reply_bytes)
+                endpoint.http = bounded_client(timeout_s=self.timeout_s, max_bytes=self.max_reply_bytes)
             else:
-                self._http = Http11Pool(self._url, deadline_s=self.timeout_s, max_bytes=self.max_reply_bytes,
-                                        headers=self._headers)
-        return self._http
+                endpoint.http = Http11Pool(endpoint.url, deadline_s=self.timeout_s, max_bytes=self.max_reply_bytes,
+                                           headers=self._headers)
+        return endpoint.http  # type: ignore[no-any-return]
 
-    async def _post(self, payload: bytes) -> Judgment | Failure:
+    async def _post(self, payload: bytes, endpoint: Endpoint) -> Judgment | Failure:
         """One POST and what its reply is (``judge.replies``); transport errors propagate to ``_classify``."""
-        client = self._client()
+        client = self._client(endpoint)
         if isinstance(client, Http11Pool):
             response: httpx2.Response | Reply = await client.post(payload)
         else:
-            response = await client.post(self._url, content=payload, headers=self._headers, timeout=self.timeout_s)
+            response = await client.post(endpoint.url, content=payload, headers=self._headers,
+                                         timeout=self.timeout_s)
         status = response.status_code
         if 200 <= status < 300:
             return classify_body(success_body(response.headers.get("content-type", ""), response.content))
@@ -226,7 +235,8 @@ class OpenAIJudge:
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
                         priority: int = 0, key: str | None = None) -> Judgment | Completion:
         stats = self.accounting.task(task)
-        self._client()  # built before queueing, so the wait for a slot is the only wait
+        for endpoint in self.endpoints:
+            self._client(endpoint)  # built before queueing, so the wait for a slot is the only wait
         estimate = _prompt_tokens(messages) + _reply_tokens(params)
         body = [{"role": role, "content": content} for role, content in messages]
         payload = json.dumps({**params, "model": self.model, "messages": body}, ensure_ascii=False,
@@ -236,34 +246,41 @@ class OpenAIJudge:
             self._check_available()
             if attempt:
                 stats.retries += 1
-            started = time.monotonic()
+            endpoint, started = self.endpoints[0], time.monotonic()
             try:
                 # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
                 # dead endpoint trips the outage breaker after a few calls, not after every queued call's first try
-                async with self.limiter.slot(estimate, priority if attempt == 0 else -1):
+                async with self._slot(estimate, priority if attempt == 0 else -1) as endpoint:
                     if attempt == 0 and key is not None and (hit := await self._cached(key)) is not None:
                         return hit
                     if attempt == 0:
                         stats.calls += 1
                     started = time.monotonic()
-                    reply = await self._post(payload)
+                    reply = await self._post(payload, endpoint)
             except (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused,
                     RecursionError) as error:
-                reply = self._classify(error)
+                reply = self._classify(error, endpoint)
             if isinstance(reply, Judgment):
                 self.breaker.success()
-                await self.limiter.succeeded()
-                self._count_usage(task, estimate, reply.usage, reply.fingerprint)
+                endpoint.succeeded()
+                await endpoint.limiter.succeeded()
+                self._count_usage(task, estimate, reply.usage, reply.fingerprint, endpoint)
                 return reply
             failure = replace(reply, reason=self._redact(reply.reason))
             if failure.usage is not None:  # a 200 that is no judgment still used (and cost) tokens
-                self._count_usage(task, estimate, failure.usage, None)
+                self._count_usage(task, estimate, failure.usage, None, endpoint)
             if failure.overload:
                 # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent
-                self.limiter.overloaded(failure.reason, None if failure.rate_limited else started)
-            if failure.kind != "retry":
+                endpoint.limiter.overloaded(failure.reason, None if failure.rate_limited else started)
+            if failure.kind == "down" and len(self.endpoints) > 1:
+                self._leave_out(endpoint, failure)  # the other endpoints take its calls
+            elif failure.kind != "retry":
                 self._give_up(failure)
+            endpoint.failed()
             last = failure.reason
+            other = pick(self.endpoints)
+            if other is not None and other is not endpoint and not other.cooling(time.monotonic()):
+                continue  # another endpoint is healthy: no need to wait before asking it
             if attempt < self.retry.max_retries:
                 wait = self.retry.delay(attempt, failure.retry_after)
                 log.info("judge: %s; retry %d/%d in %.2fs", last, attempt + 1, self.retry.max_retries, wait)
@@ -272,9 +289,23 @@ class OpenAIJudge:
         self._check_available()
         raise JudgeCallError(self._redact(f"judge call failed after {self.retry.max_retries + 1} attempts: {last}"))
 
-    def _count_usage(self, task: str, estimate: int, usage: Usage, fingerprint: str | None) -> None:
+    @contextlib.asynccontextmanager
+    async def _slot(self, estimate: int, priority: int) -> AsyncIterator[Endpoint]:
+        """A slot of the least-loaded endpoint (``judge.endpoints.pick``); one left out while the call waited for
+        its slot sends it to another."""
+        while True:
+            endpoint = pick(self.endpoints)
+            if endpoint is None:
+                raise JudgeUnavailable(self._redact(self.breaker.reason or "every judge endpoint refused us"))
+            async with endpoint.limiter.slot(estimate, priority):
+                if endpoint.down is None:
+                    yield endpoint
+                    return
+
+    def _count_usage(self, task: str, estimate: int, usage: Usage, fingerprint: str | None,
+                     endpoint: Endpoint) -> None:
         if usage.known:
-            self.limiter.used_tokens(estimate, (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
+            endpoint.limiter.used_tokens(estimate, (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
         elif usage.problem is not None and usage.problem.startswith("invalid"):
             log.warning("judge: %s; its cost is unknown", usage.problem)
         self.accounting.usage(task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
@@ -285,12 +316,21 @@ class OpenAIJudge:
             raise JudgeUnavailable(self._redact(failure.reason))
         raise JudgeCallError(self._redact(failure.reason), refused=failure.kind == "refuse")
 
-    def _classify(self, error: BaseException) -> Failure:
+    def _leave_out(self, endpoint: Endpoint, failure: Failure) -> None:
+        """One of several endpoints refuses us for good: the others take its calls; none left is an outage."""
+        if endpoint.down is None:
+            endpoint.down = failure.reason
+            log.error("judge endpoint %s left out for the rest of the run: %s", _safe_url(endpoint.base_url),
+                      failure.reason)
+        if all(e.down is not None for e in self.endpoints):
+            self._give_up(failure)
+
+    def _classify(self, error: BaseException, endpoint: Endpoint) -> Failure:
         """A request that raised: a timeout, a connection or protocol error, a refused or malformed reply."""
         if isinstance(error, httpx2.TimeoutException):
             return Failure("retry", f"timed out after {self.timeout_s:g}s", overload=True)
         if isinstance(error, (httpx2.RequestError, ssl.SSLError, _EndOfStream)):
-            return Failure("retry", f"cannot connect to {_safe_url(self.base_url)}")
+            return Failure("retry", f"cannot connect to {_safe_url(endpoint.base_url)}")
         if isinstance(error, httpx2.HTTPError):
             return Failure("retry", f"transport error ({type(error).__name__})")
         if isinstance(error, ReplyRefused):  # open_rag_eval.transport: the same server would send it again
@@ -342,31 +382,34 @@ def _unix_now() -> float:
 
 def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
                http_client: httpx2.AsyncClient | None = None, limiter: JudgeLimiter | None = None,
-               cache: Any = None, endpoint: int = 0) -> OpenAIJudge:
+               cache: Any = None, limiters: Sequence[JudgeLimiter] | None = None) -> OpenAIJudge:
     """Build the judge a config describes. Raises ``ConfigError`` when the endpoint needs a key and the
     environment variable ``config.api_key_env`` is unset. Close it with ``aclose()`` or ``async with``.
 
     ``limiter`` and ``cache`` replace the config's own (one budget and one cache shared by many processes);
-    ``endpoint`` picks one of ``judge.base_urls``."""
-    urls = config.endpoints()
-    base_url = (urls[endpoint % len(urls)][0] if urls else config.base_url or os.environ.get("OPENAI_BASE_URL")
-                or DEFAULT_BASE_URL).rstrip("/")
+    ``limiters`` replace the own limiters of the ``judge.base_urls`` endpoints, one each, in order."""
+    urls = config.endpoints() or [(config.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+                                   config.max_concurrency)]
     overridden = sorted(METHOD_PARAMS & config.params.keys())
     if overridden:
         log.warning("judge.params sets %s for every request, over the published methods' own values: "
                     "scores will not follow the TREC protocols exactly", ", ".join(overridden))
     api_key = os.environ.get(config.api_key_env, "").strip()
     if not api_key:
-        if not (simulated or is_local_url(base_url)):
-            raise ConfigError(f"no API key for {_safe_url(base_url)}: set the environment variable "
+        remote = next((url for url, _ in urls if not is_local_url(url)), None)
+        if not simulated and remote is not None:
+            raise ConfigError(f"no API key for {_safe_url(remote)}: set the environment variable "
                               f"{config.api_key_env}", path="judge.api_key_env")
         api_key = NO_KEY  # local servers ignore it; OpenAI-compatible servers expect the header to be there
+    given = list(limiters) if limiters is not None else [limiter] if limiter is not None else []
+    pacing = [given[i] if i < len(given) else Limiter.create(limit, config.requests_per_minute,
+                                                             config.tokens_per_minute,
+                                                             adaptive=config.adaptive_concurrency)
+              for i, (_, limit) in enumerate(urls)]
     retry = RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s)
     return OpenAIJudge(
-        model=config.model, base_url=base_url, api_key=api_key,
-        limiter=limiter or Limiter.create(urls[endpoint % len(urls)][1] if urls else config.max_concurrency,
-                                          config.requests_per_minute, config.tokens_per_minute,
-                                          adaptive=config.adaptive_concurrency),
+        model=config.model, base_url=urls[0][0], api_key=api_key, limiter=pacing[0],
+        replicas=[(url, limit) for (url, _), limit in zip(urls[1:], pacing[1:])],
         cache=_open_cache(config.cache, base_dir) if cache is None else cache, retry=retry,
         breaker=OutageBreaker(config.outage_after_failures, config.outage_after_s),
         accounting=Accounting(config.model, price_for(config.model, config.prices)),
@@ -374,7 +417,6 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
         max_reply_bytes=int(config.max_reply_mb * 1_000_000),
         http_client=http_client, simulated=simulated, key_name=config.api_key_env, owns_cache=cache is None,
         context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param,
-        cache_endpoint=urls[0][0] if urls else None,
     )
 
 
