@@ -28,9 +28,16 @@ def judge() -> Any:
         yield server
 
 
-def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice(tmp_path: Path, judge: Any) -> None:
+@pytest.fixture
+def service(tmp_path: Path, judge: Any) -> Any:
     profile = {"model": "simulated-judge", "base_url": judge.base_url, "max_concurrency": 2}
     service = Service(tmp_path / "svc", {"judge_profiles": {"external": profile}})
+    yield service
+    service.stop()  # however the test ended: no server left running
+
+
+def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice(tmp_path: Path, judge: Any,
+                                                                                 service: Service) -> None:
     service.start()
     client = service.client()
     judge.hold_after = 10  # then the job waits mid-run, both of its requests held, until the server is killed
