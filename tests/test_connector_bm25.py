@@ -8,6 +8,7 @@ import asyncio
 import csv
 import importlib.util
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +155,9 @@ def test_corpus_is_relative_to_the_config_and_checked(tmp_path: Path) -> None:
 
 @needs_bm25
 def test_bundled_example_runs_end_to_end_offline(tmp_path: Path) -> None:
-    assert main(["-q", "eval", "--config", str(CONFIGS / "bm25.yaml"), "--output-dir", str(tmp_path / "out")]) == 0
+    configs = shutil.copytree(CONFIGS, tmp_path / "configs")  # its judge cache (../.open-rag-eval) lands in tmp_path
+    assert main(["-q", "eval", "--config", str(configs / "bm25.yaml"), "--output-dir", str(tmp_path / "out")]) == 0
+    assert (tmp_path / ".open-rag-eval" / "bm25-cache.sqlite").exists()
     summary = {row["metric"]: row for row in csv.DictReader((tmp_path / "out" / "summary.csv").open())}
     assert float(summary["golden.hit@3"]["mean"]) > float(summary["golden.hit@1"]["mean"]) > 0.5
     assert float(summary["golden.recall@3"]["mean"]) > float(summary["golden.recall@1"]["mean"])
