@@ -26,6 +26,7 @@ from open_rag_eval.store import fileio
 from open_rag_eval.cli import main
 from tests.logs import logged_errors
 from tests.rag_server import RagBehaviour, RagServer
+from tests.ray_setup import CountingJudge
 from tests.test_faults_api_errors import synthetic_outputs, write_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -288,19 +289,23 @@ def _wait_for_lock(lock: Path, process: subprocess.Popen[Any]) -> None:
 
 def test_a_second_run_on_a_busy_folder_is_refused(tmp_path: Path, two_inputs: tuple[Path, Path]) -> None:
     out = tmp_path / "out"
-    slow = _config(tmp_path, two_inputs[1], judge={"simulated": {"latency_ms": 300, "seed": 1},
-                                                   "max_concurrency": 1})
-    process = subprocess.Popen(_command(slow), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        _wait_for_lock(tmp_path / ".out.lock", process)
-        with logged_errors() as records:
-            assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
-        _one_line(records, str(out), f"in use by another run (pid {process.pid})")
-        assert process.poll() is None
-        _, stderr = process.communicate(timeout=240)
-    finally:
-        if process.poll() is None:
-            process.kill()
+    with CountingJudge() as judge:
+        judge.hold_after = 0  # the first run waits on its first judgment, holding its folder, until released
+        held = _config(tmp_path, two_inputs[1], judge={"simulated": None, "base_url": judge.base_url})
+        process = subprocess.Popen(_command(held), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True)
+        try:
+            _wait_for_lock(tmp_path / ".out.lock", process)
+            _wait_until(lambda: judge.held > 0, process)
+            with logged_errors() as records:
+                assert _eval(_config(tmp_path, two_inputs[0], name="other.yaml")) == 5
+            _one_line(records, str(out), f"in use by another run (pid {process.pid})")
+            assert process.poll() is None
+            judge.release()
+            _, stderr = process.communicate(timeout=240)
+        finally:
+            if process.poll() is None:
+                process.kill()
     assert process.returncode == 0, stderr
     _consistent(out)  # the first run's files, whole: the second one neither mixed in nor deleted anything
     assert json.loads((out / "manifest.json").read_text())["n_outputs"] == 5
