@@ -42,10 +42,11 @@ MODEL_CPUS = 0.5  # what a model actor reserves without a GPU
 
 
 def connect(address: str | None) -> Any:
-    """Ray, initialised: an instance already started in this process, else ``address`` (None: a new local one)."""
+    """Ray, initialised: an instance already started in this process, else ``address`` (None: a new local one,
+    even while a Ray cluster runs on this machine; ``auto`` joins that one)."""
     ray = import_ray()
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        ray.init(address=address or "local", include_dashboard=False, configure_logging=False, log_to_driver=False)
     return ray
 
 
