@@ -146,6 +146,10 @@ evaluators:
     ("{model: gpt-4o, api_key_env: MY_JUDGE_KEY}", {}, True),
     ("{model: gpt-4o, api_key_env: MY_JUDGE_KEY}", {"MY_JUDGE_KEY": "sk-test"}, False),
     ("{model: llama, base_url: 'http://127.0.0.1:8080/v1', api_key_env: MY_JUDGE_KEY}", {}, False),
+    ("{model: llama, base_urls: ['http://127.0.0.1:8080/v1', 'http://localhost:8081/v1'], api_key_env: MY_JUDGE_KEY}",
+     {}, False),
+    ("{model: llama, base_urls: ['http://127.0.0.1:8080/v1', 'https://judge.example/v1'], api_key_env: MY_JUDGE_KEY}",
+     {}, True),
     ("{model: simulated, simulated: {}}", {}, False),
 ])
 def test_validate_says_when_the_judge_key_variable_is_unset(tmp_path: Path, caplog: pytest.LogCaptureFixture,

@@ -50,8 +50,9 @@ def _warnings(loaded: LoadedConfig) -> list[str]:
     if judge.simulated is None and any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
         from open_rag_eval.judge.client import DEFAULT_BASE_URL, is_local_url
 
-        base_url = judge.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        if not is_local_url(base_url) and not os.environ.get(judge.api_key_env, "").strip():
+        urls = [url for url, _ in judge.endpoints()] or [
+            judge.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL]
+        if not all(map(is_local_url, urls)) and not os.environ.get(judge.api_key_env, "").strip():
             warnings.append(f"judge.api_key_env: the environment variable {judge.api_key_env} is not set; `eval` "
                             "will stop before judging (exit 2) until it holds the judge's API key")
     sweep, connector = loaded.config.sweep, loaded.config.connector
