@@ -64,7 +64,7 @@ def test_two_workers_share_one_queue_and_every_job_is_done_exactly_once(tmp_path
             finished = [wait_status(client, job, ("completed", "failed"), 300) for job in ids]
         finally:
             _stop(workers)
-        assert [job["status"] for job in finished] == ["completed"] * 16
+        assert [job["status"] for job in finished] == ["completed"] * 16, [job["error"] for job in finished]
         runs = Counter()
         for job in ids:
             statuses = [e["data"] for e in sse_events(client, f"/v1/jobs/{job}/events") if e["event"] == "status"]

@@ -166,7 +166,12 @@ class SimulatedJudgeServer:
         ready.set()
         try:
             loop.run_forever()
-        finally:
+        finally:  # a connection accepted while stopping may still run: end it before the loop closes
+            pending = asyncio.all_tasks(loop)
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
             loop.close()
 
     async def _shutdown(self) -> None:
