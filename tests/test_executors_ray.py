@@ -158,7 +158,8 @@ def _rows(cache: Path) -> int:
 def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
                   ) -> tuple[list[BaseException], Counter[bytes], set[bytes]]:
     """A ray run of the demo config killed in its first worker once 40 replies are cached and requests wait at the
-    endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there at the kill."""
+    endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there once the worker
+    was killed (those the dead worker had sent among them)."""
     from open_rag_eval import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
@@ -184,9 +185,11 @@ def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
         while not (judge.held and _rows(tmp_path / "ray-cache.sqlite") == answered()):
             assert time.monotonic() < deadline and thread.is_alive(), errors
             time.sleep(0.05)
-        waiting = set(judge.holding)
         ray.kill(executor.workers[0], no_restart=max_restarts == 0)  # restarted (its shard run again) or gone
         time.sleep(1.0)
+        # read after the kill, as late as possible: a request the worker sent just before it died reaches the
+        # endpoint (and is held there) after the kill, on a loaded machine even well after it
+        waiting = set(judge.holding)
     finally:
         judge.release()
         thread.join(timeout=240)
