@@ -10,9 +10,11 @@ A ``Score`` whose ``run`` is ``None`` describes a query across all of its runs (
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, GetCoreSchemaHandler, model_validator
+from pydantic_core import CoreSchema, core_schema
 
 __all__ = ["AnswerPart", "Detail", "EvalResult", "Labels", "Passage", "RAGOutput", "Score"]
 
@@ -108,28 +110,85 @@ class RAGOutput(_Frozen):
         return " ".join(part.text for part in self.answer)
 
 
-class Score(_Frozen):
-    """One named number for one (query, run), or a missing value with the reason it is missing."""
+class Score:
+    """One named number for one (query, run), or a missing value with the reason it is missing.
 
+    A small frozen record (``__slots__``, metric names interned): a 10,000-output run holds hundreds of thousands of
+    them. Built as ``Score(query_id=..., run=..., metric=..., value=...)``; inside pydantic models (``EvalResult``)
+    it validates from and dumps to a dict of those five fields.
+    """
+
+    __slots__ = ("query_id", "run", "metric", "value", "error")
     query_id: str
     run: int | None  # None: a per-query score across runs
     metric: str
-    value: float | None = None
-    error: str | None = None
+    value: float | None
+    error: str | None
 
-    @model_validator(mode="after")
-    def _value_or_error(self) -> Score:
-        if (self.value is None) == (self.error is None):
+    def __init__(self, *, query_id: str, run: int | None, metric: str, value: float | None = None,
+                 error: str | None = None) -> None:
+        if (value is None) == (error is None):
             raise ValueError("a Score has exactly one of value and error")
-        return self
+        if not isinstance(query_id, str) or not isinstance(metric, str) or (error is not None and
+                                                                            not isinstance(error, str)):
+            raise TypeError("a Score's query_id, metric and error are text")
+        if run is not None and (isinstance(run, bool) or not isinstance(run, int)):
+            raise TypeError(f"a Score's run is a whole number or None, got {run!r}")
+        setter = object.__setattr__
+        setter(self, "query_id", query_id)
+        setter(self, "run", run)
+        setter(self, "metric", sys.intern(metric))
+        setter(self, "value", None if value is None else float(value))
+        setter(self, "error", error)
 
     @classmethod
     def ok(cls, output: RAGOutput, metric: str, value: float) -> Score:
-        return cls(query_id=output.query_id, run=output.run, metric=metric, value=float(value))
+        return cls(query_id=output.query_id, run=output.run, metric=metric, value=value)
 
     @classmethod
     def failed(cls, output: RAGOutput, metric: str, error: str) -> Score:
         return cls(query_id=output.query_id, run=output.run, metric=metric, error=error)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.query_id, self.run, self.metric, self.value, self.error)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(zip(self.__slots__, self._fields()))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Score is frozen: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a Score is frozen: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Score) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return "Score(" + ", ".join(f"{k}={v!r}" for k, v in zip(self.__slots__, self._fields())) + ")"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickling (executors' processes)
+        return (_score, self._fields())
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate, serialization=core_schema.plain_serializer_function_ser_schema(cls.as_dict))
+
+    @classmethod
+    def _validate(cls, data: Any) -> Score:
+        if isinstance(data, Score):
+            return data
+        if isinstance(data, dict):
+            return cls(**data)
+        raise ValueError(f"a Score is built from a Score or a dict, got {type(data).__name__}")
+
+
+def _score(query_id: str, run: int | None, metric: str, value: float | None, error: str | None) -> Score:
+    return Score(query_id=query_id, run=run, metric=metric, value=value, error=error)
 
 
 class Detail(_Frozen):

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
-__all__ = ["csv_text", "read_cell", "safe_cell"]
+__all__ = ["csv_text", "read_cell", "safe_cell", "write_csv"]
 
 _FORMULA = re.compile(r"'*[=+\-@\t\r]")
 _ESCAPED = re.compile(r"'+[=+\-@\t\r]")
@@ -42,11 +43,16 @@ def csv_text(header: Sequence[str], rows: Iterable[Sequence[Any] | Mapping[str, 
     whole) with every cell passed through ``safe_cell``. A row may be a mapping: its values in ``header`` order
     (a missing key is an empty cell)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    quoted = csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL)
-    for row in (header, *rows):
+    write_csv(buffer, header, rows)
+    return buffer.getvalue()
+
+
+def write_csv(handle: TextIO, header: Sequence[str], rows: Iterable[Sequence[Any] | Mapping[str, Any]]) -> None:
+    """``csv_text`` written to ``handle`` row by row (memory holds a row, not the file)."""
+    writer = csv.writer(handle, lineterminator="\n")
+    quoted = csv.writer(handle, lineterminator="\n", quoting=csv.QUOTE_ALL)
+    for row in itertools.chain((header,), rows):
         values = [row.get(name, "") for name in header] if isinstance(row, Mapping) else row
         cells = [safe_cell(cell) for cell in values]
         # the minimal writer quotes only cells holding its line terminator: a lone \r would split the row
         (quoted if any(isinstance(cell, str) and "\r" in cell for cell in cells) else writer).writerow(cells)
-    return buffer.getvalue()

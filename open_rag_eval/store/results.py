@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from open_rag_eval.store.csv_cells import csv_text
-from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
+from open_rag_eval.store.csv_cells import csv_text, write_csv
+from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
-from open_rag_eval.types import EvalResult, RAGOutput, Score
+from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
            "summarize", "write_results"]
@@ -103,22 +104,29 @@ def _cell(value: float | None) -> str:
     return "" if value is None else repr(round(value, 10))
 
 
-def results_csv(outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated: bool) -> str:
+def write_results_csv(handle: TextIO, outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated: bool) -> None:
     table: dict[Key, dict[str, Score]] = defaultdict(dict)
+    with_error: set[str] = set()
     for score in scores:
         table[(score.query_id, score.run)][score.metric] = score
+        if score.error:
+            with_error.add(score.metric)
     metrics = metric_order(score.metric for score in scores)
-    errored = [m for m in metrics if any(s.error for s in scores if s.metric == m)]
+    errored = [m for m in metrics if m in with_error]
     queries = {o.query_id: o.query for o in outputs}
     header = [*KEY_COLUMNS, *metrics, *(f"{m}.error" for m in errored), SIMULATED_COLUMN]
-    rows = []
-    for query_id, run in _row_keys(outputs, scores):
-        cells = table.get((query_id, run), {})
-        row = [query_id, queries.get(query_id, ""), "all" if run is None else run]
-        row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
-        row += [(cells[m].error or "") if m in cells else "" for m in errored]
-        rows.append([*row, str(simulated).lower()])
-    return csv_text(header, rows)
+    flag = str(simulated).lower()
+
+    def rows() -> Iterator[list[Any]]:
+        for query_id, run in _row_keys(outputs, scores):
+            cells = table.get((query_id, run), {})
+            row: list[Any] = [query_id, queries.get(query_id, ""), "all" if run is None else run]
+            row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
+            row += [(cells[m].error or "") if m in cells else "" for m in errored]
+            row.append(flag)
+            yield row
+
+    write_csv(handle, header, rows())
 
 
 def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
@@ -133,54 +141,83 @@ def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str,
     return csv_text(header, rows)
 
 
-def results_json(
-    outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool,
+def _output_entry(output: RAGOutput) -> dict[str, Any]:
+    return {
+        "query_id": output.query_id,
+        "query": output.query,
+        "run": output.run,
+        "source": output.source,
+        "error": output.error,
+        "answer_text": output.answer_text,
+        "passages": [p.model_dump(exclude_none=True) for p in output.passages],
+        "answer": [part.model_dump() for part in output.answer],
+        "scores": {},
+        "errors": {},
+        "details": {},
+    }
+
+
+def _fill(entry: dict[str, Any], scores: Iterable[Score], details: Iterable[Detail]) -> dict[str, Any]:
+    for score in scores:
+        if score.value is None:
+            entry["errors"][score.metric] = score.error
+        else:
+            entry["scores"][score.metric] = score.value
+    for detail in details:
+        entry["details"][detail.section] = detail.data
+    return entry
+
+
+def write_results_json(
+    handle: TextIO, outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool,
     status: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    by_key: dict[Key, dict[str, Any]] = {}
+) -> None:
+    """results.json, one output at a time: the bytes of ``json.dump(..., indent=2)`` of the whole document, with
+    memory holding one output's entry, not the document. Non-finite floats anywhere become null."""
+    by_key: dict[Key, RAGOutput] = {}
     for output in outputs:
-        by_key[output.key] = {
-            "query_id": output.query_id,
-            "query": output.query,
-            "run": output.run,
-            "source": output.source,
-            "error": output.error,
-            "answer_text": output.answer_text,
-            "passages": [p.model_dump(exclude_none=True) for p in output.passages],
-            "answer": [part.model_dump() for part in output.answer],
-            "scores": {},
-            "errors": {},
-            "details": {},
-        }
+        by_key[output.key] = output  # a repeated key: the last output, at the first one's place
+    own_scores: dict[Key, list[Score]] = defaultdict(list)
+    own_details: dict[Key, list[Detail]] = defaultdict(list)
     queries: dict[str, dict[str, Any]] = {}
     runs: dict[str, tuple[str, list[int]]] = {}  # each query's text (its first output's) and runs, in order
     for output in outputs:
         runs.setdefault(output.query_id, (output.query, []))[1].append(output.run)
     for score in result.scores:
-        entry = _entry(by_key, queries, runs, score.query_id, score.run)
-        if score.value is None:
-            entry["errors"][score.metric] = score.error
+        key = (score.query_id, score.run)
+        if score.run is not None and key in by_key:
+            own_scores[key].append(score)
         else:
-            entry["scores"][score.metric] = score.value
+            _fill(_query_entry(queries, runs, score.query_id), (score,), ())
     for detail in result.details:
-        _entry(by_key, queries, runs, detail.query_id, detail.run)["details"][detail.section] = detail.data
-    return {
-        "simulated": simulated,
-        "outputs": list(by_key.values()),
-        "queries": list(queries.values()),
-        "summary": [{**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary],
-    }
+        key = (detail.query_id, detail.run)
+        if detail.run is not None and key in by_key:
+            own_details[key].append(detail)
+        else:
+            _fill(_query_entry(queries, runs, detail.query_id), (), (detail,))
+    entries = (_fill(_output_entry(output), own_scores.get(key, ()), own_details.get(key, ()))
+               for key, output in by_key.items())
+    handle.write('{\n  "simulated": ' + json.dumps(simulated) + ',\n  "outputs": ')
+    _write_list(handle, entries)
+    handle.write(',\n  "queries": ')
+    _write_list(handle, queries.values())
+    handle.write(',\n  "summary": ')
+    _write_list(handle, ({**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary))
+    handle.write("\n}\n")
 
 
-def _entry(
-    by_key: dict[Key, dict[str, Any]],
-    queries: dict[str, dict[str, Any]],
-    runs: dict[str, tuple[str, list[int]]],
-    query_id: str,
-    run: int | None,
-) -> dict[str, Any]:
-    if run is not None and (query_id, run) in by_key:
-        return by_key[(query_id, run)]
+def _write_list(handle: TextIO, items: Iterable[Any]) -> None:
+    """A list of the top-level object, as ``json.dump(indent=2)`` writes it, item by item."""
+    first = True
+    for item in items:
+        text = json.dumps(_strict(item), indent=2, ensure_ascii=False, allow_nan=False)
+        handle.write(("[\n    " if first else ",\n    ") + text.replace("\n", "\n    "))
+        first = False
+    handle.write("[]" if first else "\n  ]")
+
+
+def _query_entry(queries: dict[str, dict[str, Any]], runs: dict[str, tuple[str, list[int]]],
+                 query_id: str) -> dict[str, Any]:
     if query_id not in queries:
         text, known = runs.get(query_id, ("", []))
         queries[query_id] = {"query_id": query_id, "query": text, "runs": list(known), "scores": {}, "errors": {},
@@ -195,12 +232,13 @@ def write_results(
     """Write results.csv, summary.csv and results.json; return the summary (``extra_rows``, e.g. the judge-health
     rates, are appended to it)."""
     scores = [_finite(score) for score in result.scores]
-    clean = EvalResult(scores=scores, details=list(result.details))
+    clean = EvalResult.model_construct(scores=scores, details=result.details)
     summary = summarize(scores) + list(extra_rows)
     status = metric_status(summary, scores)
-    atomic_write_text(output_dir / "results.csv", results_csv(outputs, scores, simulated))
-    atomic_write_text(output_dir / "summary.csv", summary_csv(summary, simulated, status))
-    atomic_write_json(output_dir / "results.json", _strict(results_json(outputs, clean, summary, simulated, status)))
+    atomic_write(output_dir / "results.csv", lambda handle: write_results_csv(handle, outputs, scores, simulated))
+    atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, simulated, status)))
+    atomic_write(output_dir / "results.json",
+                 lambda handle: write_results_json(handle, outputs, clean, summary, simulated, status))
     return summary
 
 
