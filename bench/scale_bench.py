@@ -9,6 +9,10 @@ cache, so every judgment is asked again) and checks that the concatenated per-ou
     python bench/scale_bench.py                      # 10,000 outputs, 10 batches
     python bench/scale_bench.py --outputs 500 --batches 4 --metrics umbrela,no_answer   # a quick run
     python bench/scale_bench.py --outputs 10000 --runs 1 --passages 5 --latency-ms 5 --batches 0   # issue 20's run
+    python bench/scale_bench.py --outputs 10000 --runs 5 --passages 5 --latency-ms 5 --batches 0   # 2,000 x 5 runs
+    python bench/scale_bench.py --issue20      # both of the above, one after the other, then a table of the two
+
+Targets (issue 20): peak RSS <= 600 MB and wall <= 4 min for the 10,000 x 1 run on the 2-core machine class.
 
 With ``--batches 0`` the batch comparison is skipped. After the single run it prints the size of ``report.html``
 (and of any files the report wrote next to it), then re-renders the report with ``open-rag-eval report`` as a
@@ -144,33 +148,45 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--metrics", default="umbrela,nuggets,citation,no_answer")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--issue20", action="store_true",
+                        help="10,000 x 1 run then 2,000 x 5 runs (5 passages, 5 ms, no batches): wall and peak RSS of both")
     args = parser.parse_args()
+    shapes = [(10_000, 1), (10_000, 5)] if args.issue20 else [(args.outputs, args.runs)]
+    if args.issue20:
+        args.passages, args.latency_ms, args.batches = 5, 5.0, 0
+    figures = []
+    for args.outputs, args.runs in shapes:
+        outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
+        server, args.base_url = start_judge(args.latency_ms, args.latency_ms / 2)
+        try:
+            figures.append((args.outputs // args.runs, args.runs, *measure(args, outputs)))
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    if len(figures) > 1:
+        print("queries x runs | wall s | peak RSS MB | load (1 min) after the run")
+        for queries, runs, wall, peak_mb, load in figures:
+            print(f"{queries} x {runs} | {wall:.1f} | {peak_mb:.0f} | {load:.1f}")
 
-    outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
-    server, args.base_url = start_judge(args.latency_ms, args.latency_ms / 2)
-    try:
-        measure(args, outputs)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
-
-def measure(args: argparse.Namespace, outputs: list[dict[str, Any]]) -> None:
+def measure(args: argparse.Namespace, outputs: list[dict[str, Any]]) -> tuple[float, float, float]:
+    """Runs the single run (and the batches, if any); returns its wall seconds, peak RSS in MB and the load."""
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
         work = Path(folder)
         write_jsonl(work / "all.jsonl", outputs)
         write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)
         wall, peak_mb, manifest, out = run_cli(work / "all.json")
+        load = os.getloadavg()[0]
         calls = manifest["accounting"]["total"]["calls"]
         whole = rows(out)
         print(f"outputs {len(outputs)} ({len({o['query_id'] for o in outputs})} queries x {args.runs} runs, "
               f"{args.passages} passages), metrics {args.metrics}, latency {args.latency_ms:g} ms, "
               f"concurrency {args.concurrency}")
         print(f"single run: wall {wall:.1f} s, judge calls {calls}, {calls / wall:.0f} calls/s, "
-              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 600 MB)", flush=True)
+              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 600 MB), load {load:.1f}", flush=True)
         report_figures(out)
         if args.batches == 0:
-            return
+            return wall, peak_mb, load
 
         batch_rows: dict[tuple[str, str], dict[str, str]] = {}
         batch_wall = 0.0
@@ -186,6 +202,7 @@ def measure(args: argparse.Namespace, outputs: list[dict[str, Any]]) -> None:
         if not same:
             differing = [key for key in whole if batch_rows.get(key) != whole[key]]
             sys.exit(f"results differ for {len(differing)} outputs, e.g. {differing[:3]}")
+    return wall, peak_mb, load
 
 
 if __name__ == "__main__":

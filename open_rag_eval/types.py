@@ -10,6 +10,7 @@ A ``Score`` whose ``run`` is ``None`` describes a query across all of its runs (
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -191,13 +192,75 @@ def _score(query_id: str, run: int | None, metric: str, value: float | None, err
     return Score(query_id=query_id, run=run, metric=metric, value=value, error=error)
 
 
-class Detail(_Frozen):
-    """Evidence behind the scores of one (query, run): ``section`` names the metric family."""
+class Detail:
+    """Evidence behind the scores of one (query, run): ``section`` names the metric family.
 
+    ``data`` is kept as compact JSON while the run holds it (a dict per output and metric would be most of a large
+    run's memory) and decoded at each read: reading gives an equal, fresh dict. Data that would not come back
+    equal from JSON (tuples, keys that are not text, NaN) is kept as given.
+    """
+
+    __slots__ = ("query_id", "run", "section", "_packed")
     query_id: str
     run: int | None
     section: str
-    data: dict[str, Any]
+
+    def __init__(self, *, query_id: str, run: int | None, section: str, data: dict[str, Any]) -> None:
+        if not isinstance(query_id, str) or not isinstance(section, str) or not isinstance(data, dict):
+            raise ValueError("a Detail has a text query_id and section, and a dict of data")
+        setter = object.__setattr__
+        setter(self, "query_id", query_id)
+        setter(self, "run", run)
+        setter(self, "section", sys.intern(section))
+        setter(self, "_packed", _pack(data))
+
+    @property
+    def data(self) -> dict[str, Any]:
+        packed = self._packed
+        return json.loads(packed) if isinstance(packed, bytes) else packed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"query_id": self.query_id, "run": self.run, "section": self.section, "data": self.data}
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Detail is frozen: cannot set {name}")
+
+    def __eq__(self, other: object) -> bool:
+        return self.as_dict() == other.as_dict() if isinstance(other, Detail) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # its data is a dict
+
+    def __repr__(self) -> str:
+        return f"Detail(query_id={self.query_id!r}, run={self.run!r}, section={self.section!r}, data={self.data!r})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_detail, (self.query_id, self.run, self.section, self.data))
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate, serialization=core_schema.plain_serializer_function_ser_schema(cls.as_dict))
+
+    @classmethod
+    def _validate(cls, data: Any) -> Detail:
+        if isinstance(data, Detail):
+            return data
+        if isinstance(data, dict):
+            return cls(**data)
+        raise ValueError(f"a Detail is built from a Detail or a dict, got {type(data).__name__}")
+
+
+def _pack(data: dict[str, Any]) -> bytes | dict[str, Any]:
+    """``data`` as compact UTF-8 JSON when it comes back from JSON equal to itself, else ``data`` itself."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError):
+        return data
+    return text.encode("utf-8") if json.loads(text) == data else data
+
+
+def _detail(query_id: str, run: int | None, section: str, data: dict[str, Any]) -> Detail:
+    return Detail(query_id=query_id, run=run, section=section, data=data)
 
 
 class EvalResult(BaseModel):
