@@ -25,3 +25,20 @@ def test_the_thresholds_come_back_when_a_run_fails() -> None:
     except RuntimeError:
         pass
     assert gc.get_threshold() == before
+
+
+def test_releasing_memory_collects_cyclic_garbage() -> None:
+    import weakref
+
+    from open_rag_eval.pipeline import release_memory
+
+    class Node:
+        pass
+
+    with fewer_collections():
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]  # a cycle: only the collector frees it
+        gone = weakref.ref(a)
+        del a, b
+        release_memory()
+        assert gone() is None
