@@ -17,7 +17,6 @@ import logging
 import os
 import secrets
 import socket
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from open_rag_eval.progress import Progress
 from open_rag_eval.service import jobs
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.heartbeat import Heartbeat
+from open_rag_eval.service.loop_thread import LoopThread
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["Runner", "RunnerThread", "worker_name"]
@@ -217,38 +217,18 @@ def usage_snapshot(progress: Progress) -> dict[str, Any]:
     return {name: total.get(name) for name in keep}
 
 
-class RunnerThread:
+class RunnerThread(LoopThread):
     """The server's runner on a thread with its own event loop and database engine: a job's CPU work (reading
     inputs, scoring, writing files and the report) never holds up the requests the server's own loop answers."""
 
+    name = "open-rag-eval job runner"
+
     def __init__(self, settings: Settings) -> None:
+        super().__init__(settings.db_url)
         self.settings = settings
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._ready = threading.Event()
-        self._thread = threading.Thread(target=self._main, name="open-rag-eval job runner", daemon=True)
 
-    def start(self) -> None:
-        self._thread.start()
-        self._ready.wait(30)
-
-    def stop(self, timeout_s: float = 30.0) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout_s)
-
-    def _main(self) -> None:
-        asyncio.run(self._run())
-
-    async def _run(self) -> None:
-        from open_rag_eval.service.db import open_engine
-
-        self._loop, self._stop = asyncio.get_running_loop(), asyncio.Event()
-        engine = open_engine(self.settings.db_url)
-        self._ready.set()
+    async def work(self, engine: AsyncEngine, stop: asyncio.Event) -> None:
         try:
-            await Runner(engine, self.settings).run(self._stop)
+            await Runner(engine, self.settings).run(stop)
         except Exception:
             log.exception("the job runner stopped unexpectedly")
-        finally:
-            await engine.dispose()
