@@ -80,6 +80,16 @@ def engine_of(request: Request) -> AsyncEngine:
     return request.app.state.engine  # type: ignore[no-any-return]
 
 
+async def owned_row(request: Request, table: Any, tenant: str, row_id: str) -> dict[str, Any] | None:
+    """The row of ``table`` with this id in the tenant, or None: another tenant's row is as absent as a missing one."""
+    import sqlalchemy as sa
+
+    async with engine_of(request).connect() as connection:
+        row = (await connection.execute(sa.select(table).where(
+            table.c.id == row_id, table.c.tenant == tenant))).mappings().first()
+    return None if row is None else dict(row)
+
+
 def settings_of(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 

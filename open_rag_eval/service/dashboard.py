@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from open_rag_eval.service import jobs
-from open_rag_eval.service.app import COOKIE, engine_of, principal
+from open_rag_eval.service.app import COOKIE, engine_of, owned_row, principal
 from open_rag_eval.service.db import sweeps
 from open_rag_eval.service.keys import Principal, verify
 from open_rag_eval.service.problems import Problem
@@ -161,9 +161,7 @@ async def sweep_page(request: Request, sweep_id: str) -> Response:
         return RedirectResponse("/dashboard/login", status_code=303)
     from open_rag_eval.service.routes_sweeps import sweep_trend
 
-    async with engine_of(request).connect() as connection:
-        row = (await connection.execute(sa.select(sweeps).where(
-            sweeps.c.id == sweep_id, sweeps.c.tenant == who.tenant))).mappings().first()
+    row = await owned_row(request, sweeps, who.tenant, sweep_id)
     if row is None:
         return HTMLResponse("<!doctype html><title>not found</title><h1>No such sweep</h1>", status_code=404)
     definition = json.loads(row["definition"])

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse
 
 from open_rag_eval.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.service import intake, jobs
-from open_rag_eval.service.app import engine_of, reader, settings_of, writer
+from open_rag_eval.service.app import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import sweeps
 from open_rag_eval.service.keys import Principal
 from open_rag_eval.service.problems import Problem, from_error
@@ -92,12 +92,10 @@ async def list_(request: Request, who: Principal = Depends(reader)) -> dict[str,
 
 
 async def _owned(request: Request, who: Principal, sweep_id: str) -> dict[str, Any]:
-    async with engine_of(request).connect() as connection:
-        row = (await connection.execute(sa.select(sweeps).where(
-            sweeps.c.id == sweep_id, sweeps.c.tenant == who.tenant))).mappings().first()
+    row = await owned_row(request, sweeps, who.tenant, sweep_id)
     if row is None:
         raise Problem(404, "not_found", f"no sweep {sweep_id!r}")
-    return dict(row)
+    return row
 
 
 @router.get("/v1/sweeps/{sweep_id}")

@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from open_rag_eval.service import intake, jobs
-from open_rag_eval.service.app import engine_of, reader, settings_of, writer
+from open_rag_eval.service.app import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import jobs as jobs_table
 from open_rag_eval.service.db import uploads
 from open_rag_eval.service.keys import Principal
@@ -87,12 +87,10 @@ async def list_(request: Request, who: Principal = Depends(reader), limit: int =
 
 
 async def _owned(request: Request, who: Principal, upload_id: str) -> dict[str, Any]:
-    async with engine_of(request).connect() as connection:
-        row = (await connection.execute(sa.select(uploads).where(
-            uploads.c.id == upload_id, uploads.c.tenant == who.tenant))).mappings().first()
+    row = await owned_row(request, uploads, who.tenant, upload_id)
     if row is None:
         raise Problem(404, "not_found", f"no upload {upload_id!r}")
-    return dict(row)
+    return row
 
 
 @router.get("/v1/uploads/{upload_id}")
