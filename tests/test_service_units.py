@@ -69,6 +69,11 @@ def test_server_config_errors_name_the_file_and_path(tmp_path: Path) -> None:
     config.write_text("runner:\n  jobz: 3\n")
     with pytest.raises(ConfigError, match="runner.jobz"):
         load_settings(config)
+    config.write_bytes(b"data_dir: caf\xe9\n")  # Latin-1, not UTF-8
+    with pytest.raises(ConfigError, match="server.yaml.*config is not UTF-8 text"):
+        load_settings(config)
+    with pytest.raises(ConfigError, match="missing.yaml.*cannot read config"):
+        load_settings(tmp_path / "missing.yaml")
 
 
 def test_defaults_a_simulated_profile_and_sqlite_beside_the_config(tmp_path: Path) -> None:

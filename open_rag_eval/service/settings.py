@@ -132,16 +132,12 @@ def is_loopback(host: str) -> bool:
 
 def load_settings(path: Path | None) -> Settings:
     """The server config at ``path`` (None: the defaults); errors name the file and the YAML path."""
-    from open_rag_eval.config import _parse_yaml
+    from open_rag_eval.config import _config_text, _parse_yaml
     from open_rag_eval.config.guard import config_error
 
     if path is None:
         return Settings()
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig")
-    except OSError as error:
-        raise ConfigError(f"cannot read the server config: {error.strerror}", file=str(path)) from None
-    raw = _parse_yaml(text, str(path))
+    raw = _parse_yaml(_config_text(path), str(path))
     try:
         return Settings.model_validate({**raw, "base_dir": Path(path).resolve().parent})
     except ValidationError as error:
