@@ -112,7 +112,36 @@ class RAGOutput(_Frozen):
         return " ".join(part.text for part in self.answer)
 
 
-class Score:
+class _Record:
+    """A frozen record with ``__slots__`` that pydantic models validate from a dict of its fields (or the record
+    itself) and dump with ``as_dict``."""
+
+    __slots__ = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a {type(self).__name__} is frozen: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a {type(self).__name__} is frozen: cannot delete {name}")
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(
+            cls._validate, serialization=core_schema.plain_serializer_function_ser_schema(cls.as_dict))
+
+    @classmethod
+    def _validate(cls, data: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if isinstance(data, dict):
+            return cls(**data)
+        raise ValueError(f"a {cls.__name__} is built from a {cls.__name__} or a dict, got {type(data).__name__}")
+
+
+class Score(_Record):
     """One named number for one (query, run), or a missing value with the reason it is missing.
 
     A small frozen record (``__slots__``, metric names interned): a 10,000-output run holds hundreds of thousands of
@@ -157,12 +186,6 @@ class Score:
     def as_dict(self) -> dict[str, Any]:
         return dict(zip(self.__slots__, self._fields()))
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a Score is frozen: cannot set {name}")
-
-    def __delattr__(self, name: str) -> None:
-        raise AttributeError(f"a Score is frozen: cannot delete {name}")
-
     def __eq__(self, other: object) -> bool:
         return self._fields() == other._fields() if isinstance(other, Score) else NotImplemented
 
@@ -175,25 +198,13 @@ class Score:
     def __reduce__(self) -> tuple[Any, ...]:  # pickling (executors' processes)
         return (_score, self._fields())
 
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls._validate, serialization=core_schema.plain_serializer_function_ser_schema(cls.as_dict))
-
-    @classmethod
-    def _validate(cls, data: Any) -> Score:
-        if isinstance(data, Score):
-            return data
-        if isinstance(data, dict):
-            return cls(**data)
-        raise ValueError(f"a Score is built from a Score or a dict, got {type(data).__name__}")
 
 
 def _score(query_id: str, run: int | None, metric: str, value: float | None, error: str | None) -> Score:
     return Score(query_id=query_id, run=run, metric=metric, value=value, error=error)
 
 
-class Detail:
+class Detail(_Record):
     """Evidence behind the scores of one (query, run): ``section`` names the metric family.
 
     ``data`` is kept as compressed compact JSON while the run holds it (a dict per output and metric would be most of a large
@@ -223,9 +234,6 @@ class Detail:
     def as_dict(self) -> dict[str, Any]:
         return {"query_id": self.query_id, "run": self.run, "section": self.section, "data": self.data}
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        raise AttributeError(f"a Detail is frozen: cannot set {name}")
-
     def __eq__(self, other: object) -> bool:
         return self.as_dict() == other.as_dict() if isinstance(other, Detail) else NotImplemented
 
@@ -236,19 +244,6 @@ class Detail:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_detail, (self.query_id, self.run, self.section, self.data))
-
-    @classmethod
-    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(
-            cls._validate, serialization=core_schema.plain_serializer_function_ser_schema(cls.as_dict))
-
-    @classmethod
-    def _validate(cls, data: Any) -> Detail:
-        if isinstance(data, Detail):
-            return data
-        if isinstance(data, dict):
-            return cls(**data)
-        raise ValueError(f"a Detail is built from a Detail or a dict, got {type(data).__name__}")
 
 
 def _pack(data: dict[str, Any]) -> bytes | dict[str, Any]:
