@@ -50,6 +50,68 @@ def test_guide_threshold_for_generation_metrics() -> None:
     assert _fired({"lexical.keyword_coverage": 0.5}) == ["low_keyword_coverage"]
 
 
+def test_rubric_columns_are_read() -> None:
+    # the columns the rubric judges write: every rule on them fires (a review found only completeness did)
+    means = {"rubric.relevance": 0.2, "rubric.faithfulness": 0.1, "rubric.completeness": 0.2}
+    assert _fired(means) == ["low_faithfulness", "low_answer_relevance", "low_completeness"]
+    assert _fired({"answer_relevance.judged": 0.5}) == ["low_answer_relevance"]
+
+
+def _declared() -> set[str]:
+    """Every column the evaluators declare, with every metric and variant selected."""
+    from open_rag_eval.evaluators.generation import METRICS, GenerationEvaluator, GenerationOptions
+    from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
+    from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
+
+    generation = GenerationOptions.model_validate({"metrics": list(METRICS),
+                                                   "answer_relevance": {"variants": ["embedding", "judged"]}})
+    trec = TrecOptions(metrics=["umbrela", "nuggets", "citation", "no_answer", "hhem"])
+    return {*GenerationEvaluator.metric_names(generation), *GoldenEvaluator.metric_names(GoldenOptions()),
+            *TrecEvaluator.metric_names(trec)}
+
+
+def test_every_rule_reads_columns_an_evaluator_writes() -> None:
+    declared = _declared()
+    unknown = [f"{rule.name}: {metric}" for rule in RULES for check in rule.checks for metric in check.metrics
+               if metric not in declared]
+    assert not unknown, f"rules read columns no evaluator writes: {unknown}"
+
+
+GENERATION_RULES = ("low_context_relevance", "low_context_precision", "low_faithfulness", "low_answer_relevance",
+                    "low_completeness")
+
+
+@pytest.mark.parametrize("metrics", [
+    {"metrics": ["faithfulness", "context_precision", "context_relevance", "answer_relevance"],
+     "answer_relevance": {"variants": ["judged"]}},
+    {"metrics": ["rubric"]},
+])
+def test_generation_rules_read_a_real_run_on_the_simulated_judge(metrics: dict[str, object]) -> None:
+    import asyncio
+
+    from open_rag_eval.evaluators.base import Context
+    from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
+    from open_rag_eval.judge.sim_answer import answer
+    from open_rag_eval.store.results import summarize
+    from tests.generation_fakes import output
+    from tests.trec_fakes import RuleJudge
+
+    evaluator = GenerationEvaluator(GenerationOptions.model_validate(metrics))
+    outputs = [output(), output("q2", answer="Gamma is three [1].", passages=("gamma is three",))]
+    result = asyncio.run(evaluator.evaluate(outputs, Context(judge=RuleJudge(lambda r: answer(r.messages)))))
+    means = {a.metric: a.mean for a in summarize(result.scores)}
+    checks = {f"{rule.name}.{check.name}": 1.01 for rule in RULES if rule.name in GENERATION_RULES
+              for check in rule.checks}
+    found = diagnose(means, DiagnosisOptions(thresholds=checks))  # every value is under 1.01: each rule read fires
+    fired = {f.rule: f.text for f in found.findings}
+    read = [name for name in GENERATION_RULES if name in fired]
+    expected = {"faithfulness": GENERATION_RULES[:4], "rubric": GENERATION_RULES[2:]}[metrics["metrics"][0]]  # type: ignore[index]
+    assert tuple(read) == expected, (fired, dict(found.unchecked))
+    assert all(any(f"{metric} = " in fired[name] for metric in means) for name in read)  # the run's own column
+    unchecked = dict(found.unchecked)
+    assert all("has no value" not in unchecked.get(name, "") for name in GENERATION_RULES)
+
+
 def test_finding_text_names_the_numbers_advice_and_source() -> None:
     (finding,) = diagnose({"golden.hit@10": 0.85, "golden.mrr": 0.15}).findings
     assert finding.area == "ranking"
@@ -63,7 +125,8 @@ def test_missing_or_undefined_metrics_never_fire_and_are_reported() -> None:
     assert [f.rule for f in found.findings] == ["low_mrr"]
     unchecked = dict(found.unchecked)
     assert unchecked["low_recall"] == "golden.hit@10 has no value (every value failed or is undefined)"
-    assert unchecked["low_faithfulness"] == "faithfulness.score is not in this run"
+    assert unchecked["low_faithfulness"] == \
+        "faithfulness.score / rubric.faithfulness is not in this run"
     assert unchecked["low_context_precision"] == \
         "context.precision_reference / context.precision_answer is not in this run"
     assert "ranked_too_low" in unchecked  # the MRR is low but Recall@10 is unknown: not guessed

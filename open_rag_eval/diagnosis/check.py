@@ -29,7 +29,8 @@ _RULES = {rule.name: rule for rule in RULES}
 _CLAIMS = ("claim_extract", "claim_verify")
 _FAMILY_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
                  "citation": ("support",), "no_answer": ("no_answer",), "faithfulness": _CLAIMS,
-                 "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS}
+                 "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS,
+                 "rubric": ("rubric", "claim_extract"), "answer_relevance": ("answer_questions", "answer_relevance")}
 
 
 @dataclass(frozen=True)

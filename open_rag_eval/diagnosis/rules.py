@@ -1,7 +1,9 @@
 """The diagnosis rules: a symptom in the metric means, the advice it calls for, and where its threshold comes from.
 
 A rule holds one or more checks, all of which must hold for it to fire. A check reads one metric -- the first of its
-candidate names the run has -- and compares its mean with a threshold (``<``, ``>`` or ``>=``). Thresholds and metric names
+candidate names the run has -- and compares its mean with a threshold (``<``, ``>`` or ``>=``). The generation
+metrics' names come from ``open_rag_eval.metrics.columns``, which the metrics write with, so a rule cannot read a
+column that does not exist (tests/test_diagnosis.py runs the evaluators and checks it). Thresholds and metric names
 are configurable per check as ``<rule>.<check>`` (``diagnosis.thresholds`` / ``diagnosis.metrics``).
 
 Defaults and their sources (docs/diagnosis.md has the table):
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+from open_rag_eval.metrics import columns as col
 
 __all__ = ["RULES", "Check", "Rule", "rule_named"]
 
@@ -71,25 +75,26 @@ RULES: tuple[Rule, ...] = (
          "good retrieval, bad generation: look at the prompt and how the context is formatted",
          "ResearchMate (High Recall, Low Groundedness)", replaces=("low_groundedness",)),
     Rule("low_context_relevance", "retrieval",
-         (Check("relevance", ("context.relevance",), "<", 0.7),),
+         (Check("relevance", (col.CONTEXT_RELEVANCE,), "<", 0.7),),
          "the retrieved context is not relevant to the query", _RETRIEVAL_STRATEGIES, _GUIDE),
     Rule("low_context_precision", "ranking",
-         (Check("precision", ("context.precision_reference", "context.precision_answer"), "<", 0.7),),
+         (Check("precision", (col.context_precision("reference"), col.context_precision("answer")), "<", 0.7),),
          "relevant passages are not at the top of the context",
          "rank relevant passages first: a reranker, or a relevance threshold on what is retrieved",
          "the RAG evaluation & optimisation guide (its 0.7; the advice is ours: it gives none for this metric)"),
     Rule("low_faithfulness", "grounding",
-         (Check("faithfulness", ("faithfulness.score",), "<", 0.7),),
+         (Check("faithfulness", (col.FAITHFULNESS, col.rubric("faithfulness")), "<", 0.7),),
          "answers make claims the context does not support",
          "use more restrictive prompts; require citations; lower the temperature; filter retrieved documents by "
          "a relevance threshold", _GUIDE),
     Rule("low_answer_relevance", "generation",
-         (Check("relevance", ("answer_relevance.score", "rubric.answer_relevance"), "<", 0.7),),
+         (Check("relevance", (col.ANSWER_RELEVANCE, col.ANSWER_RELEVANCE_JUDGED, col.rubric("relevance")),
+                "<", 0.7),),
          "answers do not address the question",
          "improve the system prompt; add query classification; use chain-of-thought prompting; filter the context "
          "to the most relevant", _GUIDE),
     Rule("low_completeness", "generation",
-         (Check("completeness", ("rubric.completeness", "completeness.score"), "<", 0.7),),
+         (Check("completeness", (col.rubric("completeness"),), "<", 0.7),),
          "answers leave parts of the question unanswered",
          "retrieve more documents; use multi-query retrieval; improve document coverage; add follow-up generation",
          _GUIDE),

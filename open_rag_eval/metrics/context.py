@@ -27,6 +27,7 @@ from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, claims_
     reference_of
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
+from open_rag_eval.metrics.columns import CONTEXT_RELEVANCE, context_precision
 from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import average_precision, relevance, supported_share
@@ -84,7 +85,7 @@ class ContextPrecision:
         self.options = options or ContextPrecisionOptions()
 
     def names(self) -> list[str]:
-        return [f"context.precision_{variant}" for variant in self.options.against]
+        return [context_precision(variant) for variant in self.options.against]
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
         parts = await asyncio.gather(*(self._variant(session, output, v) for v in self.options.against))
@@ -93,7 +94,7 @@ class ContextPrecision:
                                                       section="context_precision", data=data)]
 
     async def _variant(self, session: ClaimSession, output: RAGOutput, variant: str) -> tuple[Score, dict[str, Any]]:
-        name = f"context.precision_{variant}"
+        name = context_precision(variant)
         if variant == "reference":
             target = reference_of(output)
             if target is None:
@@ -172,11 +173,11 @@ class ContextRelevance:
         self.options = options
 
     def names(self) -> list[str]:
-        return ["context.relevance"]
+        return [CONTEXT_RELEVANCE]
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
         if not output.passages:
-            return [Score.failed(output, "context.relevance", NO_PASSAGES)], []
+            return [Score.failed(output, CONTEXT_RELEVANCE, NO_PASSAGES)], []
         context = "\n".join(_one_line(source_text(p)) for p in output.passages)
         replies = await asyncio.gather(*(session.shared(("relevance", template, output.query, context),
                                                         self._rate(session, template, output.query, context))
@@ -186,8 +187,8 @@ class ContextRelevance:
         detail = Detail(query_id=output.query_id, run=output.run, section="context_relevance", data={"judges": judges})
         value = relevance([r.value for r in replies])
         if value is None:
-            return [Score.failed(output, "context.relevance", f"context relevance failed: {replies[0].reason}")], [detail]
-        return [Score.ok(output, "context.relevance", value)], [detail]
+            return [Score.failed(output, CONTEXT_RELEVANCE, f"context relevance failed: {replies[0].reason}")], [detail]
+        return [Score.ok(output, CONTEXT_RELEVANCE, value)], [detail]
 
     async def _rate(self, session: ClaimSession, template_id: str, question: str, context: str) -> Asked[int]:
         template = load(template_id)

@@ -20,12 +20,13 @@ from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.metrics._generation import claims_detail, missing, no_claims_reason
 from open_rag_eval.metrics.claims import ClaimSession, Extracted, Verdict, Verified, source_text
+from open_rag_eval.metrics.columns import FAITHFULNESS, FAITHFULNESS_CITED
 from open_rag_eval.scoring.generation import supported_share
 from open_rag_eval.types import Detail, RAGOutput, Score
 
 __all__ = ["Faithfulness", "FaithfulnessOptions", "faithfulness_result"]
 
-SCORES = ("faithfulness.score", "faithfulness.cited")
+SCORES = (FAITHFULNESS, FAITHFULNESS_CITED)
 COUNTS = ("faithfulness.n_claims", "faithfulness.n_uncited")
 
 
@@ -74,7 +75,7 @@ def faithfulness_result(output: RAGOutput, extracted: Extracted,
     cited = supported_share([row["cited_supported"] for row in rows])
     data |= {"verification_status": "ok" if verified is not None else "no passages",
              "verification_parse": verified.parse if verified is not None else None, "claims": rows}
-    scores = [Score.ok(output, "faithfulness.score", whole or 0.0), Score.ok(output, "faithfulness.cited", cited or 0.0)]
+    scores = [Score.ok(output, FAITHFULNESS, whole or 0.0), Score.ok(output, FAITHFULNESS_CITED, cited or 0.0)]
     return scores + counts, Detail(query_id=output.query_id, run=output.run, section="faithfulness", data=data)
 
 

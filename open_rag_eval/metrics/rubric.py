@@ -32,6 +32,7 @@ from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES, REFUSAL, expects_refusal, is_refusal
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
+from open_rag_eval.metrics.columns import rubric
 from open_rag_eval.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import RUBRIC_MAX, normalise_rubric
@@ -102,7 +103,7 @@ class Rubric:
         self.options = options or RubricOptions()
 
     def names(self) -> list[str]:
-        return [f"rubric.{name}" for name in self.options.rubrics]
+        return [rubric(name) for name in self.options.rubrics]
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
         if not output.plain_answer.strip():
@@ -118,7 +119,7 @@ class Rubric:
                                          else _refusal_grade(name, output) for name in names))
         scores, rows = [], []
         for name, reply in zip(names, replies, strict=True):
-            metric = f"rubric.{name}"
+            metric = rubric(name)
             if isinstance(reply, str):
                 scores.append(Score.failed(output, metric, reply))
                 continue
