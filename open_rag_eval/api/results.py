@@ -1,7 +1,8 @@
 """``Results``: one evaluation in memory -- the files the CLI writes, with pandas views of them.
 
 A ``Results`` holds the text of every file of the run's output folder (``outputs.jsonl``, ``results.csv``,
-``summary.csv``, ``results.json``, ``manifest.json``, ``report.html``), so its tables are exactly the CLI's:
+``summary.csv``, ``results.json``, ``manifest.json``, ``report.html`` and, for a large run, the report's pages
+``report-queries/page-NNNN.html``: ``store.generation.run_files``), so its tables are exactly the CLI's:
 ``to_pandas()`` is results.csv, ``summary()`` is summary.csv, ``details()`` is results.json (docs/RESULTS.md).
 pandas is imported by the methods that return DataFrames, only.
 """
@@ -39,11 +40,9 @@ class Results:
     @classmethod
     def from_folder(cls, folder: str | Path) -> Results:
         """The results of a run's output folder (``open-rag-eval eval``'s, or one written by ``save``)."""
-        from open_rag_eval.store.generation import GENERATION_FILES
+        from open_rag_eval.store.generation import run_files
 
-        folder = Path(folder)
-        return cls({name: (folder / name).read_text(encoding="utf-8")
-                    for name in sorted(GENERATION_FILES) if (folder / name).is_file()})
+        return cls({name: path.read_text(encoding="utf-8") for name, path in run_files(Path(folder)).items()})
 
     # -- facts --------------------------------------------------------------------------------------------------
 
@@ -139,18 +138,29 @@ class Results:
         return loaded
 
     def report(self, path: str | Path) -> Path:
-        """Write the HTML report (the run's report.html) to ``path``; return it."""
+        """Write the HTML report (the run's report.html) to ``path`` -- with a large run's pages in
+        ``report-queries/`` beside it, linking back to it, as ``open-rag-eval report DIR -o PATH`` does; return it."""
+        from open_rag_eval.report.paged import clear_pages, relink
         from open_rag_eval.store.fileio import atomic_write_text
+        from open_rag_eval.store.generation import PAGES_DIR
 
         path = Path(path)
+        clear_pages(path.parent / PAGES_DIR)
+        for name, text in self.files.items():
+            if name.startswith(f"{PAGES_DIR}/"):
+                atomic_write_text(path.parent / name, relink(text, path.name))
         atomic_write_text(path, self.files["report.html"])
         return path
 
     def save(self, folder: str | Path) -> Path:
         """Write the CLI's files into ``folder`` through the one output writer (complete or not at all; other
         files in the folder are kept). Return the folder."""
-        from open_rag_eval.store.generation import Generation
+        from open_rag_eval.store.generation import GENERATION_FILES, Generation
 
+        for name in self.files:
+            top, *rest = name.split("/")
+            if top not in GENERATION_FILES or any(part in ("", ".", "..") for part in rest):
+                raise ValueError(f"not a file of a run: {name!r}")
         with Generation(Path(folder)) as generation:
             with generation.writing():
                 for name, text in self.files.items():

@@ -16,6 +16,7 @@ import json
 import math
 import random
 import tempfile
+from urllib.parse import quote
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -39,14 +40,15 @@ from open_rag_eval.report.drilldown import missing_counts
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.report.stream import read_items
 from open_rag_eval.store.fileio import atomic_write_text
+from open_rag_eval.store.generation import PAGES_DIR
 
-__all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_QUERIES", "WORST_QUERIES", "write_paged"]
+__all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_QUERIES", "WORST_QUERIES", "clear_pages", "relink",
+           "write_paged"]
 
 INLINE_QUERIES = 200
 INLINE_OUTPUTS = 1000  # and at most this many outputs in full (a query with many runs counts each): the page's size
 WORST_QUERIES = 100
 PAGE_QUERIES = 100
-PAGES_DIR = "report-queries"
 
 Group = tuple[str, str, list, Any]
 
@@ -149,8 +151,17 @@ def _every_query(groups: Sequence[Group], pages: int, shown: int) -> str:
             f'(files in {PAGES_DIR}/ beside this report).</p><ol class="pages" id="pages">{"".join(items)}</ol>')
 
 
-def _nav(number: int, pages: int) -> str:
-    links = ['<a href="../report.html">report</a>']
+def _back_link(report: str) -> str:
+    return f'<a href="../{esc(quote(report))}">report</a>'
+
+
+def relink(page: str, report: str) -> str:
+    """A page written beside ``report.html``, linking back to the report named ``report`` instead."""
+    return page.replace(_back_link("report.html"), _back_link(report))
+
+
+def _nav(number: int, pages: int, report: str) -> str:
+    links = [_back_link(report)]
     if number > 1:
         links.append(f'<a href="{_page_name(number - 1)}" rel="prev">previous page</a>')
     if number < pages:
@@ -159,8 +170,8 @@ def _nav(number: int, pages: int) -> str:
 
 
 def _write_pages(folder: Path, groups: Sequence[Group], columns: Sequence[str], run: RunData,
-                 aside: _SetAside) -> int:
-    _clear(folder)
+                 aside: _SetAside, report: str) -> int:
+    clear_pages(folder)
     folder.mkdir(parents=True, exist_ok=True)
     pages = -(-len(groups) // PAGE_QUERIES)
     banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
@@ -168,15 +179,16 @@ def _write_pages(folder: Path, groups: Sequence[Group], columns: Sequence[str], 
     for number in range(1, pages + 1):
         part = _whole(groups[(number - 1) * PAGE_QUERIES: number * PAGE_QUERIES], aside)
         first = (number - 1) * PAGE_QUERIES + 1
-        body = (f'<h1>open-rag-eval report: queries {first}–{first + len(part) - 1}</h1>{banner}{_nav(number, pages)}'
+        nav = _nav(number, pages, report)
+        body = (f'<h1>open-rag-eval report: queries {first}–{first + len(part) - 1}</h1>{banner}{nav}'
                 f'<h2>Queries</h2>{_queries_table(part, columns)}<h2>Drill-down</h2>{_drill(part, columns, run.manifest)}'
-                f'{_nav(number, pages)}')
+                f'{nav}')
         atomic_write_text(folder / _page_name(number), _page(f"open-rag-eval report: queries {first}–"
                                                              f"{first + len(part) - 1}", body))
     return pages
 
 
-def _clear(folder: Path) -> None:
+def clear_pages(folder: Path) -> None:
     """Remove the pages of an earlier report (only our page files; the folder when nothing else is in it)."""
     if not folder.is_dir():
         return
@@ -195,10 +207,10 @@ def write_paged(directory: Path, path: Path) -> Path:
         columns = _columns(run)
         folder = path.parent / PAGES_DIR
         if len(groups) <= INLINE_QUERIES and len(run.outputs) <= INLINE_OUTPUTS:
-            _clear(folder)
+            clear_pages(folder)
             atomic_write_text(path, _render(run, _whole(groups, aside), columns))
             return path
-        pages = _write_pages(folder, groups, columns, run, aside)
+        pages = _write_pages(folder, groups, columns, run, aside, path.name)
         chosen = _chosen(groups, columns)
         atomic_write_text(path, _render(run, _whole(chosen, aside), columns, _every_query(groups, pages, len(chosen))))
         return path

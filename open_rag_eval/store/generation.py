@@ -27,18 +27,34 @@ from open_rag_eval.errors import StorageError
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text, fsync_dir
 from open_rag_eval.store.lock import FolderLock, held_by
 
-__all__ = ["GENERATION_FILES", "Generation", "check_output_folder", "real_folder"]
+__all__ = ["GENERATION_FILES", "PAGES_DIR", "Generation", "check_output_folder", "real_folder", "run_files"]
 
 log = logging.getLogger(__name__)
 
-# the files one run writes; everything else in an output folder is carried over untouched
+PAGES_DIR = "report-queries"  # the report's per-query pages of a large run, beside report.html (report/paged.py)
+
+# the files (and the one folder) a run writes; everything else in an output folder is carried over untouched
 GENERATION_FILES = frozenset({"outputs.jsonl", "results.csv", "summary.csv", "results.json", "manifest.json",
-                              "report.html"})
+                              "report.html", PAGES_DIR})
 
 
 def real_folder(folder: Path) -> Path:
     """The absolute folder with symlinks resolved (a symlinked output folder is written where it points)."""
     return Path(os.path.realpath(os.path.expanduser(str(folder))))
+
+
+def run_files(folder: Path) -> dict[str, Path]:
+    """The run's files in ``folder``: name relative to it (``report-queries/page-0001.html`` for a page) -> path,
+    sorted. What ``open-rag-eval eval`` writes, what ``Results`` holds and saves, what tracking logs."""
+    files: dict[str, Path] = {}
+    for name in sorted(GENERATION_FILES):
+        path = folder / name
+        if path.is_file():
+            files[name] = path
+        elif path.is_dir() and not path.is_symlink():
+            files.update((f"{name}/{entry.name}", entry) for entry in sorted(path.iterdir())
+                         if entry.is_file() and not entry.name.startswith("."))
+    return files
 
 
 def _ours(name: str) -> bool:
