@@ -68,3 +68,15 @@ def test_readme_input_examples_parse(tmp_path: Path) -> None:
         outputs = read_outputs(path)
         assert outputs and all(o.passages and o.answer for o in outputs), path.name
         assert all(part.citations for o in outputs for part in o.answer), path.name  # every example cites
+
+
+def test_readme_and_results_name_every_generation_column() -> None:
+    from open_rag_eval.evaluators.generation import METRICS, GenerationEvaluator, GenerationOptions
+
+    options = GenerationOptions.model_validate({"metrics": list(METRICS), "answer_correctness": {"blend": True},
+                                                "answer_relevance": {"variants": ["embedding", "judged"]}})
+    columns = GenerationEvaluator.metric_names(options)
+    for doc in ("README.md", "docs/RESULTS.md"):
+        text = (ROOT / doc).read_text(encoding="utf-8")
+        unnamed = [column for column in columns if f"`{column}`" not in text]
+        assert not unnamed, f"{doc} does not name these generation columns: {unnamed}"
