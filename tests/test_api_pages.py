@@ -7,9 +7,7 @@ import json
 import re
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -18,63 +16,23 @@ pytest.importorskip("pandas", reason="pandas (the 'api' extra) is not installed"
 from open_rag_eval import Results, evaluate  # noqa: E402
 from open_rag_eval.report import paged  # noqa: E402
 from open_rag_eval.store.generation import PAGES_DIR  # noqa: E402
+from tests.report_links import N_LARGE as N  # noqa: E402
+from tests.report_links import broken_links, large_items, relative_links, tree  # noqa: E402
 
 JUDGE = {"simulated": {"seed": 1}, "cache": False}
-N = paged.INLINE_QUERIES + 5
-
-
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.links += [value for name, value in attrs if name in ("href", "src") and value]
-
-
-def relative_links(page: Path) -> list[str]:
-    """The page's links that point at files (not anchors, not other sites)."""
-    parser = _Links()
-    parser.feed(page.read_text(encoding="utf-8"))
-    return [link for link in parser.links if not link.startswith("#") and not urlsplit(link).scheme]
-
-
-def broken_links(report: Path) -> list[str]:
-    """Every relative link of ``report`` and of the pages it links to that does not name a file (one level)."""
-    broken = []
-    for page in [report, *(report.parent / unquote(urlsplit(link).path) for link in relative_links(report))]:
-        for link in relative_links(page) if page.is_file() else []:
-            target = (page.parent / unquote(urlsplit(link).path)).resolve()
-            if not target.is_file():
-                broken.append(f"{page.name}: {link}")
-        if not page.is_file():
-            broken.append(f"{report.name}: {page.name}")
-    return broken
-
-
-def tree(folder: Path) -> set[str]:
-    return {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-
-
-def _items() -> list[dict[str, object]]:
-    return [{"query_id": f"q{i:03d}", "query": f"What is known about item {i}?",
-             "passages": [{"id": "d1", "text": f"Item {i} is studied in the museum."},
-                          {"id": "d2", "text": "Tickets are sold at the door."}],
-             "answer": [{"text": f"Item {i} is studied in the museum.", "citations": ["d1" if i % 3 else "d2"]}]}
-            for i in range(N)]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Results, Path]:
     """The same data through the CLI (a folder) and through ``evaluate`` (its Results and output_dir)."""
     base = tmp_path_factory.mktemp("pages")
-    (base / "data.jsonl").write_text("".join(json.dumps(item) + "\n" for item in _items()), encoding="utf-8")
+    (base / "data.jsonl").write_text("".join(json.dumps(item) + "\n" for item in large_items()), encoding="utf-8")
     (base / "cli.yaml").write_text("input: data.jsonl\noutput_dir: cli\njudge:\n  simulated: {seed: 1}\n"
                                    "  cache: false\nevaluators:\n  - type: trec\n", encoding="utf-8")
     done = subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", "cli.yaml"],
                           capture_output=True, text=True, cwd=base)
     assert done.returncode == 0, done.stderr
-    results = evaluate(_items(), judge=JUDGE, output_dir=base / "api")
+    results = evaluate(large_items(), judge=JUDGE, output_dir=base / "api")
     return base / "cli", results, base / "api"
 
 

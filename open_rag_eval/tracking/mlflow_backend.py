@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 import time
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,8 @@ def log_run(record: RunRecord, options: TrackingOptions) -> str:
         client.log_batch(run_id, tags=[RunTag("open_rag_eval.metrics_without_value", str(len(record.without_value)))])
         client.log_dict(run_id, {"metrics": record.names, "without_value": record.without_value},
                         "metric_names.json")
-        for path in record.artifacts:
-            client.log_artifact(run_id, str(path))
+        for name, path in record.artifacts.items():  # a report page goes into the artifact folder report-queries/
+            client.log_artifact(run_id, str(path), artifact_path=posixpath.dirname(name) or None)
         _log_table(client, run_id, record)
     except BaseException:
         client.set_terminated(run_id, "FAILED")

@@ -13,7 +13,7 @@ What goes where (docs/tracking.md):
   cross-run row of a query (``run = all``) is a trace of its own with the cross-run scores. A missing value is never
   a score: the trace's metadata lists it with its reason;
 - a **run trace** holding the params and aggregates, with results.csv, summary.csv, report.html and manifest.json
-  attached.
+  attached -- and a large run's report pages, each named by its place in the folder (``report-queries/page-0001.html``).
 
 Every id is derived from the run (the manifest's bytes) and the experiment name, so logging the same folder again
 -- after a failure half-way, say -- writes the same ids: the server upserts instead of duplicating.
@@ -207,8 +207,8 @@ async def _log_run_trace(client: OpikClient, record: RunRecord, experiment_id: s
         "metadata": {"experiment_id": experiment_id, "metric_names": record.names,
                      "metrics_without_value": record.without_value, **record.tags},
         "tags": ["open-rag-eval", "run"]}]})
-    for path in record.artifacts:
-        await client.attach(path, trace_id=trace_id, project=project,
+    for name, path in record.artifacts.items():
+        await client.attach(path, name=name, trace_id=trace_id, project=project,
                             mime_type=_MIME.get(path.suffix, "application/octet-stream"))
 
 

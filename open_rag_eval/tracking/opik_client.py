@@ -112,11 +112,12 @@ class OpikClient:
         except ValueError:
             raise OpikError(f"{what}: the reply is not JSON: {cut(response.text, 120)!r}", status) from None
 
-    async def attach(self, path: Path, *, trace_id: str, project: str, mime_type: str) -> None:
-        """Upload a file as an attachment of a trace: upload-start, then either a PUT to the server itself (a local
-        Opik) or to the pre-signed URL it gave (S3; without our headers) and upload-complete."""
+    async def attach(self, path: Path, *, trace_id: str, project: str, mime_type: str, name: str | None = None) -> None:
+        """Upload a file as an attachment of a trace, named ``name`` (default: the file's name): upload-start, then
+        either a PUT to the server itself (a local Opik) or to the pre-signed URL it gave (S3; without our headers)
+        and upload-complete."""
         data = path.read_bytes()
-        where = {"file_name": path.name, "entity_type": "trace", "entity_id": trace_id, "project_name": project,
+        where = {"file_name": name or path.name, "entity_type": "trace", "entity_id": trace_id, "project_name": project,
                  "mime_type": mime_type}
         started = await self.call("POST", "v1/private/attachment/upload-start", {
             **where, "num_of_file_parts": 1, "path": base64.b64encode(self.base_url.encode()).decode()}, reply=True)

@@ -9,10 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.errors import StorageError
+from open_rag_eval.store.generation import PAGES_DIR, run_files
 
 __all__ = ["ARTIFACTS", "RunRecord", "metric_key", "read_record"]
 
-ARTIFACTS = ("results.csv", "summary.csv", "report.html", "manifest.json")
+# the run files logged as artifacts (results.json and outputs.jsonl are not: the tables and the report say it all),
+# the report's pages (``report-queries/``, a large run's) with report.html so that its links resolve
+ARTIFACTS = ("results.csv", "summary.csv", "report.html", PAGES_DIR, "manifest.json")
 _NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_\-. /:]")
 
 
@@ -32,8 +35,11 @@ class RunRecord:
     tags: dict[str, str] = field(default_factory=dict)
 
     @property
-    def artifacts(self) -> list[Path]:
-        return [self.output_dir / name for name in ARTIFACTS if (self.output_dir / name).is_file()]
+    def artifacts(self) -> dict[str, Path]:
+        """The files to log: name in the run's folder (``report-queries/page-0001.html``) -> path, in
+        ``ARTIFACTS`` order."""
+        files = run_files(self.output_dir)
+        return {name: path for top in ARTIFACTS for name, path in files.items() if name.split("/")[0] == top}
 
 
 def read_record(output_dir: Path) -> RunRecord:
