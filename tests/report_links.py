@@ -20,10 +20,10 @@ class _Links(HTMLParser):
         self.links += [value for name, value in attrs if name in ("href", "src") and value]
 
 
-def relative_links(page: Path) -> list[str]:
-    """The page's links that point at files (not anchors, not other sites)."""
+def relative_links(page: Path | str) -> list[str]:
+    """The links of a page (a file, or its HTML) that point at files: not anchors, not other sites."""
     parser = _Links()
-    parser.feed(page.read_text(encoding="utf-8"))
+    parser.feed(page.read_text(encoding="utf-8") if isinstance(page, Path) else page)
     return [link for link in parser.links if not link.startswith("#") and not urlsplit(link).scheme]
 
 

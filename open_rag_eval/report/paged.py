@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import tempfile
 from urllib.parse import quote
 from collections.abc import Sequence
@@ -42,7 +43,7 @@ from open_rag_eval.report.stream import read_items
 from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.store.generation import PAGES_DIR
 
-__all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_QUERIES", "WORST_QUERIES", "clear_pages", "relink",
+__all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_NAME", "PAGE_QUERIES", "WORST_QUERIES", "clear_pages", "relink",
            "write_paged"]
 
 INLINE_QUERIES = 200
@@ -132,6 +133,9 @@ def _chosen(groups: Sequence[Group], columns: Sequence[str]) -> list[Group]:
         picked.append(index)
         outputs += size
     return [groups[i] for i in sorted(picked)]
+
+
+PAGE_NAME = re.compile(r"page-[0-9]{4,}\.html")  # every name _page_name makes, and nothing else
 
 
 def _page_name(number: int) -> str:

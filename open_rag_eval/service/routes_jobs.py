@@ -209,8 +209,22 @@ async def manifest(request: Request, job_id: str, who: Principal = Depends(reade
 
 
 @router.get("/v1/jobs/{job_id}/report", responses={200: {"content": {"text/html": {}}}})
+@router.get("/v1/jobs/{job_id}/report.html", responses={200: {"content": {"text/html": {}}}},
+            description="The report under its file name: its pages (``report-queries/``) link back to it.")
 async def report(request: Request, job_id: str, who: Principal = Depends(reader)) -> FileResponse:
     return _file(await owned(request, who, job_id), "report.html", "text/html")
+
+
+@router.get("/v1/jobs/{job_id}/report-queries/{name}", responses={200: {"content": {"text/html": {}}}})
+async def report_page(request: Request, job_id: str, name: str, who: Principal = Depends(reader)) -> FileResponse:
+    """A page of a large job's report (``page-NNNN.html``, every query on one): the report's relative links."""
+    from open_rag_eval.report.paged import PAGE_NAME
+    from open_rag_eval.store.generation import PAGES_DIR
+
+    row = await owned(request, who, job_id)
+    if not PAGE_NAME.fullmatch(name):
+        raise Problem(404, "not_found", "no such page of this job's report")
+    return _file(row, f"{PAGES_DIR}/{name}", "text/html")
 
 
 @router.post("/v1/jobs/{job_id}/cancel", status_code=202)
