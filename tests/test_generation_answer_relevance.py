@@ -89,6 +89,28 @@ def test_mean_cosine_of_generated_questions_and_the_judged_rating() -> None:
     assert detail["questions"] == QUESTIONS and len(detail["similarities"]) == 3
 
 
+@pytest.mark.parametrize("last", ["answer_questions", "answer_relevance"])
+def test_the_detail_is_the_same_whichever_variant_is_answered_first(last: str) -> None:
+    """Both variants run at once; the detail's keys (hence results.json's bytes) must not follow the replies' order."""
+    rule = _rule()
+    other_done = asyncio.Event()
+
+    class Ordered(RuleJudge):
+        async def complete(self, request: JudgeRequest):  # type: ignore[no-untyped-def]
+            if request.task == last:
+                await other_done.wait()
+            try:
+                return await super().complete(request)
+            finally:
+                if request.task != last:
+                    other_done.set()
+
+    result = _run([output()], Ordered(rule.rule))
+    detail = next(d.data for d in result.details if d.section == "answer_relevance")
+    assert list(detail) == ["questions_status", "questions_parse", "refusal", "noncommittal", "questions",
+                            "similarities", "judged_status", "judged_parse", "judged_refusal", "judged_rating"]
+
+
 def test_noncommittal_is_zero_a_refusal_is_undefined_not_irrelevant() -> None:
     assert _values(_run([output()], _rule(noncommittal=True), answer_relevance={"variants": ["embedding"]})) == \
         {"answer_relevance.score": 0.0}

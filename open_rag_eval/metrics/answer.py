@@ -132,10 +132,11 @@ class AnswerRelevance:
         answer = " ".join(output.plain_answer.split())
         if not answer:
             return [Score.failed(output, n, EMPTY_ANSWER) for n in self.names()], []
-        detail: dict[str, Any] = {}
-        parts = await asyncio.gather(*(self._questions(session, output, answer, detail) if v == "embedding"
-                                       else self._judged(session, output, answer, detail)
-                                       for v in self.options.variants))
+        details: list[dict[str, Any]] = [{} for _ in self.options.variants]  # one each: the variants run at once
+        parts = await asyncio.gather(*(self._questions(session, output, answer, d) if v == "embedding"
+                                       else self._judged(session, output, answer, d)
+                                       for v, d in zip(self.options.variants, details)))
+        detail = {key: value for d in details for key, value in d.items()}  # in the variants' order, not the replies'
         return list(parts), [Detail(query_id=output.query_id, run=output.run, section="answer_relevance",
                                     data=detail)]
 
