@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
+import re
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -11,20 +11,14 @@ from open_rag_eval.report import paged
 N_LARGE = paged.INLINE_QUERIES + 5  # a run whose report has pages
 
 
-class _Links(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__()
-        self.links: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.links += [value for name, value in attrs if name in ("href", "src") and value]
+_LINK = re.compile(r"""<[a-zA-Z][^>]*?\s(?:href|src)=(["'])(.*?)\1""")  # content is escaped: no raw quote in it
 
 
 def relative_links(page: Path | str) -> list[str]:
     """The links of a page (a file, or its HTML) that point at files: not anchors, not other sites."""
-    parser = _Links()
-    parser.feed(page.read_text(encoding="utf-8") if isinstance(page, Path) else page)
-    return [link for link in parser.links if not link.startswith("#") and not urlsplit(link).scheme]
+    text = page.read_text(encoding="utf-8") if isinstance(page, Path) else page
+    links = [match.group(2) for match in _LINK.finditer(text)]
+    return [link for link in links if link and not link.startswith("#") and not urlsplit(link).scheme]
 
 
 def broken_links(report: Path) -> list[str]:

@@ -5,6 +5,7 @@ The fixture run has 4 queries; the page sizes are lowered so that it is "large" 
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from pathlib import Path
@@ -123,14 +124,88 @@ def test_the_stream_reader_reads_items_across_its_chunks(tmp_path: Path, monkeyp
     assert seen == outputs
 
 
-def test_inline_detail_is_bounded_by_outputs_too(results: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Few queries with many runs still page: report.html holds at most INLINE_OUTPUTS outputs (one query at least)."""
-    data = json.loads((results / "results.json").read_text(encoding="utf-8"))
-    runs = {}
-    for output in data["outputs"]:
-        runs[output["query_id"]] = runs.get(output["query_id"], 0) + 1
-    monkeypatch.setattr(paged, "INLINE_OUTPUTS", max(runs.values()))
-    page = write_report(results).read_text(encoding="utf-8")
-    inline = re.findall(r'data-key="id" data-v="([^"]*)"', page)
-    assert 1 <= len(inline) < len(runs) and sum(runs[q] for q in inline) <= max(runs.values())
-    assert (results / paged.PAGES_DIR / "page-0001.html").is_file()
+_FILLER = "Tides & 'moons' <rise> \"fall\" "
+
+
+def _large_run(folder: Path, queries: int, runs: int, passages: int, passage_chars: int,
+               statements: int, statement_chars: int) -> Path:
+    """A results folder written directly (no judge): every passage and answer statement long, with characters that
+    grow when escaped (``'`` becomes six bytes), grades, citation judgments and scores on every output."""
+    filler = _FILLER * (passage_chars // len(_FILLER) + 1)
+    outputs = []
+    for q in range(queries):
+        for run in range(1, runs + 1):
+            ids = [f"q{q}d{p}" for p in range(passages)]
+            said = [{"text": f"q{q} r{run} s{s} " + filler[:statement_chars], "citations": [ids[s % passages]]}
+                    for s in range(statements)]
+            outputs.append({
+                "query_id": f"q{q:04d}", "query": f"What about item {q}?", "run": run,
+                "passages": [{"id": pid, "text": f"{pid}: " + filler[:passage_chars]} for pid in ids],
+                "answer": said, "answer_text": " ".join(s["text"] for s in said),
+                "scores": {"umbrela.mean": (q * 7 + run) % 4 / 1.0, "citation.f1": (q % 5) / 4},
+                "errors": {},
+                "details": {"umbrela": {"grades": [{"passage_id": pid, "grade": (q + i) % 4, "status": "ok"}
+                                                   for i, pid in enumerate(ids)]},
+                            "citation": {"statements": [{**s, "judgments": [{"passage_id": s["citations"][0],
+                                                                              "label": "FS", "status": "ok"}]}
+                                                        for s in said]}}})
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({"simulated": True, "outputs": outputs, "queries": [],
+                                                     "summary": []}), encoding="utf-8")
+    (folder / "manifest.json").write_text(json.dumps({"simulated": True, "n_outputs": len(outputs)}), encoding="utf-8")
+    return folder
+
+
+def test_report_html_stays_under_15_mb_with_long_passages_and_answers(tmp_path: Path) -> None:
+    """200 queries x 5 runs x 10 passages of 2 KB and 5 long statements: 200 queries used to be one page of them
+    all (~30 MB); now report.html keeps what fits and every query is on a page, its text in full."""
+    from tests.report_links import broken_links
+
+    results = _large_run(tmp_path / "large", queries=paged.INLINE_QUERIES, runs=5, passages=10, passage_chars=2000,
+                         statements=5, statement_chars=1000)
+    report = write_report(results)
+    assert report.stat().st_size <= paged.REPORT_BYTES <= 15_000_000
+    text = report.read_text(encoding="utf-8")
+    assert broken_links(report) == []
+    pages = sorted((results / paged.PAGES_DIR).glob("page-*.html"))
+    assert len(pages) == len(re.findall(r'href="report-queries/page-\d+\.html"', text)) > 1
+    on_pages: list[str] = []
+    for page in pages:
+        body = page.read_text(encoding="utf-8")
+        on_pages += re.findall(r'data-key="id" data-v="([^"]*)"', body)
+        assert "q0001d9: Tides &amp; &#x27;moons&#x27; &lt;rise&gt;" in body or "q0001d9" not in body
+    assert on_pages == [f"q{q:04d}" for q in range(paged.INLINE_QUERIES)]  # every query once, in order
+    inline = re.findall(r'data-key="id" data-v="([^"]*)"', text)
+    assert 0 < len(inline) < paged.INLINE_QUERIES
+    last = f"q{paged.INLINE_QUERIES - 1}d9: " + (_FILLER * 100)[:2000]  # the last passage's full text, on its page
+    assert html.escape(last) in pages[-1].read_text(encoding="utf-8")
+
+
+def test_report_html_is_within_any_byte_budget_that_holds_its_summary(results: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The measured bound is exact: for budgets from the bare summary up to the whole page, report.html never
+    exceeds it, and holds more queries in full as it grows (a query too large is on its page only)."""
+    whole = len(render_report(results).encode("utf-8"))
+    monkeypatch.setattr(paged, "REPORT_BYTES", 10)
+    write_report(results)
+    bare = (results / "report.html").stat().st_size  # no query fits: the summary and the list of pages
+    assert re.findall(r'data-key="id" data-v="([^"]*)"', (results / "report.html").read_text()) == []
+    shown = []
+    for budget in range(bare + 10, whole + 4000, max(1, (whole + 4000 - bare) // 12)):  # 10: the legend's number
+        monkeypatch.setattr(paged, "REPORT_BYTES", budget)
+        page = write_report(results).read_text(encoding="utf-8")
+        assert len(page.encode("utf-8")) <= budget
+        shown.append(len(re.findall(r'data-key="id" data-v="([^"]*)"', page)))
+    assert shown == sorted(shown) and shown[-1] == 4 and not (results / paged.PAGES_DIR).exists()
+
+
+def test_a_page_holds_about_page_bytes_of_results(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = _large_run(tmp_path / "run", queries=12, runs=2, passages=3, passage_chars=500, statements=2,
+                         statement_chars=200)
+    one_query = len(json.dumps(json.loads((results / "results.json").read_text())["outputs"][:2]))
+    monkeypatch.setattr(paged, "PAGE_BYTES", 3 * one_query)
+    monkeypatch.setattr(paged, "REPORT_BYTES", 10)  # nothing inline: pages only
+    write_report(results)
+    pages = sorted((results / paged.PAGES_DIR).glob("page-*.html"))
+    counts = [len(re.findall(r'data-key="id" data-v="', p.read_text(encoding="utf-8"))) for p in pages]
+    assert sum(counts) == 12 and max(counts) <= 3 and len(pages) >= 4

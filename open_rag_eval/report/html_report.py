@@ -338,9 +338,10 @@ def render_report(output_dir: Path) -> str:
 
 
 def write_report(output_dir: Path, path: Path | None = None) -> Path:
-    """Write ``report.html`` (or ``path``) for ``output_dir`` atomically and return its path. Up to
-    ``paged.INLINE_QUERIES`` queries, every query is on the page in full; beyond, the worst and a sample are, and
-    every query is on the pages of ``report-queries/`` beside it. results.json is read as a stream."""
+    """Write ``report.html`` (or ``path``) for ``output_dir`` atomically and return its path. It is at most
+    ``paged.REPORT_BYTES``: up to ``paged.INLINE_QUERIES`` queries that fit, every query is on the page in full;
+    beyond, the worst and a sample that fit are, and every query is on the pages of ``report-queries/`` beside it.
+    results.json is read as a stream."""
     from open_rag_eval.report.paged import write_paged
 
     path = Path(output_dir) / "report.html" if path is None else Path(path)
