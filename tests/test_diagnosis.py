@@ -85,6 +85,7 @@ GENERATION_RULES = ("low_context_relevance", "low_context_precision", "low_faith
     {"metrics": ["faithfulness", "context_precision", "context_relevance", "answer_relevance"],
      "answer_relevance": {"variants": ["judged"]}},
     {"metrics": ["rubric"]},
+    {"metrics": ["rag_guide"]},
 ])
 def test_generation_rules_read_a_real_run_on_the_simulated_judge(metrics: dict[str, object]) -> None:
     import asyncio
@@ -105,7 +106,8 @@ def test_generation_rules_read_a_real_run_on_the_simulated_judge(metrics: dict[s
     found = diagnose(means, DiagnosisOptions(thresholds=checks))  # every value is under 1.01: each rule read fires
     fired = {f.rule: f.text for f in found.findings}
     read = [name for name in GENERATION_RULES if name in fired]
-    expected = {"faithfulness": GENERATION_RULES[:4], "rubric": GENERATION_RULES[2:]}[metrics["metrics"][0]]  # type: ignore[index]
+    expected = {"faithfulness": GENERATION_RULES[:4], "rubric": GENERATION_RULES[2:],
+                "rag_guide": GENERATION_RULES[:4]}[metrics["metrics"][0]]  # type: ignore[index]
     assert tuple(read) == expected, (fired, dict(found.unchecked))
     assert all(any(f"{metric} = " in fired[name] for metric in means) for name in read)  # the run's own column
     unchecked = dict(found.unchecked)
@@ -126,9 +128,9 @@ def test_missing_or_undefined_metrics_never_fire_and_are_reported() -> None:
     unchecked = dict(found.unchecked)
     assert unchecked["low_recall"] == "golden.hit@10 has no value (every value failed or is undefined)"
     assert unchecked["low_faithfulness"] == \
-        "faithfulness.score / rubric.faithfulness is not in this run"
+        "faithfulness.score / rubric.faithfulness / rag_guide.faithfulness is not in this run"
     assert unchecked["low_context_precision"] == \
-        "context.precision_reference / context.precision_answer is not in this run"
+        "context.precision_reference / context.precision_answer / rag_guide.context_precision is not in this run"
     assert "ranked_too_low" in unchecked  # the MRR is low but Recall@10 is unknown: not guessed
     # decided without the missing metric: Recall@10 is not high, so MRR is not needed to know it does not fire
     found = diagnose({"golden.hit@10": 0.5})

@@ -181,9 +181,19 @@ def test_every_shipped_template_is_recognised() -> None:
               "generated_passage": TIDES, "n": 3}
     kinds = {}
     for entry in prompts.manifest():
-        if not entry["id"].endswith("_system") and entry.get("kind") != "data":  # data: e.g. the stopword list
+        # data: e.g. the stopword list; the RAG guide's prompts are a system and a user message (below)
+        if not entry["id"].endswith("_system") and entry.get("kind") != "data" \
+                and not entry["id"].startswith("rag_guide."):
             kinds[entry["id"]] = reply(user(prompts.load(entry["id"]).render(**fields))).kind
     assert "unknown" not in kinds.values(), kinds
+    from open_rag_eval.metrics.rag_guide import TASKS
+
+    guide = {**fields, "claim": TIDES, "reference": TIDES}
+    for task, (system, user_id, _, _) in TASKS.items():
+        message = prompts.load(user_id).render(**guide) if user_id else TIDES
+        assert reply([("system", prompts.load(system).text), ("user", message)]).kind == task
+    shipped = {entry["id"] for entry in prompts.manifest() if entry["id"].startswith("rag_guide.")}
+    assert shipped == {t for system, user_id, _, _ in TASKS.values() for t in (system, user_id) if t}
 
 
 def test_count_tokens_counts_words_and_punctuation() -> None:

@@ -30,7 +30,9 @@ _CLAIMS = ("claim_extract", "claim_verify")
 _FAMILY_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
                  "citation": ("support",), "no_answer": ("no_answer",), "faithfulness": _CLAIMS,
                  "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS,
-                 "rubric": ("rubric", "claim_extract"), "answer_relevance": ("answer_questions", "answer_relevance")}
+                 "rubric": ("rubric", "claim_extract"), "answer_relevance": ("answer_questions", "answer_relevance"),
+                 "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims",
+                               "rag_guide_verify", "rag_guide_answer_relevance", "rag_guide_correctness")}
 
 
 @dataclass(frozen=True)

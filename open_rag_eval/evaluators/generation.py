@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from open_rag_eval import profiles
 from open_rag_eval.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
@@ -46,6 +47,8 @@ METRICS: dict[str, tuple[str, str | None]] = {
     "rubric": ("open_rag_eval.metrics.rubric:Rubric", "rubric"),
     "answer_similarity": ("open_rag_eval.metrics.answer:AnswerSimilarity", "answer_similarity"),
     "answer_relevance": ("open_rag_eval.metrics.answer:AnswerRelevance", "answer_relevance"),
+    # the RAG evaluation & optimisation guide's own definitions, columns rag_guide.* (docs/seeds.md)
+    "rag_guide": ("open_rag_eval.metrics.rag_guide:RagGuide", None),
 }
 DEFAULT_METRICS = ("faithfulness", "context_precision", "context_recall", "context_relevance", "answer_correctness")
 # The semantic-similarity score answer correctness blends with (``answer_correctness.blend: true``): (the metric
@@ -56,6 +59,7 @@ SIMILARITY: tuple[str, str] | None = ("answer_similarity", "answer_similarity.sc
 class GenerationOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    profile: profiles.ProfileName = profiles.DEFAULT  # fills the options not given (docs/profiles.md)
     metrics: list[str] = Field(default_factory=lambda: list(DEFAULT_METRICS))
     faithfulness: FaithfulnessOptions = Field(default_factory=FaithfulnessOptions)
     context_precision: ContextPrecisionOptions = Field(default_factory=ContextPrecisionOptions)
@@ -63,6 +67,11 @@ class GenerationOptions(BaseModel):
     rubric: RubricOptions = Field(default_factory=RubricOptions)
     answer_similarity: EmbeddingOptions = Field(default_factory=EmbeddingOptions)
     answer_relevance: AnswerRelevanceOptions = Field(default_factory=AnswerRelevanceOptions)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_defaults(cls, data: Any) -> Any:
+        return profiles.apply("generation", data)
 
     @field_validator("metrics")
     @classmethod
@@ -133,7 +142,8 @@ class GenerationEvaluator:
     def _judged_metrics(self) -> dict[str, GenerationMetric]:
         """The metrics that ask the judge for a label: no embedding-only work (answer similarity, ragas's answer
         relevance), which re-judging would only repeat."""
-        metrics = {name: m for name, m in self.metrics.items() if name not in ("answer_similarity", "answer_relevance")}
+        metrics = {name: m for name, m in self.metrics.items()
+                   if name not in ("answer_similarity", "answer_relevance", "rag_guide")}  # rag_guide: no labels yet
         if "answer_relevance" in self.metrics and "judged" in self.options.answer_relevance.variants:
             options = self.options.answer_relevance.model_copy(update={"variants": ["judged"]})
             metrics["answer_relevance"] = _build("answer_relevance", self.options.model_copy(
@@ -142,8 +152,10 @@ class GenerationEvaluator:
 
     def reask_bounds(self) -> dict[str, int]:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
+        from open_rag_eval.metrics.rag_guide import TASKS  # noqa: PLC0415
+
         return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric",
-                              "answer_questions", "answer_relevance"), TRIALS - 1)
+                              "answer_questions", "answer_relevance", *TASKS), TRIALS - 1)
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         if ctx.judge is None:

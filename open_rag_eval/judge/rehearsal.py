@@ -18,6 +18,8 @@ Replies (their sizes give the completion-token estimate):
     context_relevance  ``{"rating": 2}``
     rubric             ``{"reason": "...", "score": 7}`` (a reason of typical length)
     answer_questions   N questions of 12 words (a bare NO_ANSWER: a refusal); answer_relevance ``{"rating": 2}``
+    rag_guide_*        the RAG guide's prompts: ``7`` for its 0-10 scores, ``1`` for context precision, ``YES`` for a
+                       claim; its claim extraction lists the answer's sentences, one per line
 
 Every grade is 2, so every passage feeds nugget creation: an upper bound on creation windows. Requests are counted
 once per identity (task, messages, params, prompt version, sample), as the judge's cache and in-flight
@@ -54,6 +56,10 @@ _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
 _FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}',
           "rubric": '{"reason": "The answer addresses the question and its statements follow from the sources, '
                     'with one minor gap.", "score": 7}'}
+
+# the RAG guide's prompts (metrics: [rag_guide]): a number, a 0/1, a YES; claims are the answer's sentences
+_GUIDE = {"rag_guide_context_relevance": "7", "rag_guide_context_precision": "1", "rag_guide_claims": "",
+          "rag_guide_verify": "YES", "rag_guide_answer_relevance": "7", "rag_guide_correctness": "7"}
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,9 @@ def expected_reply(request: JudgeRequest) -> str:
         answer = re.search(r"Answer: (.*)", user)
         refusal = bool(answer and answer.group(1).strip() == "NO_ANSWER")
         return json.dumps({"refusal": refusal, "rating": None if refusal else 2})
+    if request.task in _GUIDE:
+        return _GUIDE[request.task] if request.task != "rag_guide_claims" else "\n".join(
+            s for s in re.split(r"(?<=[.!?])\s+", user.strip()) if s)  # one claim per sentence of the answer
     if request.task == "generate_query":
         reply = {"question": " ".join(["word"] * 15)}
         return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)

@@ -21,6 +21,12 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``rubric`` | the rubric judges ("You grade one answer ... on one criterion") | JSON reason and score 0-10: faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded) |
 | ``answer_questions`` | answer relevance's question generation ("You write the questions that an answer answers") | JSON: N questions from the answer's salient words; refusal when the answer declines, noncommittal when it says "it depends" |
 | ``answer_relevance`` | judged answer relevance ("You rate how well an answer addresses a question") | JSON: refusal as above, else rating 0 no question word in the answer, 1 under half, 2 otherwise |
+| ``rag_guide_context_relevance`` | the RAG guide's "Rate how relevant this context is to the query (0-10)" | the number alone: the share of the query's content words in the context, times 10, rounded |
+| ``rag_guide_context_precision`` | the RAG guide's "Is this context relevant to the query? Answer 1 for yes, 0 for no" | ``1`` when the context holds at least half of the query's content words, else ``0`` |
+| ``rag_guide_claims`` | the RAG guide's "Extract individual factual claims from this answer" | one claim per line: each sentence's clauses as for ``claim_extract`` (a sentence without claims, e.g. a refusal, as itself) |
+| ``rag_guide_verify`` | the RAG guide's "Is this claim supported by the context? Answer YES or NO" | ``YES`` when the context holds >= 60% of the claim's content words, else ``NO`` |
+| ``rag_guide_answer_relevance`` | the RAG guide's "Rate how well this answer addresses the question (0-10)" | the number alone: the share of the question's content words in the answer, times 10, rounded |
+| ``rag_guide_correctness`` | the RAG guide's "Compare the answer to the ground truth" | the number alone: the share of the ground truth's content words in the answer, times 10, rounded |
 | ``unknown`` | anything else | a fixed generic reply |
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
@@ -85,6 +91,13 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("rubric", "You grade one answer of a question-answering system on one criterion"),
     ("answer_questions", "You write the questions that an answer answers"),
     ("answer_relevance", "You rate how well an answer addresses a question"),
+    # the RAG evaluation & optimisation guide's own prompts (metrics: [rag_guide]): system messages quoted as printed
+    ("rag_guide_context_relevance", "Rate how relevant this context is to the query (0-10). Return only the number."),
+    ("rag_guide_context_precision", "Is this context relevant to the query? Answer 1 for yes, 0 for no."),
+    ("rag_guide_claims", "Extract individual factual claims from this answer. List each claim on a new line."),
+    ("rag_guide_verify", "Is this claim supported by the context? Answer YES or NO."),
+    ("rag_guide_answer_relevance", "Rate how well this answer addresses the question (0-10). Return only the number."),
+    ("rag_guide_correctness", "Compare the answer to the ground truth. Rate factual correctness 0-10 where:"),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _MARKERS)) + ("unknown",)
 
@@ -432,6 +445,37 @@ def _answer_rating(text: str) -> Reply | None:
     return Reply("answer_relevance", match.group(1).strip(), json.dumps({"refusal": False, "rating": rating}))
 
 
+def _guide(kind: str, text: str) -> Reply | None:
+    """The RAG guide's prompts: its system message, then the user message (see the module docstring)."""
+    if kind == "rag_guide_claims":
+        answer_text = text.split("List each claim on a new line.", 1)[1].strip()
+        sentences = [s for s in _SENTENCE.split(answer_text) if s.strip()]
+        claims = [c for s in sentences for c in sentence_claims(s) or [" ".join(_MARKER.sub(" ", s).split())]]
+        return Reply(kind, "", "\n".join(claims)) if claims else None
+    if kind == "rag_guide_verify":
+        found = re.search(r"\nContext: (.*)\n\nClaim: (.*)\Z", text, _DOTALL)
+        return None if found is None else Reply(
+            kind, "", "YES" if supporting_sources(found.group(2), [found.group(1)]) else "NO")
+    if kind in ("rag_guide_context_relevance", "rag_guide_context_precision"):
+        found = re.search(r"\nQuery: (.*?)\n\nContext: (.*)\Z", text, _DOTALL)
+        if found is None:
+            return None
+        share = _fraction(content_words(found.group(2)), content_words(found.group(1)))
+        value = round(10 * share) if kind == "rag_guide_context_relevance" else int(share >= 0.5)
+        return Reply(kind, found.group(1).strip(), str(value))
+    found = re.search(r"\nQuestion: (.*?)\n\nAnswer: (.*?)(?:\n\nGround Truth: (.*))?\Z", text, _DOTALL)
+    if found is None:
+        return None
+    target = found.group(3) if kind == "rag_guide_correctness" else found.group(1)
+    if target is None:
+        return None
+    return Reply(kind, found.group(1).strip(), str(round(10 * _fraction(content_words(found.group(2)),
+                                                                         content_words(target)))))
+
+
+_GUIDE_KINDS = ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims", "rag_guide_verify",
+                "rag_guide_answer_relevance", "rag_guide_correctness")
+
 _HANDLERS = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
@@ -448,6 +492,7 @@ _HANDLERS = {
     "rubric": _rubric,
     "answer_questions": _questions,
     "answer_relevance": _answer_rating,
+    **{kind: (lambda text, kind=kind: _guide(kind, text)) for kind in _GUIDE_KINDS},
 }
 
 

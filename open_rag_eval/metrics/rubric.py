@@ -38,7 +38,7 @@ from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import RUBRIC_MAX, normalise_rubric
 from open_rag_eval.types import Detail, RAGOutput, Score
 
-__all__ = ["RUBRICS", "Rubric", "RubricOptions", "parse_rubric"]
+__all__ = ["RUBRICS", "Rubric", "RubricOptions", "cited_answer", "parse_rubric"]
 
 RUBRICS = ("faithfulness", "relevance", "completeness", "coherence", "citation_accuracy")
 WITH_SOURCES = frozenset({"faithfulness", "citation_accuracy"})
@@ -84,7 +84,7 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def _cited_answer(output: RAGOutput, numbers: dict[str, int]) -> str:
+def cited_answer(output: RAGOutput, numbers: dict[str, int]) -> str:
     """The answer with each sentence's citations as the bracketed numbers of the sources shown, before the
     sentence's final punctuation (``Alpha is one [1].``)."""
     parts = []
@@ -110,7 +110,7 @@ class Rubric:
             return [Score.failed(output, n, EMPTY_ANSWER) for n in self.names()], []
         numbers = {p.id: i for i, p in enumerate(output.passages, start=1)}
         sources = "\n".join(f"[{i}] {_one_line(source_text(p))}" for i, p in enumerate(output.passages, start=1))
-        answer = _cited_answer(output, numbers)
+        answer = cited_answer(output, numbers)
         cites = any(c in numbers for part in output.answer for c in part.citations)
         names = self.options.rubrics
         refusal = await self._refusal(session, output, names)

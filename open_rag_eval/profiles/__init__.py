@@ -1,7 +1,7 @@
 """Profiles: a named set of metric variants, parameters and prompt versions (docs/profiles.md).
 
-A profile gives an evaluator's options their defaults. ``profile: vectara`` on a ``trec`` or ``consistency``
-evaluator -- or once at the top of a config, for every evaluator -- fills each option the config leaves out with the
+A profile gives an evaluator's options their defaults. ``profile: vectara`` on a ``trec``, ``consistency`` or
+``generation`` evaluator -- or once at the top of a config, for every evaluator -- fills each option the config leaves out with the
 profile's value; an option written in the config always wins, so a profile is a starting point, never a lock. The
 evaluators and metrics never ask which profile they run under: they read their options. ``trec2024`` (the TREC 2024
 RAG Track's methods) is the default and sets nothing.
@@ -10,6 +10,8 @@ Profiles:
 
 ``trec2024``  the published TREC 2024 methods (castorini's umbrela and nuggetizer, the organisers' support script).
 ``vectara``   vectara's open-rag-eval's own definitions, so a team migrating from it can compare old and new numbers.
+``rag_guide`` the RAG evaluation & optimisation guide's own LLM-judged definitions (its RAGAS-style evaluator): the
+              generation evaluator judges ``metrics: [rag_guide]`` (columns ``rag_guide.*``); it sets nothing else.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any, Literal
 
 __all__ = ["DEFAULT", "PROFILES", "Profile", "ProfileName", "apply", "get", "merged"]
 
-ProfileName = Literal["trec2024", "vectara"]
+ProfileName = Literal["trec2024", "vectara", "rag_guide"]
 DEFAULT: ProfileName = "trec2024"
 
 
@@ -41,7 +43,10 @@ def _profiles() -> dict[str, Profile]:
     from open_rag_eval.profiles.vectara import VECTARA  # noqa: PLC0415 (data module; keeps this one small)
 
     trec2024 = Profile("trec2024", "the TREC 2024 RAG Track's published methods (the default)")
-    return {profile.name: profile for profile in (trec2024, VECTARA)}
+    # the guide's definitions are their own metric of the generation evaluator (open_rag_eval.metrics.rag_guide)
+    rag_guide = Profile("rag_guide", "the RAG evaluation & optimisation guide's own LLM-judged definitions",
+                        {"generation": {"metrics": ["rag_guide"]}})
+    return {profile.name: profile for profile in (trec2024, VECTARA, rag_guide)}
 
 
 PROFILES: dict[str, Profile] = _profiles()

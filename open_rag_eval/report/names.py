@@ -51,6 +51,12 @@ _LABELS = {
     "rubric.completeness": "Rubric: completeness (0-10 / 10)",
     "rubric.coherence": "Rubric: coherence (0-10 / 10)",
     "rubric.citation_accuracy": "Rubric: citation accuracy (0-10 / 10)",
+    "rag_guide.context_relevance": "RAG guide: context relevance (mean 0-10 score / 10)",
+    "rag_guide.context_precision": "RAG guide: context precision (binary relevance, ranked)",
+    "rag_guide.faithfulness": "RAG guide: faithfulness (claims judged YES / claims; no claim = 1)",
+    "rag_guide.answer_relevance": "RAG guide: answer relevance (0-10 / 10)",
+    "rag_guide.answer_correctness": "RAG guide: answer correctness vs the reference (0-10 / 10)",
+    "rag_guide.overall": "RAG guide: overall (mean of context relevance, faithfulness, answer relevance)",
 }
 _SHORT = {"umbrela.mean": "UMBRELA", "nuggets.vital": "vital", "nuggets.vital_strict": "vital strict",
           "nuggets.weighted": "weighted", "citation.f1": "cite F1", "hhem.score": "HHEM",
@@ -74,6 +80,7 @@ _FAMILIES = {
     "rubric": "Rubric judges (0-10 scores, shown on 0-1)",
     "answer_similarity": "Answer similarity to the reference (embeddings)",
     "answer_relevance": "Answer relevance to the question",
+    "rag_guide": "The RAG evaluation & optimisation guide's own definitions",
 }
 _LOWER_BETTER_SUFFIXES = (".std", ".cv", ".iqr", ".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed",
                           ".n_uncited", "correctness.fp", "correctness.fn",
