@@ -185,6 +185,12 @@ def test_unhealthy_judge_comes_first_and_doubts_only_judged_metrics() -> None:
     lines = diagnosis_lines(found)
     assert lines[1].startswith("  ! judge: the judge's replies are unhealthy") and "(low_recall; ResearchMate" in lines[2]
     assert diagnose({"faithfulness.score": 0.4}, health={"healthy": True, "tasks": {}}).judge is None
+    # the rubric and the RAG guide's columns rest on their own judge tasks
+    guide = {"healthy": False, "tasks": {"rag_guide_verify": {}}, "problems": ["rag_guide_verify: 50% invalid"]}
+    notes = {f.rule: f.uncertain for f in diagnose({"rag_guide.faithfulness": 0.4, "rubric.completeness": 0.2},
+                                                    health=guide).findings}
+    assert notes == {"low_faithfulness": "uncertain: the judge's rag_guide_verify replies are unhealthy",
+                     "low_completeness": ""}
 
 
 def _outputs(tmp_path: Path) -> Path:
