@@ -87,6 +87,14 @@ def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: Coun
     assert sum(on_ray) == local_paid  # each run paid once for each of its requests
     results = (tmp_path / "ray" / "results.json").read_text()
     assert '"hhem"' in results and "consistency.bertscore_f1" in results and "consistency.judge." in results
+    # every judge call made by relays (executor.relays), the driver's consistency calls among them: the same again
+    before = answered()
+    _run(write_config(tmp_path, "relayed", base_url=urls, hhem=hhem, judge=settings,
+                      executor={"workers": 2, "shard_outputs": 3, "relays": 2}), "--executor", "ray")
+    relayed = [now - then for now, then in zip(answered(), before)]
+    assert min(relayed) > 0 and sum(relayed) == local_paid  # both endpoints, each request paid once
+    assert result_bytes(tmp_path / "relayed") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "relayed") == local_paid
 
 
 @ray.remote
@@ -231,3 +239,77 @@ def test_a_shard_lost_past_its_restarts_is_exit_6_and_a_rerun_pays_nothing_twice
     assert max(paid.values()) == 1  # no request paid twice over the lost run and its rerun
     assert sum(paid.values()) == paid_calls(tmp_path / "local")
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
+
+
+def _asking(relays: list[Any], worker: str) -> set[str]:
+    """The askers (worker:pid) of ``worker`` waiting at a relay for a call in flight."""
+    pending = ray.get([relay.pending.remote() for relay in relays])
+    return {asker for waiting in pending for asker in waiting if asker.split(":")[0] == worker}
+
+
+def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: CountingJudge, tmp_path: Path) -> None:
+    """The worst case again (the endpoint charges the replies of requests whose asker died), with ``relays``: the
+    relays made the calls, so the dead worker's calls complete and are cached, and its retried shard joins them
+    (or finds them cached): the endpoint is paid exactly what the local run paid, each request once."""
+    from open_rag_eval import pipeline
+    from open_rag_eval.config import load_config
+    from open_rag_eval.config.executor import ExecutorOptions
+    from open_rag_eval.executors.cluster import RayExecutor
+
+    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
+    local_paid = paid_calls(tmp_path / "local")
+    judge.pay_orphans = True
+    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
+    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, relays=2))
+    before = judge.answered.copy()
+    judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
+    errors: list[BaseException] = []
+    stats: list[dict[str, int]] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(loaded, executor=executor)
+        except BaseException as error:  # noqa: BLE001 (reported by the test)
+            errors.append(error)
+
+    def wait(condition: Any) -> None:
+        deadline = time.monotonic() + 120
+        while not condition():
+            assert time.monotonic() < deadline and thread.is_alive(), errors
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        asking: set[str] = set()
+
+        def worker_waits() -> bool:  # the first worker waits for calls held at the endpoint
+            asking.update(_asking(executor.relays, "worker-0") if judge.held and len(executor.relays) == 2 else ())
+            return bool(asking)
+
+        wait(worker_waits)
+        [dead] = asking
+        ray.kill(executor.workers[0], no_restart=False)  # restarted, its shard run again
+        old = int(dead.split(":")[1])
+        wait(lambda: "zombie" in _state(old))  # its process is gone
+        # its shard's second run asks again (what the dead worker had finished comes from the cache)
+        wait(lambda: _asking(executor.relays, "worker-0") - {dead})
+        stats = ray.get([relay.stats.remote() for relay in executor.relays])
+    finally:
+        judge.release()
+        thread.join(timeout=240)
+        judge.reset()
+    assert not thread.is_alive() and not errors, errors
+    paid = judge.answered - before
+    assert max(paid.values()) == 1 and sum(paid.values()) == local_paid > 40  # not one call paid twice
+    assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
+    assert sum(s.get("calls", 0) for s in stats) > 40  # the relays made the calls
+
+
+def _state(pid: int) -> str:
+    """A process's state ("zombie" once it has died)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            return status.read().lower()
+    except OSError:
+        return "zombie"

@@ -25,6 +25,9 @@ class ExecutorOptions(BaseModel):
     worker_cpus: float | None = Field(None, gt=0, le=1024)  # CPUs each worker reserves; unset: fits the cluster
     shard_outputs: int = Field(500, ge=1)  # outputs per shard (whole queries); a dead worker redoes at most one
     max_restarts: int = Field(3, ge=0, le=100)  # a worker that dies is restarted and its shard retried
+    # judge calls made by relay actors that outlive the workers (0: each worker makes its own): a worker that dies
+    # mid-call repeats no paid call (its retried shard joins the call in flight)
+    relays: int = Field(0, ge=0, le=256)
     # model metrics (HHEM, BERTScore) in a pool of actors next to the judge work; GPUs each model actor takes
     # (unset: one when the cluster has GPUs, else none) and how many model actors
     model_gpus: float | None = Field(None, ge=0, le=64)

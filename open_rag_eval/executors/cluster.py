@@ -26,6 +26,7 @@ from typing import Any
 from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.errors import OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors import import_ray
+from open_rag_eval.executors.relay import Relay, RelayClient, attach
 from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
 from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, merge_accounting, merge_health,
                                             merge_results, needs_judge, split_by_query, stages)
@@ -57,6 +58,7 @@ class RayExecutor:
         self.workers: list[Any] = []
         self.budgets: list[Any] = []
         self.cache_owner: Any = None
+        self.relays: list[Any] = []
 
     async def evaluate(self, loaded: Any, outputs: list[RAGOutput], progress: Progress) -> Evaluated:
         ray = connect(self.options.address)
@@ -84,7 +86,7 @@ class RayExecutor:
             self._close_cache(ray)
             for actor in self.actors:
                 ray.kill(actor)
-            self.actors, self.workers, self.budgets, self.cache_owner = [], [], [], None
+            self.actors, self.workers, self.budgets, self.cache_owner, self.relays = [], [], [], None, []
         judge_view = None
         if needs_judge(loaded.evaluators):
             config = loaded.judge
@@ -106,15 +108,20 @@ class RayExecutor:
             budget = self._actor(ray, Budget, name, num_cpus=0)
             self.budgets.append(budget.remote(limit, config.requests_per_minute, config.tokens_per_minute,
                                               config.adaptive_concurrency))
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         path, cache_name = cache_path(config.cache, loaded.base_dir), None
         if path is not None:
-            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
             cache_name = f"open-rag-eval-cache-{run}"
             owner = self._actor(ray, CacheOwner, cache_name, num_cpus=0, scheduling_strategy=here)
             self.cache_owner = owner.remote(str(path))
             _unwrap_sync(ray, self.cache_owner.count.remote())  # a cache that cannot be opened fails here
+        relays = [f"open-rag-eval-relay-{run}-{i}" for i in range(options.relays if relayed(loaded) else 0)]
+        for name in relays:  # beside the cache owner: a relay dies only with the driver's machine
+            relay = self._actor(ray, Relay, name, num_cpus=0, scheduling_strategy=here, max_concurrency=10_000,
+                                max_restarts=options.max_restarts)
+            self.relays.append(relay.remote(config, str(loaded.base_dir), cache_name))
         workers = min(workers, len(outputs)) or 1
         # the model stage's actors run beside the workers: leave them their CPUs
         plan = stages(loaded)
@@ -125,9 +132,9 @@ class RayExecutor:
         for w in range(workers):
             worker = self._actor(ray, ShardWorker, f"open-rag-eval-worker-{run}-{w}", num_cpus=cpus,
                                  max_restarts=restarts, max_task_retries=restarts)
-            self.workers.append(worker.remote(f"worker-{w}", names, cache_name))
-        log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s)", len(outputs), workers, cpus,
-                 len(endpoints))
+            self.workers.append(worker.remote(f"worker-{w}", names, cache_name, relays))
+        log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s), %d relay(s)", len(outputs),
+                 workers, cpus, len(endpoints), len(relays))
 
     def _close_cache(self, ray: Any) -> None:
         """The cache owner closes the run's SQLite cache before it is stopped: every reply it took is in the file
@@ -227,10 +234,19 @@ class RayExecutor:
             shared["cache"] = RemoteCache(self.cache_owner)
         try:
             async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or ""), **shared) as judge:
+                attach(judge, RelayClient(self.relays, f"driver:{os.getpid()}") if self.relays else None)
                 yield judge
         finally:
             for limiter in limiters:
                 await limiter.aclose()
+
+
+def relayed(loaded: Any) -> bool:
+    """Whether a run's judge calls can be relayed: a judge that calls an endpoint (a simulated judge charges
+    nothing; a recording or replaying one has its own path)."""
+    config = loaded.judge
+    return needs_judge(loaded.evaluators) and config.simulated is None and config.record is None \
+        and config.replay is None
 
 
 class _Tracked:

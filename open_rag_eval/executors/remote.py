@@ -285,11 +285,14 @@ def _cause(error: BaseException) -> BaseException:
 class ShardWorker:
     """Evaluates shards (a Ray actor): its own judge client per shard, the shared budget and cache."""
 
-    def __init__(self, name: str, budgets: Sequence[str], cache_owner: str | None) -> None:
+    def __init__(self, name: str, budgets: Sequence[str], cache_owner: str | None, relays: Sequence[str] = ()
+                 ) -> None:
         # the shared actors by name, looked up at the first shard: a restarted worker finds them the same way
         self.name, self.budget_names, self.cache_name = name, list(budgets), cache_owner
+        self.relay_names = list(relays)
         self.limiters: list[SharedLimiter] = []  # one per judge endpoint: each call goes to the least loaded
         self.cache: RemoteCache | None = None
+        self.relays: Any = None  # the relays' client (executors.relay), when the run has relays
 
     def pid(self) -> int:
         return os.getpid()
@@ -310,8 +313,17 @@ class ShardWorker:
                                            requests_per_minute=judge_config.requests_per_minute,
                                            tokens_per_minute=judge_config.tokens_per_minute)
                              for name in self.budget_names]
+        if self.relays is None and self.relay_names:
+            from open_rag_eval.executors.relay import RelayClient
+
+            self.relays = RelayClient([ray.get_actor(name) for name in self.relay_names],
+                                      f"{self.name}:{os.getpid()}")
         shared: dict[str, Any] = {"limiters": self.limiters}
         if self.cache is not None:
             shared["cache"] = self.cache
         async with judge_session(judge_config, loaded.base_dir, str(loaded.path or ""), **shared) as judge:
+            if self.relays is not None:
+                from open_rag_eval.executors.relay import attach
+
+                attach(judge, self.relays)
             return await evaluate_shard(loaded, outputs, judge, index)

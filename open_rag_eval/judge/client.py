@@ -25,7 +25,7 @@ from pathlib import Path
 from types import TracebackType
 import json
 import ssl
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 import httpx2
 from anyio import EndOfStream as _EndOfStream
@@ -52,7 +52,8 @@ from open_rag_eval.judge.replies import (
 from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
 from open_rag_eval.transport import ReplyRefused, bounded_client
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAIJudge", "open_judge", "strip_reasoning"]
+__all__ = ["DEFAULT_BASE_URL", "TRANSPORT_ERRORS", "CallRelay", "OpenAIJudge", "cached_completion", "open_judge",
+           "recorded", "strip_reasoning"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -65,6 +66,16 @@ NO_KEY = "not-needed"
 # sampling params the methods set themselves (docs/methods.md)
 METHOD_PARAMS = frozenset({"temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens",
                            "max_completion_tokens", "seed"})
+# what a POST may raise, classified by ``OpenAIJudge._classify`` into a ``Failure``
+TRANSPORT_ERRORS = (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused, RecursionError)
+
+
+class CallRelay(Protocol):
+    """Makes a judge's HTTP calls in another process that outlives the asking one (``executors.relay``): the
+    reply to ``payload`` (the cached completion when the cache has ``key``; a judgment, cached before it is returned;
+    or a failure), ``endpoint`` the index of the judge's endpoint this attempt goes to."""
+
+    async def ask(self, key: str, endpoint: int, payload: bytes) -> Judgment | Failure | Completion: ...
 
 
 class OpenAIJudge:
@@ -104,6 +115,7 @@ class OpenAIJudge:
             endpoint.http = http_client
         self._headers = _headers(api_key)
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
+        self.relay: CallRelay | None = None  # set: every call with a cache key is made by the relay
 
     # -- the Judge protocol ------------------------------------------------------------------------------------
 
@@ -141,6 +153,15 @@ class OpenAIJudge:
             cap = merged.pop(other)
             merged.setdefault(self.max_tokens_param, cap)
         return {name: value for name, value in merged.items() if name not in self.drop_params}
+
+    async def send(self, payload: bytes, endpoint: int) -> Judgment | Failure:
+        """One POST of ``payload`` to the ``endpoint``-th endpoint, and what its reply is (no slot, no retry, no
+        cache: a relay's call, ``executors.relay``)."""
+        target = self.endpoints[endpoint]
+        try:
+            return await self._post(payload, target)
+        except TRANSPORT_ERRORS as error:
+            return self._classify(error, target)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -202,10 +223,7 @@ class OpenAIJudge:
             raise JudgeUnavailable(self._redact(self.breaker.reason))
 
     async def _cached(self, key: str) -> Completion | None:
-        hit = await self.cache.get(key) if self.cache is not None else None
-        if hit is None or not strip_reasoning(hit.text):
-            return None
-        return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens, hit.fingerprint)
+        return cached_completion(await self.cache.get(key) if self.cache is not None else None)
 
     async def _fetch(self, request: JudgeRequest, params: dict[str, Any], key: str) -> tuple[Completion, str]:
         hit = await self._cached(key)
@@ -215,13 +233,10 @@ class OpenAIJudge:
         reply = await self._call_api(request.task, request.messages, params, request.priority, key)
         if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
             return reply, "cache"
-        prompt_tokens, completion_tokens = reply.usage.prompt_tokens or 0, reply.usage.completion_tokens or 0
-        reply = replace(reply, raw=redact_secrets(reply.raw), text=redact_secrets(reply.text))  # an echoed key
-        if self.cache is not None:
-            entry = CachedCompletion(reply.raw, prompt_tokens, completion_tokens, reply.fingerprint, self.model,
-                                     _unix_now())
+        reply, entry = recorded(reply, self.model)
+        if self.cache is not None and self.relay is None:  # a relay cached it before it answered
             await self.cache.put(key, entry)
-        return Completion(reply.text, False, prompt_tokens, completion_tokens, reply.fingerprint), "api"
+        return Completion(reply.text, False, entry.prompt_tokens, entry.completion_tokens, reply.fingerprint), "api"
 
     def _check_fits(self, messages: Sequence[Message], params: Mapping[str, Any]) -> None:
         """With ``judge.context_tokens`` declared, a prompt that cannot fit with its reply fails without a call."""
@@ -235,7 +250,8 @@ class OpenAIJudge:
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
                         priority: int = 0, key: str | None = None) -> Judgment | Completion:
         stats = self.accounting.task(task)
-        for endpoint in self.endpoints:
+        relay = self.relay if key is not None else None
+        for endpoint in self.endpoints if relay is None else ():
             self._client(endpoint)  # built before queueing, so the wait for a slot is the only wait
         estimate = _prompt_tokens(messages) + _reply_tokens(params)
         body = [{"role": role, "content": content} for role, content in messages]
@@ -251,14 +267,22 @@ class OpenAIJudge:
                 # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
                 # dead endpoint trips the outage breaker after a few calls, not after every queued call's first try
                 async with self._slot(estimate, priority if attempt == 0 else -1) as endpoint:
-                    if attempt == 0 and key is not None and (hit := await self._cached(key)) is not None:
-                        return hit
-                    if attempt == 0:
-                        stats.calls += 1
-                    started = time.monotonic()
-                    reply = await self._post(payload, endpoint)
-            except (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused,
-                    RecursionError) as error:
+                    if relay is not None and key is not None:  # the relay looks in the cache, then calls
+                        started = time.monotonic()
+                        relayed = await relay.ask(key, self.endpoints.index(endpoint), payload)
+                        if isinstance(relayed, Completion):
+                            return relayed
+                        if attempt == 0:
+                            stats.calls += 1
+                        reply = relayed
+                    else:
+                        if attempt == 0 and key is not None and (hit := await self._cached(key)) is not None:
+                            return hit
+                        if attempt == 0:
+                            stats.calls += 1
+                        started = time.monotonic()
+                        reply = await self._post(payload, endpoint)
+            except TRANSPORT_ERRORS as error:
                 reply = self._classify(error, endpoint)
             if isinstance(reply, Judgment):
                 self.breaker.success()
@@ -343,6 +367,22 @@ class OpenAIJudge:
 
     def _redact(self, text: str) -> str:
         return redact(text.replace(self._secret, "***") if len(self._secret) >= 4 else text)
+
+
+def cached_completion(hit: CachedCompletion | None) -> Completion | None:
+    """A cached reply as the judge returns it; None when there is none, or only reasoning (asked again)."""
+    if hit is None or not strip_reasoning(hit.text):
+        return None
+    return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens, hit.fingerprint)
+
+
+def recorded(reply: Judgment, model: str) -> tuple[Judgment, CachedCompletion]:
+    """A judgment with any echoed key redacted, and the cache entry that keeps it."""
+    reply = replace(reply, raw=redact_secrets(reply.raw), text=redact_secrets(reply.text))
+    usage = reply.usage
+    entry = CachedCompletion(reply.raw, usage.prompt_tokens or 0, usage.completion_tokens or 0, reply.fingerprint,
+                             model, _unix_now())
+    return reply, entry
 
 
 def _headers(api_key: str) -> dict[str, str]:
