@@ -9,6 +9,10 @@ every Ray run are checked byte for byte against the local run's.
 
     python bench/ray_bench.py                                  # 20,000 outputs: local, ray x2, ray x4
     python bench/ray_bench.py --outputs 2000 --workers 2       # a quick run
+    python bench/ray_bench.py --outputs 2000 --workers 2 --relays 1   # also with the judge calls made by a relay
+
+``--relays N`` (repeatable) runs each Ray configuration again with ``executor.relays: N`` (every judge call made by
+relay actors that outlive the workers), after the run without relays.
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ def start_judges(latency_ms: float) -> tuple[list[subprocess.Popen[bytes]], list
     return servers, urls
 
 
-def config(folder: Path, name: str, data: Path, urls: list[str], metrics: str, workers: int) -> Path:
+def config(folder: Path, name: str, data: Path, urls: list[str], metrics: str, workers: int, relays: int = 0
+           ) -> Path:
     body: dict[str, Any] = {
         "input": str(data), "output_dir": str(folder / name),
         "judge": {"model": "simulated-judge", "base_urls": [{"url": u, "max_concurrency": 32} for u in urls],
@@ -46,7 +51,7 @@ def config(folder: Path, name: str, data: Path, urls: list[str], metrics: str, w
                   "api_key_env": "OPEN_RAG_EVAL_RAY_BENCH_NO_KEY"},
         "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": metrics.split(",")}]}
     if workers:
-        body["executor"] = {"type": "ray", "workers": workers, "worker_cpus": 0.01}
+        body["executor"] = {"type": "ray", "workers": workers, "worker_cpus": 0.01, "relays": relays}
     path = folder / f"{name}.json"
     path.write_text(json.dumps(body), encoding="utf-8")  # JSON is YAML
     return path
@@ -74,6 +79,8 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=50.0, help="the endpoints' mean latency")
     parser.add_argument("--metrics", default="umbrela,nuggets,citation,no_answer")
     parser.add_argument("--workers", type=int, action="append", help="ray workers (repeatable; default 2 and 4)")
+    parser.add_argument("--relays", type=int, action="append", default=[],
+                        help="also run each ray configuration with this many relays (repeatable)")
     parser.add_argument("--one", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one is not None:
@@ -88,9 +95,10 @@ def main() -> None:
             print(f"outputs {len(outputs)} ({args.runs} runs a query, {args.passages} passages), metrics "
                   f"{args.metrics}, 2 endpoints x 32 in flight, latency {args.latency_ms:g} ms", flush=True)
             local = None
-            for workers in [0, *(args.workers or [2, 4])]:
-                name = f"ray{workers}" if workers else "local"
-                path = config(work, name, work / "outputs.jsonl", urls, args.metrics, workers)
+            runs = [(0, 0), *((w, r) for w in args.workers or [2, 4] for r in [0, *args.relays])]
+            for workers, relays in runs:
+                name = (f"ray{workers}" + (f"-relays{relays}" if relays else "")) if workers else "local"
+                path = config(work, name, work / "outputs.jsonl", urls, args.metrics, workers, relays)
                 done = subprocess.run([sys.executable, __file__, "--one", str(path)], capture_output=True, text=True)
                 if done.returncode != 0:
                     sys.exit(f"{name} failed: {done.stderr[-3000:]}")
@@ -103,6 +111,7 @@ def main() -> None:
                 else:
                     local = figures
                 label = f"ray, {workers} workers" if workers else "local (one process, both endpoints)"
+                label += f", {relays} relay(s)" if relays else ""
                 print(f"{label}: wall {figures['wall_s']:.1f} s, judge calls {figures['calls']}, "
                       f"{figures['calls'] / figures['wall_s']:.0f} calls/s, driver peak RSS {figures['peak_mb']:.0f} MB"
                       f"{same}", flush=True)

@@ -2,7 +2,8 @@
 
 - local (no executor): this process, the one async core (``open_rag_eval.pipeline``);
 - ``ray``: shards of whole queries in Ray worker actors, one judge budget and one judge cache for all of them
-  (``cluster``, ``remote``), the same files written by the same writer;
+  (``cluster``, ``remote``), the same files written by the same writer; optionally every judge call made by relay
+  actors that outlive the workers (``relay``);
 - engine-free shards: ``eval --shard i/n`` writes a shard folder, ``merge`` joins the folders into one run's files
   (``array``).
 

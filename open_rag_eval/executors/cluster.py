@@ -6,7 +6,8 @@ actors, and hands each worker the next shard as it finishes one. Alongside, the 
 HHEM and BERTScore in Ray Data pools of model actors. The shards' and the model stage's results are merged into one
 run's (``shards.merge_results``); evaluators that need the whole run (consistency, its BERTScore taken from the model
 stage) then run in the driver, with the same budget and cache; ``pipeline.arun`` writes the files. A worker that dies is restarted by Ray and its shard run again
-(``max_restarts``); every judgment it had finished comes from the cache.
+(``max_restarts``); every judgment it had finished comes from the cache. With ``relays: N``, N ``Relay`` actors
+beside the cache owner make every judge call (``relay``), so a call in flight when its worker died is not paid again.
 """
 
 from __future__ import annotations

@@ -269,7 +269,8 @@ class OpenAIJudge:
                 async with self._slot(estimate, priority if attempt == 0 else -1) as endpoint:
                     if relay is not None and key is not None:  # the relay looks in the cache, then calls
                         started = time.monotonic()
-                        relayed = await relay.ask(key, self.endpoints.index(endpoint), payload)
+                        index = next(i for i, known in enumerate(self.endpoints) if known is endpoint)
+                        relayed = await relay.ask(key, index, payload)
                         if isinstance(relayed, Completion):
                             return relayed
                         if attempt == 0:
