@@ -122,15 +122,14 @@ def test_the_shared_budget_holds_the_rate_across_two_workers() -> None:
 
     budget = ray.remote(Budget).remote(8, RPM, None)
     callers = [_Caller.remote() for _ in range(2)]
+    ray.get([caller.__ray_ready__.remote() for caller in callers])  # both started before either draws
     stamps = ray.get([caller.take.remote(budget, f"w{i}", 90) for i, caller in enumerate(callers)])
     every = sorted(t for mine in stamps for t in mine)
-    both = min(max(mine) for mine in stamps)  # while both workers draw on the budget, past the first second's burst
-    steady = [t for t in every if every[0] + 1.0 <= t <= both]
-    span, drawn, per_s = steady[-1] - steady[0], len(steady) - 1, RPM / 60
-    # what the workers' buckets hold to however a loaded machine schedules them: the budget's rate plus at most a
-    # second's worth of burst (a worker held up refills its bucket, then spends it at once), never more (twice the
-    # rate would be); and no starving (a budget split wrongly, e.g. a quarter to each worker, falls below)
-    assert 0.6 * per_s * span <= drawn <= per_s * (span + 1) + 2, (drawn, span)
+    # while both workers draw on the budget, past each one's first second (a bucket starts full: its burst)
+    start, end = max(min(mine) for mine in stamps) + 1.0, min(max(mine) for mine in stamps)
+    steady = [t for t in every if start <= t <= end]
+    rate = (len(steady) - 1) / (steady[-1] - steady[0])
+    assert abs(rate - RPM / 60) <= 0.1 * RPM / 60, (rate, len(steady))  # bench/ray_rate_bench.py: longer windows
     assert all(0.3 <= len(mine) / len(every) for mine in stamps)  # both workers drew on the one budget
     for actor in (budget, *callers):
         ray.kill(actor)
