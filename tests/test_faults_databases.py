@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval.cli import main
+from open_rag_eval.errors import StorageError
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache
 from open_rag_eval.store import sqlite as store_sqlite
@@ -263,3 +264,32 @@ def test_a_database_locked_at_once_while_another_process_creates_it_is_tried_aga
     with pytest.raises(sqlite3.OperationalError, match="locked"):  # past the deadline it is the usual error
         _set_up(forever, tmp_path / "cache.sqlite", CACHE_DB, _SCHEMA, False, time.monotonic() + 0.2)  # type: ignore[arg-type]
     raw.close()
+
+
+def test_opening_a_database_again_keeps_the_locks_of_this_process(tmp_path: Path) -> None:
+    """A second connection of this process to a file (another job's judge cache, or the second connection of the same
+    cache) must not read the file itself: closing any descriptor of a file drops every POSIX lock the process holds
+    on it, and other processes then act as if nobody used the database (the judge cache of replicas and workers
+    sharing one data folder was corrupted that way: 'database disk image is malformed', 'disk I/O error')."""
+    from open_rag_eval.judge.cache import CACHE_DB
+
+    path = tmp_path / "cache.sqlite"
+    _valid("cache", path)
+    holder = store_sqlite.connect(path, CACHE_DB)
+    holder.execute("BEGIN")
+    holder.execute("SELECT COUNT(*) FROM completions").fetchone()  # a read: SQLite's shared lock on the file
+    try:
+        store_sqlite.connect(path, CACHE_DB, readonly=True).close()  # this process opens the file again
+        other = subprocess.run([sys.executable, "-c", (  # SQLite's shared-lock bytes: 510 from 2**30 + 2
+            "import fcntl, sys\n"
+            "with open(sys.argv[1], 'r+b') as f:\n"
+            "    try:\n        fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 510, 2**30 + 2)\n"
+            "    except OSError:\n        print('held')\n"
+            "    else:\n        print('free')\n"), str(path)], capture_output=True, text=True, timeout=60)
+        assert other.stdout.strip() == "held", other.stdout + other.stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    path.write_bytes(path.read_bytes()[:1500])  # no connection of this process is open: a damaged file is found again
+    with pytest.raises(StorageError, match="not a usable judge cache"):
+        store_sqlite.connect(path, CACHE_DB)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from open_rag_eval.errors import StorageError
 __all__ = ["Database", "connect", "db_path", "db_timeout_s", "explain", "guard", "probe"]
 
 TIMEOUT_ENV = "OPEN_RAG_EVAL_DB_TIMEOUT_S"
+_OPEN: dict[str, int] = {}  # file -> connections this process has open on it
+_OPEN_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,47 @@ def _check_schema(connection: sqlite3.Connection, path: Path, db: Database) -> N
                                f"move it away or set {db.setting} to another path", path=path)
 
 
+class _Counted(sqlite3.Connection):
+    """A connection that tells ``_OPEN`` when it is closed."""
+
+    _key: str | None = None
+
+    def close(self) -> None:
+        key, self._key = self._key, None
+        super().close()
+        if key is not None:
+            _closed(key)
+
+
+def _closed(key: str) -> None:
+    with _OPEN_LOCK:
+        _OPEN[key] -= 1
+        if not _OPEN[key]:
+            del _OPEN[key]
+
+
+def _open(path: Path, readonly: bool, timeout: float) -> sqlite3.Connection:
+    """A connection to ``path``, refused when the file is damaged (``_damaged``). The file is read for that only while
+    this process has no connection open on it: reading it means closing a descriptor of it, and closing any descriptor
+    of a file drops every POSIX lock this process holds on it -- the locks SQLite's open connections rely on (another
+    job's judge cache, the other connection of the same cache). Other processes would then write under them and the
+    database would be corrupted."""
+    key = os.path.realpath(path)
+    with _OPEN_LOCK:
+        if not _OPEN.get(key) and _damaged(path):
+            raise sqlite3.DatabaseError("file is not a database (damaged or truncated)")
+        _OPEN[key] = _OPEN.get(key, 0) + 1  # counted before it is opened: no other thread reads the file meanwhile
+    try:
+        target, uri = (f"{path.resolve().as_uri()}?mode=ro", True) if readonly else (str(path), False)
+        connection = sqlite3.connect(target, uri=uri, timeout=timeout, check_same_thread=False, isolation_level=None,
+                                     factory=_Counted)
+    except BaseException:
+        _closed(key)
+        raise
+    connection._key = key
+    return connection
+
+
 def _damaged(path: Path) -> bool:
     """Not empty, yet no whole SQLite file: no SQLite header, or shorter than its own header says (SQLite would
     silently start over on a few stray bytes, or read zeros for the missing pages)."""
@@ -131,15 +175,10 @@ def connect(path: Path, db: Database, *, schema: str = "", readonly: bool = Fals
         try:
             if path.is_dir():
                 raise sqlite3.OperationalError("is a directory")
-            if _damaged(path):
-                raise sqlite3.DatabaseError("file is not a database (damaged or truncated)")
             timeout = db_timeout_s()
-            if readonly:
-                connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=timeout,
-                                             check_same_thread=False, isolation_level=None)
-            else:
+            if not readonly:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                connection = sqlite3.connect(path, timeout=timeout, check_same_thread=False, isolation_level=None)
+            connection = _open(path, readonly, timeout)
             connection.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
             _set_up(connection, path, db, schema, readonly, time.monotonic() + timeout)
             return connection
