@@ -165,14 +165,15 @@ def test_the_readme_service_walk_through_runs_as_written(tmp_path: Path, rag: Ra
         assert re.fullmatch(r"[0-9a-f]{16}", sweep), sweep
         cron = (tmp_path / "crontab.txt").read_text(encoding="utf-8").splitlines()
         assert len(cron) == 1 and cron[0].startswith("0 2 * * * curl ") and key in cron[0] and sweep in cron[0]
-        walk.bash(cron[0].split(" ", 5)[5])  # the command cron runs at 02:00
         headers = {"Authorization": f"Bearer {key}"}
 
-        def runs_done() -> list[dict[str, Any]] | None:
+        def runs_done(n: int) -> list[dict[str, Any]] | None:
             runs = httpx.get(f"{walk.url}/v1/sweeps/{sweep}/runs", headers=headers, timeout=30).json()["runs"]
-            return runs if len(runs) == 2 and all(r["status"] in ("completed", "failed") for r in runs) else None
+            return runs if len(runs) == n and all(r["status"] in ("completed", "failed") for r in runs) else None
 
-        runs = wait_for(runs_done, 300)
+        wait_for(lambda: runs_done(1), 300)  # the README's "one run now"
+        walk.bash(cron[0].split(" ", 5)[5])  # then the command cron runs at 02:00
+        runs = wait_for(lambda: runs_done(2), 300)
         assert sorted(r["status"] for r in runs) == ["completed", "completed"], [r["error"] for r in runs]
         assert sorted(r["verdict"] for r in runs) == ["first", "stable"]
     finally:
