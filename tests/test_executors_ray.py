@@ -47,6 +47,7 @@ def _run(config: Path, *extra: str) -> None:
     assert main(["-q", "eval", "--config", str(config), *extra]) == 0
 
 
+@pytest.mark.timeout(1200)  # three whole runs (local, Ray, relayed): 804 s with both cores busy elsewhere
 def test_ray_writes_what_a_local_run_writes_with_the_same_paid_calls(judge: CountingJudge, replica: CountingJudge,
                                                                      tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
