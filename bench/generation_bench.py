@@ -49,7 +49,7 @@ from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationO
 from open_rag_eval.judge.base import Completion, JudgeRequest  # noqa: E402
 from open_rag_eval.judge.sim_answer import reply  # noqa: E402
 from open_rag_eval.judge.tokens import chat_tokens, count_tokens  # noqa: E402
-from open_rag_eval.types import Labels, Passage, RAGOutput  # noqa: E402
+from open_rag_eval.core.types import Labels, Passage, RAGOutput  # noqa: E402
 
 # Fixed prompt parts of ragas 0.3, in tokens (instruction + "return JSON" text + reply schema + few-shot examples +
 # separators), from: faithfulness/util.py StatementGeneratorPrompt and NLIStatementPrompt @ 44ca4a24,
@@ -115,7 +115,7 @@ def _json(value: object) -> int:
 def _claims(question: str, text: str) -> list[str]:
     """The statements of a text as our simulated judge extracts them (stand-in for ragas's statement generation)."""
     from open_rag_eval.prompts import load  # noqa: PLC0415
-    from open_rag_eval.segment import segment_answer  # noqa: PLC0415
+    from open_rag_eval.core.segment import segment_answer  # noqa: PLC0415
 
     parts = segment_answer(text, [])
     prompt = load("generation.claim_extract").render(

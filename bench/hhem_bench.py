@@ -15,11 +15,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from open_rag_eval.errors import ModelUnavailable
+from open_rag_eval.core.errors import ModelUnavailable
 from open_rag_eval.hhem.loader import ModelSpec, resolve_model_dir
 from open_rag_eval.hhem.tiny import BASE_DIMS, TINY_WORDS, write_tiny_hhem
 from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 
 def words(n: int, offset: int) -> str:

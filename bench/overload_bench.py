@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from open_rag_eval.errors import JudgeError
+from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, OutageBreaker, RetryPolicy

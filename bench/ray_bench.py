@@ -59,7 +59,7 @@ def config(folder: Path, name: str, data: Path, urls: list[str], metrics: str, w
 
 def one(path: Path) -> None:
     """Child mode: evaluate one config, print {wall_s, calls, peak_mb} as JSON."""
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.executors import executor_for
 

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval import redaction
+from open_rag_eval.core import redaction
 from open_rag_eval.store.fileio import atomic_write_json
 
 WORDS = "solar wind grid battery storage carbon policy price market coal nuclear hydro heat pump".split()

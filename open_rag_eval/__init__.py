@@ -14,9 +14,9 @@ from open_rag_eval._version import __version__
 __all__ = ["AnswerPart", "Passage", "RAGOutput", "Results", "__version__", "aevaluate", "evaluate"]
 
 _LAZY = {
-    "AnswerPart": "open_rag_eval.types",
-    "Passage": "open_rag_eval.types",
-    "RAGOutput": "open_rag_eval.types",
+    "AnswerPart": "open_rag_eval.core.types",
+    "Passage": "open_rag_eval.core.types",
+    "RAGOutput": "open_rag_eval.core.types",
     "Results": "open_rag_eval.api",
     "aevaluate": "open_rag_eval.api",
     "evaluate": "open_rag_eval.api",

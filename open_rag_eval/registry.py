@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["CONNECTORS", "EVALUATORS", "resolve"]
 
@@ -19,11 +19,11 @@ EVALUATORS: dict[str, str] = {
 }
 
 CONNECTORS: dict[str, str] = {
-    "bm25": "open_rag_eval.connectors.bm25:Bm25Connector",
-    "http": "open_rag_eval.connectors.http:HttpConnector",
-    "langchain": "open_rag_eval.connectors.langchain:LangChainConnector",
-    "llamaindex": "open_rag_eval.connectors.llamaindex:LlamaIndexConnector",
-    "vectara": "open_rag_eval.connectors.vectara:VectaraConnector",
+    "bm25": "connectors.bm25:Bm25Connector",
+    "http": "connectors.http:HttpConnector",
+    "langchain": "connectors.langchain:LangChainConnector",
+    "llamaindex": "connectors.llamaindex:LlamaIndexConnector",
+    "vectara": "connectors.vectara:VectaraConnector",
 }
 
 _TABLES = {"evaluator": EVALUATORS, "connector": CONNECTORS}

@@ -6,7 +6,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.judge.base import Completion, JudgeRequest
 
 Matcher = Callable[[JudgeRequest], bool]

@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from open_rag_eval.judge.base import JudgeRequest
-from open_rag_eval.types import Labels, Passage, RAGOutput
+from open_rag_eval.core.types import Labels, Passage, RAGOutput
 from tests.trec_fakes import RuleJudge
 
 _SENTENCE = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)

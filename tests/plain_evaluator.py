@@ -8,7 +8,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.evaluators.base import Context, Plan
-from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 
 class CountOptions(BaseModel):

@@ -22,7 +22,7 @@ from open_rag_eval.ablation.table import ablation_table
 from open_rag_eval.ablation.variants import build_variants, set_path
 from open_rag_eval.cli import main
 from open_rag_eval.config import load_config
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.report.data import ResultSet, Row
 
 needs_bm25 = pytest.mark.skipif(importlib.util.find_spec("bm25s") is None,

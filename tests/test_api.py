@@ -18,7 +18,7 @@ import pytest
 pd = pytest.importorskip("pandas", reason="pandas (the 'api' extra) is not installed")
 
 from open_rag_eval import RAGOutput, Results, aevaluate, evaluate  # noqa: E402
-from open_rag_eval.errors import ConfigError, InputError  # noqa: E402
+from open_rag_eval.core.errors import ConfigError, InputError  # noqa: E402
 from open_rag_eval.inputs import read_outputs  # noqa: E402
 from open_rag_eval.testing import assert_metrics  # noqa: E402
 

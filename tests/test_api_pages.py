@@ -15,7 +15,7 @@ pytest.importorskip("pandas", reason="pandas (the 'api' extra) is not installed"
 
 from open_rag_eval import Results, evaluate  # noqa: E402
 from open_rag_eval.report import paged  # noqa: E402
-from open_rag_eval.store.generation import PAGES_DIR  # noqa: E402
+from open_rag_eval.run.generation import PAGES_DIR  # noqa: E402
 from tests.report_links import N_LARGE as N  # noqa: E402
 from tests.report_links import broken_links, large_items, relative_links, tree  # noqa: E402
 

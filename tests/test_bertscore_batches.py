@@ -12,7 +12,7 @@ from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.consistency import (ConsistencyEvaluator, ConsistencyOptions, bertscore_chunks,
                                                   bertscore_texts, compared_runs)
 from open_rag_eval.metrics.similarity import BertScores
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.types import RAGOutput
 
 
 def _out(qid: str, run: int, answer: str = "", error: str | None = None) -> RAGOutput:

@@ -13,7 +13,7 @@ import pytest
 
 from open_rag_eval.calibration.compare import compare
 from open_rag_eval.calibration.labels import Item, Judged, judged_items, read_labels
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_LABELS = ROOT / "configs" / "data" / "demo_labels"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.config import load_config, load_config_text
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 COUNT = "tests.plain_evaluator:CountEvaluator"
 

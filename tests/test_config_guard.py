@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from open_rag_eval.config import load_config_text
 from open_rag_eval.config.guard import MAX_ALIASES, check_numbers
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -17,9 +17,9 @@ import pytest
 from open_rag_eval.cli import main
 from open_rag_eval.config import load_config
 from open_rag_eval.config.connector import ConnectorConfig
-from open_rag_eval.connectors.base import build_connector, fetch_outputs
-from open_rag_eval.connectors.bm25 import chunk_words, compose_answer
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.run.fetch import build_connector, fetch_outputs
+from connectors.bm25 import chunk_words, compose_answer
+from open_rag_eval.core.errors import ConfigError
 
 needs_bm25 = pytest.mark.skipif(importlib.util.find_spec("bm25s") is None,
                                 reason="bm25s is not installed (extra 'bm25')")

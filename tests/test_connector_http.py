@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from open_rag_eval.connectors.http import HttpConnector, HttpOptions, get_path
+from connectors.http import HttpConnector, HttpOptions, get_path
 from open_rag_eval.config import load_config_text
 from open_rag_eval.config.connector import ConnectorConfig
-from open_rag_eval.connectors.base import build_connector, fetch_outputs
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.run.fetch import build_connector, fetch_outputs
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.types import RAGOutput
 from tests.rag_server import RagBehaviour, RagServer
 
 QUERIES = [("q1", "What is solar power?"), ("q2", "Why is the sky blue?")]

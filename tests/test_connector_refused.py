@@ -16,8 +16,8 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.config.connector import ConnectorConfig
-from open_rag_eval.connectors.base import build_connector
-from open_rag_eval.connectors.inprocess import Malformed, refusal_flag
+from open_rag_eval.run.fetch import build_connector
+from connectors.inprocess import Malformed, refusal_flag
 
 needs_langchain = pytest.mark.skipif(importlib.util.find_spec("langchain_core") is None,
                                      reason="langchain-core is not installed (extra 'langchain')")

@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
-from open_rag_eval.connectors.vectara import VectaraConnector, VectaraOptions
+from connectors.vectara import VectaraConnector, VectaraOptions
 from open_rag_eval.cli import main
 from open_rag_eval.config.connector import ConnectorConfig
-from open_rag_eval.connectors.base import build_connector
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.run.fetch import build_connector
+from open_rag_eval.core.errors import ConfigError
 from tests.loopback import Loopback, send_json
 
 KEY = "zqk_vectara-secret-4711"

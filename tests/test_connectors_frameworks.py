@@ -15,8 +15,8 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.config.connector import ConnectorConfig
-from open_rag_eval.connectors.base import build_connector
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.run.fetch import build_connector
+from open_rag_eval.core.errors import ConfigError
 
 HAVE_LANGCHAIN = importlib.util.find_spec("langchain_core") is not None
 HAVE_LLAMAINDEX = importlib.util.find_spec("llama_index") is not None and \
@@ -166,7 +166,7 @@ def test_readme_connector_examples_are_valid_configs(tmp_path: Path) -> None:
 def test_a_missing_framework_names_its_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 
-    from open_rag_eval.errors import MissingDependency, exit_code
+    from open_rag_eval.core.errors import MissingDependency, exit_code
 
     monkeypatch.setitem(sys.modules, "langchain_core", None)  # importing it now raises ImportError
     with pytest.raises(MissingDependency, match=r"'langchain_core' is not installed.*\[langchain\]") as caught:

@@ -14,7 +14,7 @@ from open_rag_eval.evaluators.consistency import (
     ConsistencyEvaluator,
     ConsistencyOptions,
 )
-from open_rag_eval.types import AnswerPart, EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import AnswerPart, EvalResult, RAGOutput, Score
 
 
 def _out(qid: str, run: int, answer: str = "", error: str | None = None) -> RAGOutput:

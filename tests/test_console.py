@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli.console import ProgressDisplay, quiet_third_party
-from open_rag_eval.errors import JudgeUnavailable
+from open_rag_eval.core.errors import JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.config import Price
-from open_rag_eval.progress import Progress
+from open_rag_eval.core.progress import Progress
 
 from tests.openai_server import Reply, ScriptedServer
 
@@ -184,7 +184,7 @@ def test_third_party_progress_bars_are_switched_off_and_restored(monkeypatch: py
     undo()
     assert warnings.showwarning is shown  # ... only while the display runs
     # tqdm reads its environment when imported: the display starts before anything imports it
-    script = ("import io, sys; from open_rag_eval.cli.console import ProgressDisplay; from open_rag_eval.progress import "
+    script = ("import io, sys; from open_rag_eval.cli.console import ProgressDisplay; from open_rag_eval.core.progress import "
               "Progress\nwith ProgressDisplay(Progress(), io.StringIO(), tty=False, interval=3600):\n"
               "    from tqdm import tqdm\n    list(tqdm(range(3), file=sys.stderr))\n")
     env = {k: v for k, v in os.environ.items() if k not in ("TQDM_DISABLE", "HF_HUB_DISABLE_PROGRESS_BARS")}
@@ -239,7 +239,7 @@ def test_plain_progress_of_a_run_in_a_pipe(tmp_path: Path) -> None:
 
 
 def test_a_config_or_input_error_stands_alone(tmp_path: Path) -> None:
-    from open_rag_eval.errors import InputError
+    from open_rag_eval.core.errors import InputError
 
     # in a pipe: no status line while reading, the error is the one line (tests/test_inputs.py checks the CLI)
     root, stream, handler = _logger_with_handler()
@@ -271,16 +271,16 @@ def test_a_config_or_input_error_stands_alone(tmp_path: Path) -> None:
 def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.CaptureFixture[str],
                                                              tmp_path: Path) -> None:
     from open_rag_eval.cli.console import print_summary
-    from open_rag_eval.pipeline import RunReport
+    from open_rag_eval.run.pipeline import RunReport
     from open_rag_eval.scoring.stats import Aggregate
-    from open_rag_eval.types import EvalResult
+    from open_rag_eval.core.types import EvalResult
 
     summary = [Aggregate("umbrela.mean", 1.25, 0.4, 1.0, 1.5, 11, 0), Aggregate("citation.f1", 0.8, 0.1, 0.7, 0.9, 11, 0),
                Aggregate("citation.fabricated", 0.5, 0.5, 0.0, 1.0, 11, 0),
                Aggregate("hhem.score", None, None, None, None, 0, 11)]
     manifest = {"config": {"report": {"headline": ["umbrela.mean", "citation.f1", "citation.fabricated", "hhem.score"],
                                       "targets": {"citation.fabricated": 0.0}}}}
-    from open_rag_eval.types import Score
+    from open_rag_eval.core.types import Score
 
     reason = "HHEM weights unavailable (not in the cache)"
     result = EvalResult(scores=[Score(query_id=f"q{i}", run=1, metric="hhem.score", error=reason) for i in range(11)])

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from open_rag_eval.cli import main
 from open_rag_eval.config import load_config
 from open_rag_eval.diagnosis import RULES, DiagnosisOptions, diagnose, diagnosis_lines, options_from_manifest
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 UNHEALTHY = {"healthy": False, "tasks": {"claim_verify": {}, "umbrela": {}},
              "problems": ["claim_verify: 40% of replies fell back", "umbrela: 30% of grades invalid"]}
@@ -93,7 +93,7 @@ def test_generation_rules_read_a_real_run_on_the_simulated_judge(metrics: dict[s
     from open_rag_eval.evaluators.base import Context
     from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
     from open_rag_eval.judge.sim_answer import answer
-    from open_rag_eval.store.results import summarize
+    from open_rag_eval.run.results import summarize
     from tests.generation_fakes import output
     from tests.trec_fakes import RuleJudge
 

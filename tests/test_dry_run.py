@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from open_rag_eval import pipeline
+from open_rag_eval.run import pipeline
 from open_rag_eval.cli import main
 from open_rag_eval.config import load_config
 
@@ -124,7 +124,7 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
 def test_expected_replies_parse_and_size_nugget_lists() -> None:
     from open_rag_eval.judge.base import JudgeRequest
     from open_rag_eval.judge.rehearsal import expected_reply
-    from open_rag_eval.parsing import parse_labels, parse_list, parse_no_answer, parse_support, parse_umbrela
+    from open_rag_eval.core.parsing import parse_labels, parse_list, parse_no_answer, parse_support, parse_umbrela
 
     def created(initial: int) -> int:
         user = f"Context:\n[1] a\n[2] b\n[3] c\nInitial Nugget List Length: {initial}\nhas at most 30 nuggets"

@@ -168,7 +168,7 @@ def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
     """A ray run of the demo config killed in its first worker once 40 replies are cached and requests wait at the
     endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there once the worker
     was killed (those the dead worker had sent among them)."""
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor
@@ -222,7 +222,7 @@ def test_a_worker_killed_mid_run_changes_nothing_and_pays_again_only_what_it_had
 
 def test_a_shard_lost_past_its_restarts_is_exit_6_and_a_rerun_pays_nothing_twice(judge: CountingJudge,
                                                                                   tmp_path: Path) -> None:
-    from open_rag_eval.errors import RunIncomplete, exit_code
+    from open_rag_eval.core.errors import RunIncomplete, exit_code
 
     config = write_config(tmp_path, "local", base_url=judge.base_url, consistency=False)
     _run(config)
@@ -251,7 +251,7 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     """The worst case again (the endpoint charges the replies of requests whose asker died), with ``relays``: the
     relays made the calls, so the dead worker's calls complete and are cached, and its retried shard joins them
     (or finds them cached): the endpoint is paid exactly what the local run paid, each request once."""
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
 from open_rag_eval.judge.base import Completion
 from open_rag_eval.judge.cache import JudgeCache

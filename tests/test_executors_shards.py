@@ -12,7 +12,7 @@ import pytest
 from open_rag_eval.cli import main
 from open_rag_eval.executors.array import parse_shard
 from open_rag_eval.executors.shards import merge_results, split_by_query, ShardResult
-from open_rag_eval.types import EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import EvalResult, RAGOutput, Score
 from tests.executor_runs import paid_calls, result_bytes, write_config
 
 

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval.cli import main
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache
 from open_rag_eval.store import sqlite as store_sqlite

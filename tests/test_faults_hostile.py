@@ -22,7 +22,7 @@ from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
 from open_rag_eval.inputs import read_outputs
 from open_rag_eval.judge.base import Completion, JudgeRequest
-from open_rag_eval.types import EvalResult
+from open_rag_eval.core.types import EvalResult
 
 ROOT = Path(__file__).resolve().parent.parent
 

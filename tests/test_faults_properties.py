@@ -17,11 +17,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from open_rag_eval.cli import error_line
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.judge.client import strip_reasoning as strip_client_reasoning
-from open_rag_eval.parsing import (parse_labels, parse_list, parse_no_answer, parse_support, parse_umbrela,
+from open_rag_eval.core.parsing import (parse_labels, parse_list, parse_no_answer, parse_support, parse_umbrela,
                                    strip_reasoning)
-from open_rag_eval.segment import resolve_citations
+from open_rag_eval.core.segment import resolve_citations
 
 # text that looks like judge output more often than uniform characters would
 JUDGE_WORDS = st.sampled_from(["##final score:", "final score is", '"o":', "O: ", "score is", "relevance category",

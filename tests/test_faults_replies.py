@@ -288,7 +288,7 @@ def test_a_simulate_judge_server_named_as_base_url_is_still_labelled_simulated(t
 
 
 def test_a_judge_failure_whose_server_says_unavailable_is_failed_not_unavailable() -> None:
-    from open_rag_eval.report.missing import kind
+    from open_rag_eval.core.missing import kind
 
     assert kind("grade of passage 3 failed: judge call failed after 7 attempts: HTTP 503: Service Unavailable") == \
         "failed"

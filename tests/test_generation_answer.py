@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from open_rag_eval.errors import ModelUnavailable
+from open_rag_eval.core.errors import ModelUnavailable
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
 from open_rag_eval.metrics.embedding import EmbeddingOptions, embed_sync
 from open_rag_eval.scoring.generation import answer_relevance, blend, cosine
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 from tests.generation_fakes import judge, output
 
 pytest.importorskip("transformers", reason="the consistency extra (transformers) is not installed")

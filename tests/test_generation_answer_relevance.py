@@ -18,7 +18,7 @@ from open_rag_eval.metrics._generation import REFUSAL
 from open_rag_eval.metrics.answer import parse_judged, parse_questions
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import cosine
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 from tests.generation_fakes import output
 from tests.test_e2e_generation import _config, _rows
 from tests.trec_fakes import RuleJudge

@@ -8,13 +8,13 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics.claims import parse_claims, parse_verdicts
 from open_rag_eval.metrics.context import parse_rating, parse_useful
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 from tests.generation_fakes import Verdicts, judge, output
 from tests.trec_fakes import RuleJudge
 
@@ -278,7 +278,7 @@ class _FixedSimilarity:
         return ["similarity.fixed"]
 
     async def score(self, session: object, output: RAGOutput) -> tuple[list, list]:
-        from open_rag_eval.types import Score
+        from open_rag_eval.core.types import Score
 
         return [Score.ok(output, "similarity.fixed", 0.8)], []
 
@@ -328,7 +328,7 @@ def test_rehearsal_claims_are_the_sentences_and_a_bare_no_answer_is_a_refusal() 
 
 def test_drill_down_lists_claims_escaped_and_says_refusal_and_failure() -> None:
     from open_rag_eval.report.drilldown import render_query
-    from open_rag_eval.report.missing import UNDEFINED, kind
+    from open_rag_eval.core.missing import UNDEFINED, kind
 
     claims = [{"claim": "<script>alert(1)</script> holds.", "sentence": 1, "citations": ["p1"], "supported": True,
                "supporting": ["p1"], "cited_supported": True},
@@ -353,7 +353,7 @@ def test_drill_down_lists_claims_escaped_and_says_refusal_and_failure() -> None:
 
 
 def test_usefulness_is_judged_per_passage_as_sent_title_included() -> None:
-    from open_rag_eval.types import Passage
+    from open_rag_eval.core.types import Passage
 
     same = (Passage(id="p1", text="same words", title="Other"), Passage(id="p2", text="same words", title="Alpha"))
     rule = judge(Verdicts(useful=lambda passage, answer: int(passage.startswith("Alpha:"))))

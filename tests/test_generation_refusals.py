@@ -10,7 +10,7 @@ import json
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
 from open_rag_eval.judge.base import JudgeRequest
-from open_rag_eval.types import EvalResult, Labels, RAGOutput
+from open_rag_eval.core.types import EvalResult, Labels, RAGOutput
 from tests.generation_fakes import Verdicts, output
 from tests.trec_fakes import RuleJudge
 

@@ -17,7 +17,7 @@ from open_rag_eval.evaluators.consistency import ConsistencyEvaluator, Consisten
 from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.scoring.dispersion import krippendorff_alpha
-from open_rag_eval.types import RAGOutput, Score
+from open_rag_eval.core.types import RAGOutput, Score
 from tests.generation_fakes import Verdicts, output
 from tests.trec_fakes import RuleJudge
 
@@ -158,7 +158,7 @@ def test_the_judged_answer_relevance_is_relabelled_without_embeddings() -> None:
 
 
 def test_retest_repeats_of_generation_judgments_are_in_the_plan(tmp_path: Path) -> None:
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from tests.test_dry_run import _demo, _write
 

@@ -19,7 +19,7 @@ from open_rag_eval.judge.sim_answer import reply, rubric_score
 from open_rag_eval.metrics.rubric import RUBRICS, parse_rubric
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import normalise_rubric
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 from tests.generation_fakes import Verdicts, output
 from tests.test_e2e_generation import _config, _rows
 from tests.trec_fakes import RuleJudge
@@ -157,7 +157,7 @@ def test_rubrics_through_the_cli_and_the_dry_run(tmp_path: Path, capfd: pytest.C
 
 
 def test_a_statement_that_is_only_its_citations_is_shown_as_its_marks() -> None:
-    from open_rag_eval.types import AnswerPart
+    from open_rag_eval.core.types import AnswerPart
 
     answer = (AnswerPart(text="", citations=("p1",)), AnswerPart(text="Alpha is one.", citations=("p2",)))
     rule = _by_criterion(dict.fromkeys(RUBRICS, 6))

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
-from open_rag_eval.types import AnswerPart, EvalResult, Labels, Passage, RAGOutput, Score
+from open_rag_eval.core.types import AnswerPart, EvalResult, Labels, Passage, RAGOutput, Score
 
 ROOT = Path(__file__).parent.parent
 DATA = ROOT / "configs" / "data"

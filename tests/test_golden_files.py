@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.trec_files import RunEntry, read_qrels, read_run
 
 DATA = Path(__file__).parent / "data" / "bad"

@@ -23,7 +23,7 @@ from open_rag_eval.health.record import HealthRecorder, recording
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
 from open_rag_eval.metrics.nuggets import Nuggetizer, NuggetOptions
 from open_rag_eval.metrics.umbrela import UmbrelaGrader, UmbrelaOptions
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from tests.fakes import ScriptedJudge, task_is
 from tests.openai_server import Reply, ScriptedServer
 

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 from open_rag_eval.hhem import ModelSpec, get_model, plan_windows, predict, score_pairs, split_premise
 from open_rag_eval.hhem.tiny import TINY_WORDS, tiny_model, tiny_tokenizer, write_tiny_hhem
 from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 PAIRS = [
     ("The Eiffel tower is located in Paris .", "The tower was built in 1889 ."),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from open_rag_eval.metrics.hallucination import HallucinationMetric, HallucinationOptions, VectaraApiOptions
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from tests.loopback import Loopback, send_json
 
 KEY = "vk-test-secret-123"

@@ -16,9 +16,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval.errors import InputError, exit_code
+from open_rag_eval.core.errors import InputError, exit_code
 from open_rag_eval.inputs import MAX_CELL_CHARS, output_to_json, read_outputs, read_queries
-from open_rag_eval.types import AnswerPart, Labels, Passage
+from open_rag_eval.core.types import AnswerPart, Labels, Passage
 
 DATA = Path(__file__).parent / "data"
 BAD = DATA / "bad"

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs import read_outputs, read_queries
 from open_rag_eval.inputs.contexts import derived_query_id
-from open_rag_eval.types import AnswerPart
+from open_rag_eval.core.types import AnswerPart
 
 DATA = Path(__file__).parent / "data"
 SEASONS = "What causes the seasons on Earth?"

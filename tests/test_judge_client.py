@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeUnavailable, exit_code
+from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeUnavailable, exit_code
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.client import OpenAIJudge, open_judge, strip_reasoning
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, OutageBreaker, RetryPolicy, TokenBucket

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeUnavailable
+from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.base import Completion, JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge, open_judge
 from open_rag_eval.judge.config import JudgeConfig

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from open_rag_eval.config import load_config_text
-from open_rag_eval.errors import ConfigError, InputError, JudgeCallError, JudgeUnavailable
+from open_rag_eval.core.errors import ConfigError, InputError, JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.replay import open_taped_judge, read_tape, replay_key
 from tests.openai_server import FAST, Reply, ScriptedServer, ask, outcome

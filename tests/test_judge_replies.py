@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval.errors import JudgeCallError, JudgeUnavailable
+from open_rag_eval.core.errors import JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.base import Completion
 from open_rag_eval.judge.client import OpenAIJudge
 from open_rag_eval.judge.config import is_simulated_fingerprint, simulated_fingerprint
@@ -247,7 +247,7 @@ def test_umbrela_never_grades_a_reply_the_judge_did_not_give(body: Any) -> None:
     """Through the real client and the UMBRELA grader: an empty, cut, filtered or refused reply, or any body that is
     not a chat completion, is a missing grade with a reason -- never grade 0 or any other."""
     from open_rag_eval.metrics.umbrela import UmbrelaGrader
-    from open_rag_eval.types import Passage
+    from open_rag_eval.core.types import Passage
 
     async def main() -> Any:
         async with _mock_judge(body) as judge:

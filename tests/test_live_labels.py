@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from open_rag_eval.config import load_config_text
-from open_rag_eval.connectors.base import fetch_outputs
-from open_rag_eval.types import Labels
+from open_rag_eval.run.fetch import fetch_outputs
+from open_rag_eval.core.types import Labels
 from tests.rag_server import RagServer
 
 QUERIES = ("query_id,query,relevant_ids,expected_keywords,expected_refusal,required_citations,reference_answer,"

@@ -1,8 +1,8 @@
 import asyncio
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
-from open_rag_eval.types import AnswerPart, Passage
+from open_rag_eval.core.types import AnswerPart, Passage
 from tests.fakes import ScriptedJudge, task_is
 from tests.trec_fakes import make_output
 

@@ -1,8 +1,8 @@
 import asyncio
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
-from open_rag_eval.types import AnswerPart
+from open_rag_eval.core.types import AnswerPart
 from tests.fakes import ScriptedJudge, task_is
 from tests.trec_fakes import make_output
 

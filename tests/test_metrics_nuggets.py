@@ -1,6 +1,6 @@
 import asyncio
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.metrics.nuggets import (
     AssignedNugget,
     NuggetList,

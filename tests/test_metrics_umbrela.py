@@ -1,9 +1,9 @@
 import asyncio
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
 from open_rag_eval.prompts import load
-from open_rag_eval.types import Passage
+from open_rag_eval.core.types import Passage
 from tests.fakes import ScriptedJudge, task_is
 from tests.trec_fakes import make_output
 

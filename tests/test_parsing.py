@@ -1,6 +1,6 @@
 import pytest
 
-from open_rag_eval.parsing import (
+from open_rag_eval.core.parsing import (
     UMBRELA_PATTERNS,
     parse_labels,
     parse_list,

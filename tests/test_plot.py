@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.report.loader import load_results
 from open_rag_eval.report.peer import metric_name
 
@@ -103,8 +103,8 @@ def test_plot_missing_file_is_an_input_error(tmp_path: Path) -> None:
 def test_plot_reads_a_results_directory_written_by_eval(tmp_path: Path) -> None:
     """The files eval writes (simulated_judge column included) are what plot and compare read."""
     from open_rag_eval.report.loader import load_results
-    from open_rag_eval.store.results import write_results
-    from open_rag_eval.types import EvalResult, RAGOutput, Score
+    from open_rag_eval.run.results import write_results
+    from open_rag_eval.core.types import EvalResult, RAGOutput, Score
 
     outputs = [RAGOutput(query_id=q, query=f"{q}?") for q in ("q1", "q2")]
     scores = [Score(query_id="q1", run=1, metric="umbrela.mean", value=2.0),

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval import redaction
+from open_rag_eval.core import redaction
 from open_rag_eval.store.csv_cells import csv_text, read_cell, safe_cell
-from open_rag_eval.redaction import MASK, RedactingFilter, SecretStream, cut, redact, register_secret, safe_url
+from open_rag_eval.core.redaction import MASK, RedactingFilter, SecretStream, cut, redact, register_secret, safe_url
 from open_rag_eval.cli.terminal import printable
 
 SECRET_CHARS = "ABCDEFGHJKMNPQRSTVWXYZ0123456789"  # the surrounding text uses none of them

@@ -22,8 +22,8 @@ import pytest
 
 from open_rag_eval.judge.replay import replay_key
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
-from open_rag_eval.parsing import UMBRELA_PATTERNS
-from open_rag_eval.types import Passage
+from open_rag_eval.core.parsing import UMBRELA_PATTERNS
+from open_rag_eval.core.types import Passage
 
 CORPUS_DIR = Path(__file__).resolve().parent / "data" / "replay"
 CORPUS = CORPUS_DIR / "smollm2-demo.jsonl"
@@ -283,7 +283,7 @@ PROBE = CORPUS_DIR / "smollm2-probe.jsonl"
 
 def test_the_injection_probe_replays_and_counts_what_the_raw_replies_show(tmp_path: Path) -> None:
     from open_rag_eval.calibration.injection import PAYLOADS
-    from open_rag_eval.parsing import parse_support, parse_umbrela
+    from open_rag_eval.core.parsing import parse_support, parse_umbrela
 
     config = CORPUS_DIR / ".replay-probe.yaml"
     config.write_text((CORPUS_DIR / "smollm2-probe.yaml").read_text().replace("record:", "replay:"))

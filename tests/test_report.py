@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.report import render_report, write_report
 from open_rag_eval.report.hints import diagnose
 

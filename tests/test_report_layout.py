@@ -13,7 +13,7 @@ import pytest
 from open_rag_eval.report import render_report
 from open_rag_eval.report.headline import headline_metrics, status
 from open_rag_eval.report.hints import answer_evidence, diagnose, run_means
-from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, kind, scrub_paths
+from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, kind, scrub_paths
 from open_rag_eval.report.summary import histogram
 from tests.conftest import RESULTS_FIXTURE as FIXTURE
 
@@ -170,7 +170,7 @@ def test_a_correct_refusal_is_never_called_a_retrieval_problem() -> None:
 
 def test_config_report_section_is_validated(tmp_path: Path) -> None:
     from open_rag_eval.config import load_config_text
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
 
     base = "input: a.csv\nevaluators: [{type: trec}]\njudge: {model: m}\n"
     loaded = load_config_text(base + "report: {headline: [umbrela.mean], targets: {umbrela.mean: 2}}\n",

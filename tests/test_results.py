@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.store.fileio import atomic_write, atomic_write_text
-from open_rag_eval.store.results import metric_order, summarize, write_results
+from open_rag_eval.run.results import metric_order, summarize, write_results
 from open_rag_eval.scoring.stats import aggregate
-from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
 
 
 def outputs() -> list[RAGOutput]:

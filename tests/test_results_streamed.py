@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.store.results import write_results
-from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.run.results import write_results
+from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
 
 
 def _outputs() -> list[RAGOutput]:

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
 from open_rag_eval.inputs import read_query_set
-from open_rag_eval.types import Labels, Passage, RAGOutput
+from open_rag_eval.core.types import Labels, Passage, RAGOutput
 
 SECTION_PATTERN = r"^(?P<doc>.+_[0-9]+)_[0-9]+$"  # chunk <doc>_<section>_<n> -> section <doc>_<section>
 

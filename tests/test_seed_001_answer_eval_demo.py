@@ -21,12 +21,12 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
 from open_rag_eval.inputs import read_query_set
 from open_rag_eval.metrics.lexical import alnum_tokens, keyword_coverage
-from open_rag_eval.types import Labels, Passage, RAGOutput
+from open_rag_eval.core.types import Labels, Passage, RAGOutput
 
 SEED = {"keyword_match": "substring", "tokenizer": "alnum", "empty_score": 0.0}
 DOC1 = "A RAG pipeline has two main components: the retriever and the generator."
@@ -132,7 +132,7 @@ def test_the_demo_pipeline_end_to_end(tmp_path: Path) -> None:
     file as the connector's queries, then its three numbers per question."""
     pytest.importorskip("bm25s", reason="the bm25 extra is not installed (pip install -e '.[bm25]')")
     from open_rag_eval.config import load_config_text
-    from open_rag_eval.connectors.base import fetch_outputs
+    from open_rag_eval.run.fetch import fetch_outputs
 
     folder = demo(tmp_path / "data")
     text = """

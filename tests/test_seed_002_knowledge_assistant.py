@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
 from open_rag_eval.inputs import read_outputs, read_query_set
-from open_rag_eval.types import Passage, RAGOutput
+from open_rag_eval.core.types import Passage, RAGOutput
 
 SEED = {"k_values": [5, 10], "no_relevant": "empty_retrieval"}
 
@@ -136,7 +136,7 @@ def test_citations_listed_only_under_sources_count(tmp_path: Path) -> None:
 
 
 def test_the_systems_refused_flag_wins_over_the_wording() -> None:
-    from open_rag_eval.types import Labels
+    from open_rag_eval.core.types import Labels
 
     polite = RAGOutput(query_id="q", query="?", answer="I could not find a definitive figure, but revenue rose.",
                        refused=False, labels=Labels(expected_refusal=False))
@@ -166,7 +166,7 @@ def test_an_unknown_field_names_file_line_and_field(tmp_path: Path) -> None:
 
 
 def test_the_http_connector_reads_the_refused_flag() -> None:
-    from open_rag_eval.connectors.http import HttpConnector, HttpOptions, Malformed
+    from connectors.http import HttpConnector, HttpOptions, Malformed
 
     connector = HttpConnector(HttpOptions(url="http://127.0.0.1:9/q", refused_path="meta.refused"))
     reply = {"answer": "Not in your documents.", "passages": [], "meta": {"refused": True}}

@@ -27,7 +27,7 @@ from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.sim_answer import reply as simulated_reply
 from open_rag_eval.metrics.rag_guide import parse_binary, parse_claim_lines, parse_score, parse_yes_no
 from open_rag_eval.scoring.golden import mean_measures, query_measures
-from open_rag_eval.types import EvalResult, Labels, Passage, RAGOutput
+from open_rag_eval.core.types import EvalResult, Labels, Passage, RAGOutput
 from tests.trec_fakes import RuleJudge
 
 # The guide's example, as printed: what the retriever returned, and the ground truth.

@@ -27,8 +27,8 @@ from open_rag_eval.scoring.dispersion import dispersion
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import aggregate
 from open_rag_eval.scoring.trec import nugget_scores, support_scores, support_scores_per_passage, umbrela_scores
-from open_rag_eval.store.results import summarize
-from open_rag_eval.types import AnswerPart, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.run.results import summarize
+from open_rag_eval.core.types import AnswerPart, EvalResult, Passage, RAGOutput, Score
 from tests.trec_fakes import RuleJudge, default_rule
 
 SEED_DATA = Path(__file__).parent / "data" / "seed_004"
@@ -322,7 +322,7 @@ def test_seed_yaml_is_accepted_as_written() -> None:
 
 
 def test_seed_yaml_names_unknown_evaluators_and_metrics(tmp_path: Path) -> None:
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
 
     text = (SEED_DATA / "trecrag.yaml").read_text(encoding="utf-8").replace('"trecrag"', '"golden"')
     with pytest.raises(ConfigError, match="evaluator\\[0\\].name.*trecrag, consistency"):

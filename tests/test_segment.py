@@ -1,4 +1,4 @@
-"""Answer segmentation and citation markers (open_rag_eval/segment.py)."""
+"""Answer segmentation and citation markers (open_rag_eval/core/segment.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from open_rag_eval.segment import find_citations, normalize_id, resolve_citations, segment_answer, split_answer
-from open_rag_eval.types import AnswerPart
+from open_rag_eval.core.segment import find_citations, normalize_id, resolve_citations, segment_answer, split_answer
+from open_rag_eval.core.types import AnswerPart
 
 
 def parts(text: str, ids: list[str] | None = None) -> list[tuple[str, tuple[str, ...]]]:
@@ -170,7 +170,7 @@ def test_only_ascii_digits_are_citation_numbers(digit: str) -> None:
 
 
 def test_unknown_citations_are_kept_and_warned_with_count(caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.WARNING, logger="open_rag_eval.segment"):
+    with caplog.at_level(logging.WARNING, logger="open_rag_eval.core.segment"):
         result = parts("A [1][7]. B [9]. C [7].", ["1", "2"])
     assert result == [("A.", ("1", "7")), ("B.", ("9",)), ("C.", ("7",))]
     assert len(caplog.records) == 1

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.service.fair import FairShare
 from open_rag_eval.service.settings import Settings, is_loopback, load_settings
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from open_rag_eval.errors import ModelUnavailable
+from open_rag_eval.core.errors import ModelUnavailable
 from open_rag_eval.metrics.similarity import (
     BertScoreOptions,
     RougeOptions,

@@ -13,7 +13,7 @@ from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
 from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
 from open_rag_eval.metrics.citation import answer_sources
 from open_rag_eval.report.drilldown import render_query
-from open_rag_eval.types import EvalResult, Labels, Passage, RAGOutput
+from open_rag_eval.core.types import EvalResult, Labels, Passage, RAGOutput
 from tests.trec_fakes import RuleJudge
 
 PASSAGES = (Passage(id="moon.txt", text="The Moon orbits the Earth every 27 days."),

@@ -11,7 +11,7 @@ from open_rag_eval.cli import main
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.report.names import lower_is_better
-from open_rag_eval.types import Score
+from open_rag_eval.core.types import Score
 from tests.rag_server import RagBehaviour, RagServer
 
 QUERIES = [f"What is topic number {i} about" for i in range(8)]

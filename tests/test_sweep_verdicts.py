@@ -12,7 +12,7 @@ from open_rag_eval.cli import main
 from open_rag_eval.config import SweepOptions
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.sweeps.run import compare, min_p_value
-from open_rag_eval.types import Score
+from open_rag_eval.core.types import Score
 from tests.rag_server import RagBehaviour, RagServer
 from tests.test_sweep import sweep_config
 

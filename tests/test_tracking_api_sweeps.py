@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.errors import MissingDependency
+from open_rag_eval.core.errors import MissingDependency
 from open_rag_eval.tracking import TrackingError, TrackingOptions
 from tests.opik_server import OpikServer
 from tests.rag_server import RagBehaviour, RagServer

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from open_rag_eval.store.generation import PAGES_DIR
+from open_rag_eval.run.generation import PAGES_DIR
 from open_rag_eval.tracking import TrackingOptions, track
 from tests.opik_server import OpikServer
 from tests.report_links import broken_links, large_items, tree

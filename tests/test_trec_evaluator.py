@@ -3,11 +3,11 @@ import asyncio
 import pytest
 from pydantic import ValidationError
 
-from open_rag_eval.errors import JudgeCallError, JudgeUnavailable
+from open_rag_eval.core.errors import JudgeCallError, JudgeUnavailable
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
 from open_rag_eval.judge.base import JudgeRequest
-from open_rag_eval.types import AnswerPart, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.core.types import AnswerPart, EvalResult, Passage, RAGOutput, Score
 from tests.trec_fakes import RuleJudge, default_rule, make_output
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from open_rag_eval.judge.base import Completion, JudgeRequest
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 Rule = Callable[[JudgeRequest], "str | Exception"]
 

@@ -18,7 +18,7 @@ from open_rag_eval.ablation.output import write_csv, write_json, write_markdown
 from open_rag_eval.ablation.table import AblationTable, ablation_table
 from open_rag_eval.ablation.variants import Variant, ablate_options, ablation_root, build_variants
 from open_rag_eval.config import LoadedConfig
-from open_rag_eval.errors import MissingDependency, StorageError
+from open_rag_eval.core.errors import MissingDependency, StorageError
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.store.lock import FolderLock
 
@@ -62,7 +62,7 @@ def ablate(loaded: LoadedConfig) -> AblationOutcome:
 
 
 async def aablate(loaded: LoadedConfig) -> AblationOutcome:
-    from open_rag_eval.pipeline import arun
+    from open_rag_eval.run.pipeline import arun
 
     options = ablate_options(loaded)
     variants = build_variants(loaded)

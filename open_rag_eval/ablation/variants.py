@@ -19,8 +19,8 @@ import yaml
 
 from open_rag_eval.ablation.options import AblateOptions, parse_path
 from open_rag_eval.config import LoadedConfig, load_config_text
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.store.generation import real_folder
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.run.generation import real_folder
 
 __all__ = ["Variant", "ablate_options", "ablation_root", "build_variants", "set_path"]
 

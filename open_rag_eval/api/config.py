@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from open_rag_eval.config import LoadedConfig, _config_text, _parse_yaml, load_config_text
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["DEFAULT_EVALUATORS", "api_config"]
 

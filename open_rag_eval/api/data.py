@@ -21,9 +21,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.text import Where, check_text
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["to_outputs"]
 

@@ -45,7 +45,7 @@ def evaluate(data: Data, config: ConfigArg = None, *, output_dir: str | os.PathL
 async def aevaluate(data: Data, config: ConfigArg = None, *, output_dir: str | os.PathLike[str] | None = None,
                     **options: Any) -> Results:
     """``evaluate`` for async code: ``results = await aevaluate(df, judge={...})``."""
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
 
     outputs = to_outputs(data)  # bad data fails before the config or the judge is touched
     loaded = api_config(config, options)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.store.csv_cells import read_cell
-from open_rag_eval.store.results import KEY_COLUMNS, SIMULATED_COLUMN
+from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 
 if TYPE_CHECKING:
     import pandas
@@ -40,7 +40,7 @@ class Results:
     @classmethod
     def from_folder(cls, folder: str | Path) -> Results:
         """The results of a run's output folder (``open-rag-eval eval``'s, or one written by ``save``)."""
-        from open_rag_eval.store.generation import run_files
+        from open_rag_eval.run.generation import run_files
 
         return cls({name: path.read_text(encoding="utf-8") for name, path in run_files(Path(folder)).items()})
 
@@ -142,7 +142,7 @@ class Results:
         ``report-queries/`` beside it, linking back to it, as ``open-rag-eval report DIR -o PATH`` does; return it."""
         from open_rag_eval.report.paged import clear_pages, relink
         from open_rag_eval.store.fileio import atomic_write_text
-        from open_rag_eval.store.generation import PAGES_DIR
+        from open_rag_eval.run.generation import PAGES_DIR
 
         path = Path(path)
         clear_pages(path.parent / PAGES_DIR)
@@ -155,7 +155,7 @@ class Results:
     def save(self, folder: str | Path) -> Path:
         """Write the CLI's files into ``folder`` through the one output writer (complete or not at all; other
         files in the folder are kept). Return the folder."""
-        from open_rag_eval.store.generation import GENERATION_FILES, Generation
+        from open_rag_eval.run.generation import GENERATION_FILES, Generation
 
         for name in self.files:
             top, *rest = name.split("/")

@@ -19,7 +19,7 @@ from typing import Any
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import CitationJudge
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 __all__ = ["PAYLOADS", "Payload", "ProbeResult", "probe", "wilson"]
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.calibration.injection import PAYLOADS, ProbeResult, probe
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.store.csv_cells import csv_text
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.cli.terminal import echo
@@ -23,7 +23,7 @@ _COLUMNS = ("task", "payload", "items", "compared", "moved", "moved_rate", "ci_l
 
 
 def run_probe(args: argparse.Namespace) -> int:
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.evaluators.trec import TrecEvaluator
 

@@ -11,7 +11,7 @@ from typing import Any
 from open_rag_eval.calibration.compare import RESAMPLES, SEED, TaskAgreement, compare
 from open_rag_eval.calibration.labels import Item, Judged, judged_items, read_labels
 from open_rag_eval.store.csv_cells import csv_text
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
 
 __all__ = ["CSV_COLUMNS", "calibrate", "load_judged", "table", "write_calibration"]

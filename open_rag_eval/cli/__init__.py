@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from open_rag_eval import __version__
-from open_rag_eval.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
-from open_rag_eval.redaction import redact
+from open_rag_eval.core.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
+from open_rag_eval.core.redaction import redact
 from open_rag_eval.cli.terminal import ConsoleFilter, excepthook
 
 __all__ = ["error_line", "main"]

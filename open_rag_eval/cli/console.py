@@ -21,14 +21,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from open_rag_eval.progress import Progress
+from open_rag_eval.core.progress import Progress
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
     from open_rag_eval.evaluators.base import Plan
-    from open_rag_eval.pipeline import RunReport
-    from open_rag_eval.types import RAGOutput
+    from open_rag_eval.run.pipeline import RunReport
+    from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["ProgressDisplay", "print_plan", "print_summary", "quiet_third_party"]
 
@@ -175,7 +175,7 @@ class ProgressDisplay:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        from open_rag_eval.errors import JudgeUnavailable
+        from open_rag_eval.core.errors import JudgeUnavailable
 
         self._stop.set()
         if self._thread is not None:
@@ -443,7 +443,7 @@ def _diagnosis(report: RunReport) -> None:
 def _headline(report: RunReport) -> None:
     """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
     from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
-    from open_rag_eval.report.missing import kind
+    from open_rag_eval.core.missing import kind
     from open_rag_eval.report.names import lower_is_better
 
     stats = {a.metric: a for a in report.summary}

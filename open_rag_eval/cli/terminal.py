@@ -15,7 +15,7 @@ import traceback
 from types import TracebackType
 from typing import TextIO
 
-from open_rag_eval.redaction import RedactingFilter, redact
+from open_rag_eval.core.redaction import RedactingFilter, redact
 
 __all__ = ["ConsoleFilter", "echo", "excepthook", "printable"]
 

@@ -23,12 +23,12 @@ from open_rag_eval.ablation.options import AblateOptions
 from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.config.connector import ConnectorConfig, connector_spec
 from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_numbers, config_error, load_yaml
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.config.peer import is_peer_config, translate_peer_config
 from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.profiles import ProfileName
-from open_rag_eval.redaction import register_interpolated
+from open_rag_eval.core.redaction import register_interpolated
 from open_rag_eval.registry import resolve
 from open_rag_eval.tracking.options import TrackingOptions
 

@@ -1,7 +1,7 @@
 """The ``connector:`` section: which connector class to run, on which queries, and its options.
 
 The options are validated here, at load time, by the connector's own ``Options`` model, so a typo fails before any
-query is sent. Running a connector is ``open_rag_eval.connectors``'s job; this module only names and checks one.
+query is sent. Running a connector is ``connectors``'s job; this module only names and checks one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from open_rag_eval.config.guard import config_error
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.registry import resolve
 
 __all__ = ["ConnectorConfig", "connector_spec"]

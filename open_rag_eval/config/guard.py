@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_DEPTH", "MAX_K", "MAX_VALUES", "check_evaluators", "check_numbers",
            "load_yaml", "pick_error"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["EVALUATOR_NAMES", "is_peer_config", "translate_peer_config"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.diagnosis.rules import rule_named
-from open_rag_eval.types import EvalResult
+from open_rag_eval.core.types import EvalResult
 
 __all__ = ["TASKS", "answer_evidence", "diagnose", "doubt", "outputs_for_means", "hedge", "judge_line", "run_means", "shaky", "system_hints",
            "thresholds", "uncertain_note", "unhealthy_tasks"]

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.rehearsal import PlannedCall
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 
 __all__ = ["Context", "Evaluator", "Plan", "TaskPlan"]
 

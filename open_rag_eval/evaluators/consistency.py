@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from open_rag_eval.errors import InputError, MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import InputError, MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
 from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, judge_retest, labellers, retest_kinds
@@ -44,7 +44,7 @@ from open_rag_eval.metrics.similarity import (
 )
 from open_rag_eval import profiles
 from open_rag_eval.scoring.dispersion import ALL_STATS, STATS, dispersion
-from open_rag_eval.types import (
+from open_rag_eval.core.types import (
     AnswerPart,
     Detail,
     EvalResult,

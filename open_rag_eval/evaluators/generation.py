@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from open_rag_eval import profiles
-from open_rag_eval.errors import JudgeError
+from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
 from open_rag_eval.judge.base import Judge
@@ -33,7 +33,7 @@ from open_rag_eval.metrics.embedding import EmbeddingOptions
 from open_rag_eval.metrics.faithfulness import FaithfulnessOptions
 from open_rag_eval.metrics.rubric import RubricOptions
 from open_rag_eval.scoring.generation import blend
-from open_rag_eval.types import EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import EvalResult, RAGOutput, Score
 
 __all__ = ["METRICS", "SIMILARITY", "GenerationEvaluator", "GenerationOptions"]
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from open_rag_eval.metrics._generation import expects_refusal, reference_of
 from open_rag_eval.metrics.claims import ClaimSession, Extracted
 from open_rag_eval.metrics.rubric import REFUSAL_JUDGED
-from open_rag_eval.types import Detail, RAGOutput
+from open_rag_eval.core.types import Detail, RAGOutput
 
 if TYPE_CHECKING:
     from open_rag_eval.evaluators.generation import GenerationOptions

@@ -49,7 +49,7 @@ from open_rag_eval.scoring.golden import (
 )
 from open_rag_eval.inputs.datasets import names_to_ids, read_documents, read_id_map, read_query_set
 from open_rag_eval.inputs.trec_files import Qrels, Run, read_qrels, read_run
-from open_rag_eval.types import Detail, EvalResult, Labels, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, Labels, RAGOutput, Score
 
 __all__ = ["METRICS", "GoldenEvaluator", "GoldenOptions"]
 

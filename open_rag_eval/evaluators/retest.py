@@ -19,14 +19,14 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from open_rag_eval.errors import ConfigError, JudgeError, JudgeUnavailable
+from open_rag_eval.core.errors import ConfigError, JudgeError, JudgeUnavailable
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.scoring.dispersion import (
     crossing_rate,
     flip_rate,
     krippendorff_alpha,
 )
-from open_rag_eval.types import RAGOutput, Score
+from open_rag_eval.core.types import RAGOutput, Score
 
 __all__ = ["GENERATION", "RETEST", "RETEST_STATS", "Labeller", "Labellers", "find_labeller", "judge_retest",
            "labellers", "retest_kinds"]

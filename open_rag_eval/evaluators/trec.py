@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from open_rag_eval import profiles
 from open_rag_eval.config.guard import MAX_K
-from open_rag_eval.errors import JudgeError
+from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
@@ -31,7 +31,7 @@ from open_rag_eval.metrics.hallucination import HallucinationOptions
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
-from open_rag_eval.types import Detail, EvalResult, Passage, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
 
 __all__ = ["METRICS", "TrecEvaluator", "TrecOptions"]
 
@@ -346,7 +346,7 @@ def _first(errors: BaseExceptionGroup) -> BaseException:
             stack.extend(error.exceptions)
         else:
             flat.append(error)
-    from open_rag_eval.errors import JudgeUnavailable  # noqa: PLC0415
+    from open_rag_eval.core.errors import JudgeUnavailable  # noqa: PLC0415
 
     return next((e for e in flat if isinstance(e, JudgeUnavailable)), flat[0])
 

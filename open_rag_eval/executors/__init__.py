@@ -1,6 +1,6 @@
 """Executors: where a run evaluates its outputs (docs/scaling.md).
 
-- local (no executor): this process, the one async core (``open_rag_eval.pipeline``);
+- local (no executor): this process, the one async core (``open_rag_eval.run.pipeline``);
 - ``ray``: shards of whole queries in Ray worker actors, one judge budget and one judge cache for all of them
   (``cluster``, ``remote``), the same files written by the same writer; optionally every judge call made by relay
   actors that outlive the workers (``relay``);
@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.errors import MissingDependency
+from open_rag_eval.core.errors import MissingDependency
 
 __all__ = ["executor_for", "import_ray"]
 

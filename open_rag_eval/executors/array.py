@@ -18,16 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval import __version__
-from open_rag_eval.errors import ConfigError, InputError
+from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.executors.shards import (ShardResult, check_shardable, evaluate_rest, evaluate_shard,
                                             merge_accounting, merge_health, merge_results, needs_judge, split_by_query,
                                             stages)
 from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path
-from open_rag_eval.pipeline import Evaluated, is_simulated, judge_session, load_outputs
-from open_rag_eval.store.generation import Generation
-from open_rag_eval.store.manifest import file_digest
+from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session, load_outputs
+from open_rag_eval.run.generation import Generation
+from open_rag_eval.run.manifest import file_digest
 from open_rag_eval.store.sqlite import connect
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 
 __all__ = ["SHARD_FILE", "merge_shards", "parse_shard", "run_shard"]
 
@@ -46,7 +46,7 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def shard_folder(loaded: Any, output_dir: Path | None, index: int, count: int) -> Path:
-    from open_rag_eval.store.checks import output_folder
+    from open_rag_eval.run.checks import output_folder
 
     return output_dir or output_folder(loaded, None) / "shards" / f"{index}-of-{count}"
 
@@ -225,7 +225,7 @@ class MergedShards:
 async def merge_shards(folders: Sequence[Path], output_dir: Path | None = None, progress: Any = None) -> Any:
     """Check, merge and write the shards in ``folders``: the report of the single run they make up."""
     from open_rag_eval.config import load_config_text
-    from open_rag_eval.pipeline import arun
+    from open_rag_eval.run.pipeline import arun
 
     folders = [Path(f) for f in folders]
     shards = [_read(folder) for folder in folders]

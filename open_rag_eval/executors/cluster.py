@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.errors import OpenRagEvalError, RunIncomplete
+from open_rag_eval.core.errors import OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors import import_ray
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
 from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
@@ -33,9 +33,9 @@ from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, 
                                             merge_results, needs_judge, split_by_query, stages)
 from open_rag_eval.judge.accounting import price_for
 from open_rag_eval.judge.cache import cache_path
-from open_rag_eval.pipeline import Evaluated, is_simulated, judge_session
-from open_rag_eval.progress import Progress
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session
+from open_rag_eval.core.progress import Progress
+from open_rag_eval.core.types import EvalResult, RAGOutput
 
 __all__ = ["RayExecutor", "connect"]
 

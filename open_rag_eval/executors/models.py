@@ -14,10 +14,10 @@ import json
 import logging
 from typing import Any
 
-from open_rag_eval.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.metrics.similarity import BertScores
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.core.types import EvalResult, RAGOutput
 
 __all__ = ["ModelScorer", "PairScorer", "bertscore_stage", "model_stage"]
 

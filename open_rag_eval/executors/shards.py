@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.health.record import HealthRecorder, TaskCounts, recording
 from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_shard", "merge_accounting",
            "merge_health", "needs_judge", "merge_results", "split_by_query", "stages"]
@@ -109,7 +109,7 @@ class ShardResult:
 async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
                          output_dir: Path | None = None) -> ShardResult:
     """Run every evaluator of ``loaded`` on ``outputs`` (one shard) with ``judge``, as a local run does."""
-    from open_rag_eval.pipeline import evaluate_all, is_simulated
+    from open_rag_eval.run.pipeline import evaluate_all, is_simulated
 
     evaluators = [spec.build() for spec in stages(loaded).shards]
     with recording() as recorder:
@@ -128,7 +128,7 @@ async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: li
     does (their nugget lists restored), with the BERTScore the model stage scored (``bertscored``: evaluator index
     -> ``ConsistencyEvaluator.bertscored``); their result and judge-health record."""
     from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
-    from open_rag_eval.pipeline import evaluate_all
+    from open_rag_eval.run.pipeline import evaluate_all
 
     evaluators = [spec.build() for spec in loaded.evaluators]
     for shard in results:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.csv_layout import read_csv
 from open_rag_eval.inputs.text import Where, read_text, required_text, undecodable_error
 

@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from open_rag_eval import prompts
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.generation.corpus import CorpusPassage
 from open_rag_eval.inputs.contexts import derived_query_id
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
-from open_rag_eval.parsing import parse_json_object
+from open_rag_eval.core.parsing import parse_json_object
 
 __all__ = ["NEAR_DUPLICATE", "TASK", "Generated", "Outcome", "generate", "jaccard", "normalise", "parse_reply",
            "request_for", "sample"]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from open_rag_eval.health.classify import CLASSES, ECHO, FAILED, FALLBACK, INVALID
 from open_rag_eval.health.record import HealthRecorder
 from open_rag_eval.scoring.stats import Aggregate
-from open_rag_eval.types import Score
+from open_rag_eval.core.types import Score
 
 __all__ = ["HEALTH_PREFIX", "HealthReport", "HealthThresholds", "assess", "is_health"]
 

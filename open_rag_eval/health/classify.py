@@ -22,7 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from open_rag_eval.parsing import is_catch_all, match_umbrela, parse_labels, parse_list, parse_no_answer, parse_support
+from open_rag_eval.core.parsing import is_catch_all, match_umbrela, parse_labels, parse_list, parse_no_answer, parse_support
 
 __all__ = [
     "CLASSES",

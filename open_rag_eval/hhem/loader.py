@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 
 __all__ = [
     "DEFAULT_MODEL_NAME",

@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from open_rag_eval.redaction import cut
+from open_rag_eval.core.redaction import cut
 
 __all__ = ["VectaraApiError", "VectaraSettings", "evaluate_factual_consistency"]
 

@@ -45,13 +45,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.csv_layout import read_csv_outputs
 from open_rag_eval.inputs.datasets import LabelledQuery, read_query_set
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
 from open_rag_eval.inputs.labels import LABEL_FIELDS
 from open_rag_eval.inputs.text import MAX_CELL_CHARS
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["LABEL_FIELDS", "MAX_CELL_CHARS", "LabelledQuery", "output_to_json", "read_outputs", "read_queries",
            "read_query_set"]

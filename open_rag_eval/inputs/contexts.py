@@ -29,8 +29,8 @@ from typing import Any
 
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
 from open_rag_eval.inputs.text import Where, check_text, parse_int, parse_number, required_text, segment, type_name
-from open_rag_eval.segment import normalize_id
-from open_rag_eval.types import Passage, RAGOutput
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.core.types import Passage, RAGOutput
 
 __all__ = [
     "ALIASES",

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, CONTEXT_REQUIRED, read_context_rows
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook, parse_bool
 from open_rag_eval.inputs.text import (
@@ -23,8 +23,8 @@ from open_rag_eval.inputs.text import (
     segment,
     undecodable_error,
 )
-from open_rag_eval.segment import normalize_id
-from open_rag_eval.types import Labels, Passage, RAGOutput
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.core.types import Labels, Passage, RAGOutput
 
 log = logging.getLogger(__name__)
 

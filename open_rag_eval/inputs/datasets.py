@@ -34,14 +34,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import derived_query_id
 from open_rag_eval.inputs.csv_layout import read_csv, shown
 from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.inputs.labels import LABEL_FIELDS, parse_label
 from open_rag_eval.inputs.text import Where, read_text, required_text, type_name, undecodable_error
-from open_rag_eval.segment import normalize_id
-from open_rag_eval.types import Labels
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.core.types import Labels
 
 __all__ = ["LabelledQuery", "names_to_ids", "read_documents", "read_id_map", "read_query_set"]
 

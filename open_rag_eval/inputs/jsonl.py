@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
 from open_rag_eval.inputs.text import (
@@ -25,8 +25,8 @@ from open_rag_eval.inputs.text import (
     undecodable_error,
     warn_unknown,
 )
-from open_rag_eval.segment import normalize_id
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 JSONL_FIELDS = ("query_id", "query", "run", "passages", "answer", "answer_text", "latency_ms", "error", "refused",
                 *LABEL_FIELDS)

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from open_rag_eval.inputs.text import Where, parse_int, type_name
-from open_rag_eval.segment import normalize_id
-from open_rag_eval.types import Labels
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.core.types import Labels
 
 LABEL_FIELDS = ("relevant_ids", "expected_keywords", "expected_refusal", "required_citations", "reference_answer",
                 "grounding_ids")

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
-from open_rag_eval.segment import split_answer
-from open_rag_eval.types import AnswerPart
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.core.segment import split_answer
+from open_rag_eval.core.types import AnswerPart
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 
 __all__ = ["Qrels", "Run", "RunEntry", "read_qrels", "read_run"]
 

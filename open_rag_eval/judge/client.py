@@ -31,7 +31,7 @@ import httpx2
 from anyio import EndOfStream as _EndOfStream
 
 from open_rag_eval import __version__
-from open_rag_eval.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
+from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
@@ -49,7 +49,7 @@ from open_rag_eval.judge.replies import (
     strip_reasoning,
     success_body,
 )
-from open_rag_eval.redaction import cut, redact, redact_secrets, register_secret
+from open_rag_eval.core.redaction import cut, redact, redact_secrets, register_secret
 from open_rag_eval.transport import ReplyRefused, bounded_client
 
 __all__ = ["DEFAULT_BASE_URL", "TRANSPORT_ERRORS", "CallRelay", "OpenAIJudge", "cached_completion", "open_judge",

@@ -31,7 +31,7 @@ from typing import Any
 
 import httpx2
 
-from open_rag_eval.errors import ConfigError, InputError, JudgeCallError
+from open_rag_eval.core.errors import ConfigError, InputError, JudgeCallError
 from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import cache_key

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from open_rag_eval.redaction import cut
+from open_rag_eval.core.redaction import cut
 
 __all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "error_fields",
            "is_context_overflow", "read_usage", "strip_reasoning", "success_body"]

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from open_rag_eval.metrics.claims import ClaimSession, Extracted
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["EMPTY_ANSWER", "GenerationMetric", "NO_CLAIMS", "NO_PASSAGES", "NO_REFERENCE", "REFUSAL", "expects_refusal",
            "is_refusal", "missing", "no_claims_reason", "reference_of"]

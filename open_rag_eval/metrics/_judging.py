@@ -21,11 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from open_rag_eval.errors import JudgeCallError
+from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.health.classify import FAILED, INVALID, Parsed
 from open_rag_eval.health.record import record
 from open_rag_eval.judge.base import Judge, JudgeRequest
-from open_rag_eval.parsing import strip_reasoning
+from open_rag_eval.core.parsing import strip_reasoning
 
 __all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
 

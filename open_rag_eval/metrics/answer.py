@@ -24,11 +24,11 @@ from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_REFERENCE, PLANNE
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession
 from open_rag_eval.metrics.columns import ANSWER_RELEVANCE, ANSWER_RELEVANCE_JUDGED
-from open_rag_eval.parsing import parse_json_object
+from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.metrics.embedding import EmbeddingOptions, embed
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import answer_relevance, cosine
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["SIMILARITY_SCORE", "AnswerRelevance", "AnswerRelevanceOptions", "AnswerSimilarity", "parse_judged",
            "parse_questions"]

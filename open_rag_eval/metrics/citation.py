@@ -32,7 +32,7 @@ from open_rag_eval.metrics._judging import ask
 from open_rag_eval.metrics.lexical import sources_entries
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, support_scores, support_scores_per_passage
-from open_rag_eval.types import AnswerPart, Detail, Passage, RAGOutput, Score
+from open_rag_eval.core.types import AnswerPart, Detail, Passage, RAGOutput, Score
 
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]
 

@@ -25,9 +25,9 @@ from typing import Any, TypeVar
 from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
-from open_rag_eval.parsing import parse_json_object
+from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.prompts import load
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 __all__ = ["Claim", "ClaimSession", "Extracted", "Verified", "Verdict", "parse_claims",
            "parse_verdicts", "source_text"]
@@ -154,7 +154,7 @@ class ClaimSession:
 
     def text_claims(self, question: str, text: str) -> Awaitable[Extracted]:
         """Claims of a text given whole (a reference answer), split into sentences by our segmentation."""
-        from open_rag_eval.segment import segment_answer  # noqa: PLC0415
+        from open_rag_eval.core.segment import segment_answer  # noqa: PLC0415
 
         parts = tuple(AnswerPart(text=part.text) for part in segment_answer(text.strip(), []))
         return self.shared(("claims", question, parts), self._extract(question, parts))

@@ -28,10 +28,10 @@ from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, claims_
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
 from open_rag_eval.metrics.columns import CONTEXT_RELEVANCE, context_precision
-from open_rag_eval.parsing import parse_json_object
+from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import average_precision, relevance, supported_share
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["ContextPrecision", "ContextPrecisionOptions", "ContextRecall", "ContextRelevance", "parse_rating",
            "parse_useful"]

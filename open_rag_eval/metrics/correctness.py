@@ -30,7 +30,7 @@ from open_rag_eval.metrics._generation import NO_REFERENCE, claims_detail, expec
     reference_of
 from open_rag_eval.metrics.claims import Claim, ClaimSession, Extracted, Verified
 from open_rag_eval.scoring.generation import ClaimCounts, claim_f1
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["AnswerCorrectness", "CorrectnessOptions", "correctness_values"]
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 from open_rag_eval.metrics.similarity import PACKAGED_MODEL, packaged_model_dir
 
 __all__ = ["EmbeddingOptions", "embed", "embed_sync"]

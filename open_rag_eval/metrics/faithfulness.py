@@ -22,7 +22,7 @@ from open_rag_eval.metrics._generation import claims_detail, missing, no_claims_
 from open_rag_eval.metrics.claims import ClaimSession, Extracted, Verdict, Verified, source_text
 from open_rag_eval.metrics.columns import FAITHFULNESS, FAITHFULNESS_CITED
 from open_rag_eval.scoring.generation import supported_share
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["Faithfulness", "FaithfulnessOptions", "faithfulness_result"]
 

@@ -25,11 +25,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 from open_rag_eval.hhem.inference import PairResult, in_worker, score_pairs
 from open_rag_eval.hhem.loader import DEFAULT_MODEL_NAME, LoadedHHEM, ModelSpec, get_model
-from open_rag_eval.redaction import cut, register_secret
-from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+from open_rag_eval.core.redaction import cut, register_secret
+from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["HallucinationMetric", "HallucinationOptions", "VectaraApiOptions"]
 

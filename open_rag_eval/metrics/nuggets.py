@@ -23,7 +23,7 @@ from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import nugget_scores, select_nuggets
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["AssignedNugget", "NuggetList", "NuggetOptions", "Nuggetizer", "ScoredNugget", "nugget_result"]
 

@@ -39,7 +39,7 @@ from open_rag_eval.metrics.rubric import cited_answer
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rag_guide import guide_context_precision, guide_context_relevance, guide_faithfulness, \
     guide_overall, guide_scaled
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["NAMES", "TASKS", "RagGuide", "parse_binary", "parse_claim_lines", "parse_score", "parse_yes_no"]
 

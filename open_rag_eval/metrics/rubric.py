@@ -33,10 +33,10 @@ from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES, REFUSAL
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
 from open_rag_eval.metrics.columns import rubric
-from open_rag_eval.parsing import parse_json_object
+from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import RUBRIC_MAX, normalise_rubric
-from open_rag_eval.types import Detail, RAGOutput, Score
+from open_rag_eval.core.types import Detail, RAGOutput, Score
 
 __all__ = ["RUBRICS", "Rubric", "RubricOptions", "cited_answer", "parse_rubric"]
 

@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 
 __all__ = [
     "PACKAGED_MODEL",

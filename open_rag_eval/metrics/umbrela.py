@@ -22,7 +22,7 @@ from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.prompts import Template, load
 from open_rag_eval.scoring.trec import umbrela_scores
-from open_rag_eval.types import Detail, Passage, RAGOutput, Score
+from open_rag_eval.core.types import Detail, Passage, RAGOutput, Score
 
 __all__ = ["Grade", "UmbrelaGrader", "UmbrelaOptions", "umbrela_result"]
 

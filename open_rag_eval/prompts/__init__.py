@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from open_rag_eval.errors import OpenRagEvalError
+from open_rag_eval.core.errors import OpenRagEvalError
 
 __all__ = ["Template", "TemplateIntegrityError", "load", "manifest", "prompt_hashes"]
 

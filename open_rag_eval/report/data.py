@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 
 __all__ = ["ResultSet", "Row", "read_json"]
 

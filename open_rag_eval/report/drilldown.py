@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.report.hints import answer_evidence, diagnose
-from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
+from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
 from open_rag_eval.report.names import short_name
 
 if TYPE_CHECKING:

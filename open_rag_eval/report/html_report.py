@@ -19,14 +19,14 @@ from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
 from open_rag_eval.store.csv_cells import read_cell
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.health.check import is_health
 from open_rag_eval.report.data import read_json
 from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
 from open_rag_eval.report.hints import run_means
-from open_rag_eval.report.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
+from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.report.names import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
 

@@ -18,8 +18,8 @@ import math
 from pathlib import Path
 
 from open_rag_eval.store.csv_cells import read_cell
-from open_rag_eval.errors import InputError
-from open_rag_eval.store.results import KEY_COLUMNS, SIMULATED_COLUMN
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
 from open_rag_eval.report.data import ResultSet, Row, read_json
 

@@ -39,12 +39,12 @@ from open_rag_eval.report.html_report import (
     _render,
     _summary,
 )
-from open_rag_eval.report.missing import FAILED
+from open_rag_eval.core.missing import FAILED
 from open_rag_eval.report.drilldown import missing_counts
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.report.stream import read_items
 from open_rag_eval.store.fileio import atomic_write_text
-from open_rag_eval.store.generation import PAGES_DIR
+from open_rag_eval.run.generation import PAGES_DIR
 
 __all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_BYTES", "PAGE_NAME", "PAGE_QUERIES", "REPORT_BYTES", "WORST_QUERIES",
            "clear_pages", "relink", "write_paged"]

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.report.data import ResultSet, Row
 
 __all__ = ["PEER_NAMES", "is_consistency", "is_trec", "load_consistency", "load_trec", "metric_name"]

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import MissingDependency
+from open_rag_eval.core.errors import MissingDependency
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.report.names import axis_range, display_name
 from open_rag_eval.scoring.ranges import metric_range

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from open_rag_eval.errors import InputError
+from open_rag_eval.core.errors import InputError
 
 __all__ = ["ITEM_SECTIONS", "read_items"]
 

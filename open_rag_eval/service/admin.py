@@ -8,7 +8,7 @@ import logging
 import time
 
 from open_rag_eval.cli.terminal import echo
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["keys_command"]

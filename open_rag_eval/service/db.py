@@ -15,7 +15,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 
 __all__ = ["api_keys", "events", "jobs", "metadata", "migrate", "open_engine", "sweeps", "uploads", "work_items"]
 

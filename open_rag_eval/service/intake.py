@@ -20,7 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import ConfigError, InputError
+from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["Inputs", "JobRequest", "Prepared", "SweepRequest", "prepare", "request_hash", "tenant_dir"]
@@ -188,7 +188,7 @@ def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest
 
 
 def _count(loaded: Any, limit: int | None) -> int:
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
 
     connector = loaded.config.connector
     if connector is None:

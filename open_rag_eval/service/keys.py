@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.service.db import api_keys
 
 __all__ = ["SCOPES", "Principal", "create_key", "list_keys", "revoke_key", "verify"]

@@ -16,7 +16,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from open_rag_eval.errors import ConfigError, InputError, OpenRagEvalError
+from open_rag_eval.core.errors import ConfigError, InputError, OpenRagEvalError
 
 __all__ = ["MEDIA", "Problem", "install", "problem_response"]
 
@@ -47,7 +47,7 @@ def problem_response(status: int, code: str, detail: str = "", headers: dict[str
 
 def from_error(error: OpenRagEvalError, hide: str = "") -> Problem:
     """A library error (bad config or input) as a 422 naming the field, file and line -- never a server path."""
-    from open_rag_eval.redaction import redact
+    from open_rag_eval.core.redaction import redact
 
     text = redact(str(error))
     if hide:

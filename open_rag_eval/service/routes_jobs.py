@@ -17,7 +17,7 @@ import sqlalchemy.exc
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, StreamingResponse
 
-from open_rag_eval.errors import OpenRagEvalError
+from open_rag_eval.core.errors import OpenRagEvalError
 from open_rag_eval.service import intake, jobs
 from open_rag_eval.service.app import engine_of, reader, settings_of, writer
 from open_rag_eval.service.keys import Principal
@@ -219,7 +219,7 @@ async def report(request: Request, job_id: str, who: Principal = Depends(reader)
 async def report_page(request: Request, job_id: str, name: str, who: Principal = Depends(reader)) -> FileResponse:
     """A page of a large job's report (``page-NNNN.html``, every query on one): the report's relative links."""
     from open_rag_eval.report.paged import PAGE_NAME
-    from open_rag_eval.store.generation import PAGES_DIR
+    from open_rag_eval.run.generation import PAGES_DIR
 
     row = await owned(request, who, job_id)
     if not PAGE_NAME.fullmatch(name):

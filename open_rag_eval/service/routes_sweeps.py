@@ -15,7 +15,7 @@ import yaml
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
-from open_rag_eval.errors import ConfigError, OpenRagEvalError
+from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.service import intake, jobs
 from open_rag_eval.service.app import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import sweeps

@@ -22,8 +22,8 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from open_rag_eval.errors import OpenRagEvalError, exit_code
-from open_rag_eval.progress import Progress
+from open_rag_eval.core.errors import OpenRagEvalError, exit_code
+from open_rag_eval.core.progress import Progress
 from open_rag_eval.service import jobs
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.heartbeat import Heartbeat
@@ -176,7 +176,7 @@ class Runner:
 
             outcome = await asweep(loaded, wrap_judge=wrap)
             return outcome.output_dir, outcome.verdict
-        from open_rag_eval import pipeline
+        from open_rag_eval.run import pipeline
 
         report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap)
         return report.output_dir, None
@@ -191,7 +191,7 @@ def _load(prepared: dict[str, Any]) -> Any:
 
 def problem(error: BaseException, hide: str = "") -> dict[str, Any]:
     """A failed job's error for clients: a stable code and the message without server paths or secrets."""
-    from open_rag_eval.redaction import redact
+    from open_rag_eval.core.redaction import redact
 
     code = ERROR_CODES.get(exit_code(error), "failed") if isinstance(error, OpenRagEvalError) else "internal"
     detail = redact(str(error)) if isinstance(error, OpenRagEvalError) else "the run failed unexpectedly"

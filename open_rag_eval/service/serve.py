@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from open_rag_eval.errors import ConfigError, MissingDependency
+from open_rag_eval.core.errors import ConfigError, MissingDependency
 from open_rag_eval.service.settings import Settings, is_loopback
 
 __all__ = ["require_server_extra", "serve", "work"]
@@ -38,7 +38,7 @@ def serve(settings: Settings, host: str, port: int) -> int:
 async def _serve(settings: Settings, host: str, port: int) -> int:
     import uvicorn
 
-    from open_rag_eval.redaction import safe_url
+    from open_rag_eval.core.redaction import safe_url
     from open_rag_eval.service.app import create_app
     from open_rag_eval.service.storage import Storage
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["Limits", "RunnerOptions", "Settings", "is_loopback", "load_settings"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 from open_rag_eval.service.db import migrate, open_engine
 from open_rag_eval.service.settings import Settings
 from open_rag_eval.store.lock import FolderLock, held_by, lock_path
@@ -36,7 +36,7 @@ class Storage:
     @classmethod
     async def open(cls, settings: Settings, *, exclusive: bool = True) -> Storage:
         """``exclusive`` (servers): in SQLite mode hold the file's lock; admin commands open it without."""
-        from open_rag_eval.redaction import safe_url
+        from open_rag_eval.core.redaction import safe_url
 
         url = settings.db_url
         lock = _lock(sqlite_file(url)) if settings.sqlite and exclusive else None

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from open_rag_eval.redaction import SecretStream
+from open_rag_eval.core.redaction import SecretStream
 
 __all__ = ["append_text", "atomic_write", "atomic_write_json", "atomic_write_text", "fsync_dir", "write_bytes"]
 

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from types import TracebackType
 
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 
 __all__ = ["FolderLock", "held_by", "lock_path"]
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 
 __all__ = ["Database", "connect", "db_path", "db_timeout_s", "explain", "guard", "probe"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.store.sqlite import Database, connect, guard
-from open_rag_eval.types import Score
+from open_rag_eval.core.types import Score
 
 __all__ = ["HISTORY_DB", "History", "SweepRecord"]
 

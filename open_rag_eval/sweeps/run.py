@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.config import LoadedConfig, SweepOptions
-from open_rag_eval.errors import ConfigError, OpenRagEvalError
+from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.sweeps.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.report.names import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
-from open_rag_eval.store.generation import real_folder
+from open_rag_eval.run.generation import real_folder
 from open_rag_eval.store.lock import FolderLock
 from open_rag_eval.store.sqlite import db_path
 
@@ -112,8 +112,8 @@ def _options(loaded: LoadedConfig) -> SweepOptions:
 
 async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_options: Any) -> SweepOutcome:
     """``run_options`` go to the evaluation run (``pipeline.arun``), e.g. the service's ``wrap_judge``."""
-    from open_rag_eval.connectors.base import fetch_outputs
-    from open_rag_eval.pipeline import arun
+    from open_rag_eval.run.fetch import fetch_outputs
+    from open_rag_eval.run.pipeline import arun
 
     options = _options(loaded)
     connector = loaded.config.connector

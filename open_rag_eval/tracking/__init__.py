@@ -39,7 +39,7 @@ def check_available(options: TrackingOptions) -> None:
 
 def location(options: TrackingOptions) -> str:
     """Where the run is logged, without credentials, for messages."""
-    from open_rag_eval.redaction import redact, safe_url
+    from open_rag_eval.core.redaction import redact, safe_url
 
     uri = options.tracking_uri
     if options.backend == "opik":
@@ -55,7 +55,7 @@ def track(output_dir: Path, options: TrackingOptions, *, metrics: dict[str, floa
     """Log the run in ``output_dir``; return the backend's run id (Opik: the experiment id). ``metrics``: more
     run-level numbers to log with the aggregates (a sweep's verdict counts). Any failure becomes one
     ``TrackingError``."""
-    from open_rag_eval.errors import ConfigError, MissingDependency
+    from open_rag_eval.core.errors import ConfigError, MissingDependency
     from open_rag_eval.tracking.record import metric_key, read_record
 
     try:

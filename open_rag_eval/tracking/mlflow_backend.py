@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import MissingDependency
+from open_rag_eval.core.errors import MissingDependency
 from open_rag_eval.tracking.options import TrackingOptions
 from open_rag_eval.tracking.record import RunRecord
 

@@ -31,8 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.redaction import register_secret, safe_url
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.redaction import register_secret, safe_url
 from open_rag_eval.tracking.opik_client import OpikClient, OpikError
 from open_rag_eval.tracking.options import TrackingOptions
 from open_rag_eval.tracking.record import RunRecord

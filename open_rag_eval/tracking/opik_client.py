@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from open_rag_eval.redaction import cut, safe_url
+from open_rag_eval.core.redaction import cut, safe_url
 from open_rag_eval.transport import ReplyRefused, bounded_client
 
 __all__ = ["LOCAL_UPLOAD", "OpikClient", "OpikError"]

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import StorageError
-from open_rag_eval.store.generation import PAGES_DIR, run_files
+from open_rag_eval.core.errors import StorageError
+from open_rag_eval.run.generation import PAGES_DIR, run_files
 
 __all__ = ["ARTIFACTS", "RunRecord", "metric_key", "read_record"]
 

@@ -34,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
 
     if args.resamples < 1 or args.sample < 1:
         raise ConfigError("--resamples and --sample must be at least 1")
@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _default_results(config: Path | None) -> Path:
     from open_rag_eval.config import load_config
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
 
     if config is None:
         raise ConfigError("name the results with --results DIR or a config with --config FILE")

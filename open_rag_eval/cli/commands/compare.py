@@ -38,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _gates(specs: list[str]) -> list[tuple[str, float]]:
-    from open_rag_eval.errors import InputError
+    from open_rag_eval.core.errors import InputError
     from open_rag_eval.report.peer import metric_name
 
     gates = []
@@ -58,7 +58,7 @@ def _check_gates(gates: list[tuple[str, float]], a: ResultSet, b: ResultSet) -> 
     """A gate on a metric that A or B does not have could never trip: refuse it, naming the close names."""
     import difflib
 
-    from open_rag_eval.errors import InputError
+    from open_rag_eval.core.errors import InputError
 
     have_a = {m for row in a.rows for m in row.scores}
     have_b = {m for row in b.rows for m in row.scores}
@@ -72,7 +72,7 @@ def _check_gates(gates: list[tuple[str, float]], a: ResultSet, b: ResultSet) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.errors import MissingDependency
+    from open_rag_eval.core.errors import MissingDependency
     from open_rag_eval.report import compare as cmp
     from open_rag_eval.report.loader import load_results
     from open_rag_eval.report.peer import metric_name

@@ -54,10 +54,10 @@ def positive_int(text: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from open_rag_eval.cli.console import ProgressDisplay, print_plan, print_summary
-    from open_rag_eval.progress import Progress
+    from open_rag_eval.core.progress import Progress
 
     if args.dry_run:
-        from open_rag_eval import pipeline
+        from open_rag_eval.run import pipeline
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     progress.begin("read", "config")
     with ProgressDisplay(progress, stream=sys.stderr):  # on screen before the imports below take their time
-        from open_rag_eval import pipeline
+        from open_rag_eval.run import pipeline
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
@@ -126,7 +126,7 @@ def track_run(output_dir: Path, options: Any, *, metrics: dict[str, float] | Non
     """Log the written run; a tracking failure is one line and exit 5 -- the results stay written."""
     if options is None:
         return 0
-    from open_rag_eval.redaction import cut
+    from open_rag_eval.core.redaction import cut
     from open_rag_eval.tracking import TrackingError, location, track
 
     where = location(options)

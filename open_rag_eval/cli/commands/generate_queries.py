@@ -37,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from open_rag_eval.config import load_judge_config
-    from open_rag_eval.errors import InputError
+    from open_rag_eval.core.errors import InputError
     from open_rag_eval.generation.corpus import read_corpus
     from open_rag_eval.judge.config import JudgeConfig
 
@@ -80,7 +80,7 @@ def _generate(judge: JudgeConfig, base_dir: Path, file: str, passages: list[Corp
     import asyncio
 
     from open_rag_eval.generation.testset import generate
-    from open_rag_eval.pipeline import judge_session
+    from open_rag_eval.run.pipeline import judge_session
 
     async def main() -> tuple[Outcome, dict[str, Any] | None]:
         async with judge_session(judge, base_dir, file) as client:

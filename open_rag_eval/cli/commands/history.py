@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from open_rag_eval.cli.commands.eval import positive_int
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:

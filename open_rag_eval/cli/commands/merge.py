@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.cli.console import ProgressDisplay, print_summary
     from open_rag_eval.cli.commands.eval import incomplete_line
     from open_rag_eval.executors.array import merge_shards
-    from open_rag_eval.progress import Progress
+    from open_rag_eval.core.progress import Progress
 
     progress = Progress()
     with ProgressDisplay(progress, stream=sys.stderr):

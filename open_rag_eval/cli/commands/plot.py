@@ -35,7 +35,7 @@ def _metrics(requested: list[str] | None) -> list[str] | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.errors import InputError
+    from open_rag_eval.core.errors import InputError
     from open_rag_eval.report import plots
     from open_rag_eval.report.loader import load_results
     from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_GENERATION, DEFAULT_TREC

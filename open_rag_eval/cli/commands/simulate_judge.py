@@ -29,7 +29,7 @@ def _config(args: argparse.Namespace) -> object:
 
     from pydantic import ValidationError
 
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
     from open_rag_eval.judge.simulated import SimulatedServerConfig
 
     key = os.environ.get(args.api_key_env) if args.api_key_env else None
@@ -47,7 +47,7 @@ def _config(args: argparse.Namespace) -> object:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.errors import ConfigError
+    from open_rag_eval.core.errors import ConfigError
     from open_rag_eval.judge.simulated import SimulatedJudgeServer
 
     server = SimulatedJudgeServer(_config(args), host=args.host, port=args.port)  # type: ignore[arg-type]

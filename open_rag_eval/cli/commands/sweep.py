@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from open_rag_eval.errors import OpenRagEvalError, exit_code
+from open_rag_eval.core.errors import OpenRagEvalError, exit_code
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval import pipeline
+    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
 
     loaded = load_config(args.config)
@@ -67,8 +67,8 @@ def _warnings(loaded: LoadedConfig) -> list[str]:
 def _path_problems(loaded: LoadedConfig) -> int:
     """Report every path a run could not use (output folder, judge cache, sweep history); the worst exit code."""
     from open_rag_eval.cli import error_line
-    from open_rag_eval.errors import exit_code
-    from open_rag_eval.store.checks import path_problems
+    from open_rag_eval.core.errors import exit_code
+    from open_rag_eval.run.checks import path_problems
 
     problems = path_problems(loaded)
     for problem in problems:

@@ -90,7 +90,7 @@ class RAGOutput(_Frozen):
     @model_validator(mode="after")
     def _segmented(self) -> RAGOutput:
         if not self.answer and self.answer_text.strip():
-            from open_rag_eval.segment import segment_answer  # segment imports this module
+            from open_rag_eval.core.segment import segment_answer  # segment imports this module
 
             parts = segment_answer(self.answer_text.strip(), [passage.id for passage in self.passages])
             object.__setattr__(self, "answer", parts)  # frozen: set once, while validating

@@ -37,10 +37,10 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from open_rag_eval.config.guard import MAX_K
-from open_rag_eval.connectors.inprocess import InProcessOptions, Reply, fetch_each, require
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.segment import NO_ANSWER, split_answer
-from open_rag_eval.types import Passage, RAGOutput
+from connectors.inprocess import InProcessOptions, Reply, fetch_each, require
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.segment import NO_ANSWER, split_answer
+from open_rag_eval.core.types import Passage, RAGOutput
 
 __all__ = ["Bm25Connector", "Bm25Options", "chunk_words", "compose_answer"]
 

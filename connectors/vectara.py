@@ -34,11 +34,11 @@ from urllib.parse import quote
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.connectors.http import HttpConnector, HttpOptions, Malformed
-from open_rag_eval.connectors.inprocess import unique_ids
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.segment import segment_answer
-from open_rag_eval.types import AnswerPart, Passage, RAGOutput
+from connectors.http import HttpConnector, HttpOptions, Malformed
+from connectors.inprocess import unique_ids
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.segment import segment_answer
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 
 __all__ = ["VectaraConnector", "VectaraOptions"]
 

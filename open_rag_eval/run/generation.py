@@ -23,7 +23,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from open_rag_eval.errors import StorageError
+from open_rag_eval.core.errors import StorageError
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text, fsync_dir
 from open_rag_eval.store.lock import FolderLock, held_by
 

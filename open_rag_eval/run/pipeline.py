@@ -23,20 +23,20 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from open_rag_eval.config import LoadedConfig
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.health.record import HealthRecorder, recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
-from open_rag_eval.store.manifest import build_manifest
-from open_rag_eval.progress import Progress
-from open_rag_eval.store.results import failed_everywhere, write_results
+from open_rag_eval.run.manifest import build_manifest
+from open_rag_eval.core.progress import Progress
+from open_rag_eval.run.results import failed_everywhere, write_results
 from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
-from open_rag_eval.store.checks import check_inputs_outside, output_folder
-from open_rag_eval.store.generation import Generation
-from open_rag_eval.store.journal import IDENTITY_FILE, RESUME_FILES
-from open_rag_eval.types import EvalResult, RAGOutput
+from open_rag_eval.run.checks import check_inputs_outside, output_folder
+from open_rag_eval.run.generation import Generation
+from open_rag_eval.run.journal import IDENTITY_FILE, RESUME_FILES
+from open_rag_eval.core.types import EvalResult, RAGOutput
 
 __all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "evaluate_all", "is_simulated",
            "judge_session", "load_outputs", "plan", "run"]
@@ -262,7 +262,7 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
 
 async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path) -> list[RAGOutput]:
     """Query the live system through the configured connector (the first ``limit`` queries), saving to ``journal``."""
-    from open_rag_eval.connectors.base import fetch_outputs
+    from open_rag_eval.run.fetch import fetch_outputs
 
     assert loaded.config.connector is not None
     return await fetch_outputs(loaded, loaded.config.connector, limit=limit, journal=journal)

@@ -20,11 +20,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import ConfigError, MissingDependency
-from open_rag_eval.redaction import cut
+from open_rag_eval.core.errors import ConfigError, MissingDependency
+from open_rag_eval.core.redaction import cut
 from open_rag_eval.registry import resolve
-from open_rag_eval.segment import segment_answer
-from open_rag_eval.types import Passage, RAGOutput
+from open_rag_eval.core.segment import segment_answer
+from open_rag_eval.core.types import Passage, RAGOutput
 
 __all__ = ["InProcessOptions", "Malformed", "Reply", "fetch_each", "load_target", "make_output", "number",
            "refusal_flag", "require", "unique_ids"]

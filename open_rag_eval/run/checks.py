@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from open_rag_eval.errors import ConfigError, OpenRagEvalError, StorageError
-from open_rag_eval.store.generation import GENERATION_FILES, check_output_folder, real_folder
+from open_rag_eval.core.errors import ConfigError, OpenRagEvalError, StorageError
+from open_rag_eval.run.generation import GENERATION_FILES, check_output_folder, real_folder
 from open_rag_eval.store.lock import held_by, lock_path
 
 if TYPE_CHECKING:

@@ -38,12 +38,12 @@ from typing import Any, ClassVar, Literal
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.judge.limits import RetryPolicy, parse_retry_after
-from open_rag_eval.redaction import cut, is_secret_name, register_secret, register_url_credentials
-from open_rag_eval.segment import segment_answer
+from open_rag_eval.core.redaction import cut, is_secret_name, register_secret, register_url_credentials
+from open_rag_eval.core.segment import segment_answer
 from open_rag_eval.transport import ReplyRefused, bounded_client
-from open_rag_eval.types import Passage, RAGOutput
+from open_rag_eval.core.types import Passage, RAGOutput
 
 __all__ = ["HttpConnector", "HttpOptions", "Malformed", "SecretHeader", "get_path"]
 

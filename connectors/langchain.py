@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from open_rag_eval.connectors.inprocess import (InProcessOptions, Malformed, Reply, fetch_each, load_target, number,
+from connectors.inprocess import (InProcessOptions, Malformed, Reply, fetch_each, load_target, number,
                                                 refusal_flag, require, unique_ids)
-from open_rag_eval.types import Passage, RAGOutput
+from open_rag_eval.core.types import Passage, RAGOutput
 
 __all__ = ["LangChainConnector", "LangChainOptions"]
 

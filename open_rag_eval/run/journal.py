@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval.errors import InputError, StorageError
+from open_rag_eval.core.errors import InputError, StorageError
 from open_rag_eval.store.fileio import append_text, atomic_write_text
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["IDENTITY_FILE", "JOURNAL_FILE", "RESUME_FILES", "OutputJournal", "connector_identity", "reusable"]
 

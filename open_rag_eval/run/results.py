@@ -14,7 +14,7 @@ from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
-from open_rag_eval.types import Detail, EvalResult, RAGOutput, Score
+from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
            "summarize", "write_results"]
@@ -78,7 +78,7 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
 def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict[str, str]:
     """``ok`` for a metric with at least one value; for a metric with none, the kind of its missing values:
     ``failed`` (every judgment or model call for it went wrong), ``undefined`` or ``unavailable`` (not installed)."""
-    from open_rag_eval.report.missing import FAILED, kind
+    from open_rag_eval.core.missing import FAILED, kind
 
     kinds: dict[str, Counter[str]] = defaultdict(Counter)
     for score in scores:

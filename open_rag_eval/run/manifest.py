@@ -15,8 +15,8 @@ from typing import Any
 from open_rag_eval import __version__
 from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.redaction import safe_url, scrub_config
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.redaction import safe_url, scrub_config
+from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["build_manifest", "file_digest", "now_iso"]
 

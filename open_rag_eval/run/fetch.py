@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, ClassVar, Protocol
 from pydantic import BaseModel
 
 from open_rag_eval.config.connector import ConnectorConfig, connector_spec
-from open_rag_eval.errors import ConfigError
-from open_rag_eval.types import RAGOutput
+from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.types import RAGOutput
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
@@ -82,7 +82,7 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
 async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],
                            folder: Path) -> list[RAGOutput]:
     """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives."""
-    from open_rag_eval.store.journal import OutputJournal, connector_identity, reusable
+    from open_rag_eval.run.journal import OutputJournal, connector_identity, reusable
 
     journal = OutputJournal(folder, connector_identity(config.type, config.options, config.repeats))
     saved = reusable(journal.saved(), queries, config.repeats)

@@ -30,7 +30,7 @@ import logging
 import re
 from collections.abc import Sequence
 
-from open_rag_eval.types import AnswerPart
+from open_rag_eval.core.types import AnswerPart
 
 __all__ = ["NO_ANSWER", "find_citations", "normalize_id", "resolve_citations", "segment_answer", "split_answer"]
 

@@ -1,0 +1,1 @@
+"""The core vocabulary: types, errors, parsing, segmentation, redaction, progress."""

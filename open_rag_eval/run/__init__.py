@@ -1,0 +1,1 @@
+"""One evaluation run: the pipeline, fetch and resume, results, manifest, checks, the atomic generation."""
