@@ -16,7 +16,7 @@ from open_rag_eval.cli.console import ProgressDisplay, quiet_third_party
 from open_rag_eval.core.errors import JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.config import Price
-from open_rag_eval.core.progress import Progress
+from open_rag_eval.core.progress import Event, Progress
 
 from tests.openai_server import Reply, ScriptedServer
 
@@ -50,8 +50,11 @@ def _run_state(clock: Clock) -> tuple[Progress, Judge]:
     judge.accounting.usage("umbrela", 20_000, 100, None)
     progress.judge, progress.outputs_total = judge, 20
     progress.report("trec", "model HHEM", 0)
-    clock.now += 10.0
-    progress.report("trec", "outputs", 7)
+    clock.now += 4.0
+    for _ in range(7):  # the first output 4 s into the stage, then one a second
+        progress.report("trec", "outputs", 1)
+        clock.now += 1.0
+    clock.now -= 1.0
     return progress, judge
 
 
@@ -70,7 +73,7 @@ def test_live_display_snapshot_stages_counts_rate_eta_cost() -> None:
     display.started = 100.0
     assert _render(display) == "\n".join([
         "✓ read                             done in 2.0s",
-        "▸ trec        ━━━━━━━              7/20 outputs · 0.7/s · ETA 19s · HHEM model",
+        "▸ trec        ━━━━━━━              7/20 outputs · 1.0/s · ETA 13s · HHEM model",
         "· consistency                      waiting",
         "· write                            waiting",
         "  judge   52 requests (42 calls, 10 cached) · umbrela 40, support 12 · $0.0510 so far",
@@ -103,7 +106,7 @@ def test_plain_status_line_and_retries_since_the_last_line() -> None:
     display.started = 100.0
     display.tally.total = display.tally.since_status = 5
     display.tally.last = "HTTP 503"
-    assert display.status_line() == ("[  12s] trec: 7/20 outputs · 0.7/s · ETA 19s · HHEM model | judge: 52 requests "
+    assert display.status_line() == ("[  12s] trec: 7/20 outputs · 1.0/s · ETA 13s · HHEM model | judge: 52 requests "
                                      "(42 calls, 10 cached) · umbrela 40, support 12 · 5 retries, 5 since the last "
                                      "line (last: HTTP 503) · $0.0510 so far")
     assert "since the last line" not in display.status_line()  # counted once
@@ -111,6 +114,103 @@ def test_plain_status_line_and_retries_since_the_last_line() -> None:
     progress.begin("write", "report.html")
     clock.now += 1.0
     assert display.status_line().startswith("[  13s] write: report.html (1.0s) | judge:")
+
+
+class EightyOutputs:
+    """The shape of a trec run of 80 outputs: every UMBRELA grade first (one output's grades every 0.25 s from
+    1 s in), nugget lists after them (an output's assignment every 0.2 s from 21 s), citations behind both
+    (every 0.1 s from 31 s); a whole output finishes only as its last part does. The run ends at 38.9 s."""
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.progress = progress = Progress(clock=clock)
+        progress.stages = ["read", "trec", "write"]
+        progress.begin("read", "input")
+        progress.begin("trec")
+        progress.outputs_total = 80
+        for family in ("umbrela", "nuggets", "citation"):
+            progress.report("trec", f"outputs {family}", 0)
+        self.start = clock.now
+        self.events = sorted([(1.0 + 0.25 * i, "umbrela") for i in range(80)]
+                             + [(21.0 + 0.2 * i, "nuggets") for i in range(80)]
+                             + [(31.0 + 0.1 * i, "citation") for i in range(80)])
+
+    def play(self, until: float) -> None:
+        """Replay to ``until`` seconds after the stage started."""
+        parts, done = self.progress.parts["trec"], self.progress.done
+        while self.events and self.events[0][0] <= until:
+            at, family = self.events.pop(0)
+            self.clock.now = self.start + at
+            self.progress.report("trec", f"outputs {family}", 1)
+            whole = min(parts["nuggets"].done, parts["citation"].done)
+            if whole > done.get("trec", 0):
+                self.progress.report("trec", "outputs", whole - done.get("trec", 0))
+        self.clock.now = self.start + until
+
+
+def test_parts_are_counted_as_they_finish_and_the_eta_follows_the_slowest_part() -> None:
+    clock = Clock()
+    run = EightyOutputs(clock)
+    progress = run.progress
+    display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock)
+    details = {}
+    for second in (0.5, 10, 25, 36, 38.5):
+        run.play(second)
+        details[second] = display.stage_detail("trec", clock.now)
+    assert details == {
+        # nothing finished yet: no rate, so no ETA (never a guess)
+        0.5: "0/80 outputs · umbrela 0/80 · nuggets 0/80 · citation 0/80 · ETA measuring",
+        # grades flow at 4/s; nuggets and citations have not finished one output: still no ETA
+        10: "0/80 outputs · umbrela 37/80 · nuggets 0/80 · citation 0/80 · ETA measuring",
+        # nuggets flow at 5/s, but no citation has finished yet
+        25: "0/80 outputs · umbrela 80/80 · nuggets 21/80 · citation 0/80 · ETA measuring",
+        # citations at 10/s with 29 to go decide (nuggets: 4 to go at 5/s); the bar shows (80 + 76 + 51) / 3
+        36: "51/80 outputs · umbrela 80/80 · nuggets 76/80 · citation 51/80 · ETA 2.9s",
+        38.5: "76/80 outputs · umbrela 80/80 · nuggets 80/80 · citation 76/80 · ETA 0.4s",
+    }
+
+
+def test_the_eta_of_a_part_is_measured_from_its_own_first_output() -> None:
+    """No 'ETA 14m28s' four seconds before the end: a part that started late is not judged by the stage's age."""
+    clock = Clock()
+    run = EightyOutputs(clock)
+    progress = run.progress
+    run.play(35.0)
+    eta = progress.eta("trec", clock.now)
+    assert eta is not None and eta == pytest.approx(max((80 - 71) / (70 / 14.0), (80 - 41) / (40 / 4.0)))
+    assert eta < 4.5  # the run ends at 38.9 s
+
+
+def test_live_display_snapshot_of_parts_and_a_health_event() -> None:
+    clock = Clock()
+    run = EightyOutputs(clock)
+    progress = run.progress
+    display = ProgressDisplay(progress, io.StringIO(), tty=True, clock=clock)
+    display.started = clock.now
+    run.play(36.0)
+    progress.notify(Event("health", "after 60 UMBRELA grades: grades 0-3 all used; healthy so far"))
+    progress.notify(Event("health", "after 80 UMBRELA grades: every grade is 3 (a constant judge?)", "warning"))
+    assert _render(display, 110) == "\n".join([
+        "✓ read                             done in 0.0s",
+        "▸ trec        ━━━━━━━━━━━━━━━━━    51/80 outputs · umbrela 80/80 · nuggets 76/80 · citation 51/80 · ETA 2.9s",
+        "· write                            waiting",
+        "  health  after 80 UMBRELA grades: every grade is 3 (a constant judge?)",
+        "  elapsed 36s",
+    ])
+
+
+def test_plain_lines_show_each_event_once_a_warning_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    clock = Clock()
+    progress = EightyOutputs(clock).progress
+    display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock)
+    with caplog.at_level(logging.INFO, logger="open_rag_eval"):
+        progress.notify(Event("health", "after 60 UMBRELA grades: healthy so far"))
+        display.log_events()
+        display.log_events()
+        progress.notify(Event("health", "every grade is 3", "warning"))
+        display.log_events()
+    assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
+        ("INFO", "health: after 60 UMBRELA grades: healthy so far"), ("WARNING", "health: every grade is 3")]
 
 
 def _logger_with_handler(stream: io.StringIO | None = None) -> tuple[logging.Logger, io.StringIO, logging.Handler]:

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
-from open_rag_eval.core.progress import Progress
+from open_rag_eval.core.progress import Count, Event, Progress
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
@@ -147,6 +147,7 @@ class ProgressDisplay:
         self._handlers: list[tuple[logging.Handler, Any]] = []
         self._undo_quiet: Callable[[], None] = lambda: None
         self._judge_snapshot: dict[str, Any] | None = None
+        self._events_shown: dict[str, Event] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -191,6 +192,7 @@ class ProgressDisplay:
                 handler.setStream(stream)  # type: ignore[attr-defined]
         self._undo_quiet()
         if self._live is None and kind is None:
+            self.log_events()
             log.info("%s", self.status_line(final=True))
         if self.tally.tripped is not None and not isinstance(error, JudgeUnavailable):
             logging.getLogger(self.tally.tripped.name).handle(self.tally.tripped)
@@ -202,12 +204,20 @@ class ProgressDisplay:
             stage = self.progress.stage
             if stage == "read" and now - self.started < self.interval:
                 continue  # a config or input error is the run's one line; a long read still gets its status
+            self.log_events()
             if stage != shown_stage and stage is not None:
                 shown_stage, last = stage, now
                 log.info("%s", self.status_line())
             elif now - last >= self.interval or (self.tally.since_status and now - last >= self.interval / 3):
                 last = now
                 log.info("%s", self.status_line())
+
+    def log_events(self) -> None:
+        """Plain lines: each new event once (a warning at WARNING level), not repeated in every status line."""
+        for event in list(self.progress.events.values()):
+            if self._events_shown.get(event.kind) != event:
+                self._events_shown[event.kind] = event
+                log.log(logging.WARNING if event.level == "warning" else logging.INFO, "%s: %s", event.kind, event.text)
 
     # ------------------------------------------------------------------ what is shown
 
@@ -256,17 +266,20 @@ class ProgressDisplay:
         p = self.progress
         start, end = p.started.get(stage), p.finished.get(stage)
         step = p.steps.get(stage, "")
-        if stage in p.done or (stage not in ("read", "fetch", "write") and start is not None):
+        if stage in p.done or stage in p.parts or (stage not in ("read", "fetch", "write") and start is not None):
             done, total = p.done.get(stage, 0), p.outputs_total
             text = f"{done}/{total} outputs"
             if end is not None:
                 return f"{text} in {_duration(end - (start or end))}"
-            elapsed = now - (start or now)
-            if done and elapsed > 0:
-                rate = done / elapsed
-                text += f" · {rate:.1f}/s"
-                if total > done:
-                    text += f" · ETA {_duration((total - done) / rate)}"
+            parts = p.parts.get(stage, {})
+            if parts:
+                text += "".join(f" · {name} {count.done}/{total}" for name, count in parts.items())
+            else:
+                rate = p.counts.get(stage, Count()).rate(now)
+                text += f" · {rate:.1f}/s" if rate else ""
+            if total > done:
+                eta = p.eta(stage, now)
+                text += " · ETA measuring" if eta is None else f" · ETA {_duration(eta)}"
             return f"{text}{' · ' + step if step else ''}"
         if end is not None:
             return f"done in {_duration(end - (start or end))}"
@@ -317,15 +330,18 @@ class ProgressDisplay:
         grid.add_column(ratio=1)
         for mark, stage, detail in self.stage_rows(now):
             bar: Any = ""
-            if stage in p.done or (stage == p.stage and stage not in ("read", "fetch", "write")):
+            if stage in p.done or stage in p.parts or (stage == p.stage and stage not in ("read", "fetch", "write")):
                 total = max(p.outputs_total, 1)
-                bar = ProgressBar(total=total, completed=min(p.done.get(stage, 0), total), width=20)
+                bar = ProgressBar(total=total, completed=min(p.completed(stage), total), width=20)
             style = "green" if mark == "✓" else "bold" if mark == "▸" else "dim"
             grid.add_row(Text(mark, style=style), Text(stage, style=style), bar, Text(detail))
         lines: list[Any] = [grid]
         for label, line in (("judge", self.judge_line()), ("models", self.models_line(now))):
             if line:
                 lines.append(Text.assemble((f"  {label:<8}", "cyan"), line))
+        for event in list(p.events.values()):
+            style = "bold yellow" if event.level == "warning" else ""
+            lines.append(Text.assemble((f"  {event.kind:<8}", "cyan"), (event.text, style)))
         lines.append(Text(f"  {'elapsed':<8}{_duration(now - self.started)}", style="dim"))
         return Group(*lines)
 

@@ -214,9 +214,12 @@ class TrecEvaluator:
         result = EvalResult()
 
         async def one(output: RAGOutput) -> EvalResult:
-            done = await self._evaluate_output(session, output)
+            done = await self._evaluate_output(session, output, ctx)
             ctx.progress("outputs", 1)
             return done
+
+        for family in self._judged_families():
+            ctx.progress(f"outputs {family}", 0)  # the parts, in their order, before any finishes
 
         self._start_critical_path(session, outputs)
         jobs = [one(output) for output in outputs]
@@ -242,14 +245,26 @@ class TrecEvaluator:
             for output in live:
                 session.nugget_list(output)
 
-    async def _evaluate_output(self, session: _Session, output: RAGOutput) -> EvalResult:
+    def _judged_families(self) -> list[str]:
+        return [m for m in self.options.metrics if m in ("umbrela", "nuggets", "citation", "no_answer")]
+
+    async def _evaluate_output(self, session: _Session, output: RAGOutput, ctx: Context) -> EvalResult:
+        families = self._judged_families()
         if output.error is not None:
             reason = f"no output: {output.error}"
-            families = [m for m in self.options.metrics if m != "hhem"]
-            return EvalResult(scores=[Score.failed(output, name, reason) for name in self._names(families)])
+            for family in families:
+                ctx.progress(f"outputs {family}", 1)
+            return EvalResult(scores=[Score.failed(output, name, reason)
+                                      for name in self._names([m for m in self.options.metrics if m != "hhem"])])
         jobs = {"umbrela": self._umbrela, "nuggets": self._nuggets, "citation": self._citation,
                 "no_answer": self._no_answer}
-        parts = await _gather([jobs[m](session, output) for m in self.options.metrics if m in jobs])
+
+        async def part(family: str) -> tuple[list[Score], Detail]:
+            done = await jobs[family](session, output)
+            ctx.progress(f"outputs {family}", 1)
+            return done
+
+        parts = await _gather([part(m) for m in families])
         result = EvalResult()
         for scores, detail in parts:
             result.extend(EvalResult(scores=scores, details=[detail]))
