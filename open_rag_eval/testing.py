@@ -35,7 +35,7 @@ def assert_metrics(results: Results, thresholds: Mapping[str, float] | None = No
                    baseline: Results | str | Path | None = None, max_drop: float = 0.0,
                    seed: int = 0, resamples: int = 10_000) -> None:
     """Raise ``AssertionError`` listing every metric below its threshold or worse than ``baseline``."""
-    from open_rag_eval.report.names import lower_is_better
+    from open_rag_eval.core.catalogue import lower_is_better
 
     thresholds = dict(thresholds or {})
     failures: list[str] = []
@@ -71,7 +71,7 @@ def _as_results(baseline: Results | str | Path) -> Results:
 def _regressions(results: Results, baseline: Results, metrics: list[str] | None, max_drop: float, seed: int,
                  resamples: int) -> list[str]:
     from open_rag_eval.report.compare import worse_than
-    from open_rag_eval.report.names import lower_is_better
+    from open_rag_eval.core.catalogue import lower_is_better
 
     comparison = results.comparison(baseline, metrics, seed=seed, resamples=resamples)
     failures = []

@@ -52,7 +52,8 @@ def test_a_judge_that_answers_null_everywhere_is_an_incomplete_run_exit_6(
         code, out = _run(tmp_path, server, metrics=("umbrela", "nuggets", "citation", "no_answer"))
     assert code == 6
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and errors[0].startswith("error: incomplete run: umbrela.mean, nuggets.vital, citation.f1")
+    assert len(errors) == 1 and errors[0].startswith("error: incomplete run: umbrela.mean, nuggets.vital_strict, nuggets.weighted, "
+                                                  "citation.f1, no_answer.answered")
     assert "commonest reason:" in errors[0] and "empty reply from the judge (content null" in errors[0]
     # never a grade: every grade is missing with its reason, nothing averaged, nuggets not 0 "by convention"
     assert all(g["grade"] is None and g["status"] == "failed" for g in _grades(out))
@@ -315,3 +316,22 @@ def test_the_report_refuses_an_infinity_read_back_from_results_json_or_summary_c
     with caplog.at_level(logging.ERROR):
         assert main(["report", str(out)]) == 3
     assert "summary.csv:2: field 'mean': not a finite number" in caplog.records[-1].getMessage()
+
+
+@pytest.mark.parametrize("metric", ["rubric", "rag_guide", "answer_relevance"])
+def test_a_generation_metric_whose_every_judgment_fails_is_an_incomplete_run_exit_6(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture, metric: str) -> None:
+    # these families are judged (the metric catalogue says so): failed everywhere is no "complete" run
+    data = write_inputs(tmp_path, synthetic_outputs(3))
+    with ScriptedServer(default=NULL) as server, caplog.at_level(logging.ERROR):
+        path = _config(tmp_path, data, {"base_url": server.base_url}, (), "config.yaml")
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        loaded["evaluators"] = [{"type": "generation", "metrics": [metric]}]
+        path.write_text(yaml.safe_dump(loaded), encoding="utf-8")
+        code = run_cli(path, tmp_path / "out")
+    assert code == 6
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    failed = {item["metric"] for item in manifest["incomplete"]}
+    assert manifest["complete"] is False and failed and all(m.startswith(f"{metric}.") for m in failed), failed
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 1 and errors[0].startswith(f"error: incomplete run: {metric}.")

@@ -101,9 +101,9 @@ def test_per_query_hints_use_the_runs_configured_thresholds(results: Path) -> No
 
 def test_hints_follow_the_documented_patterns() -> None:
     assert [a for a, _ in diagnose({"umbrela.mean": 0.6})] == ["retrieval"]
-    assert [a for a, _ in diagnose({"umbrela.mean": 2.1, "nuggets.vital": 0.3})] == ["generation"]
+    assert [a for a, _ in diagnose({"umbrela.mean": 2.1, "nuggets.vital_strict": 0.3})] == ["generation"]
     assert [a for a, _ in diagnose({"citation.precision": 0.4, "hhem.score": 0.3})] == ["citations", "support"]
-    assert diagnose({"umbrela.mean": 1.2, "nuggets.vital": 0.3, "citation.precision": 0.9, "hhem.score": 0.9}) == []
+    assert diagnose({"umbrela.mean": 1.2, "nuggets.vital_strict": 0.3, "citation.precision": 0.9, "hhem.score": 0.9}) == []
     area, text = diagnose({"no_answer.answered": 0.7, "umbrela.mean": 2.0})[0]
     assert area == "no answer" and text.startswith("30% of answers decline") and "too cautious" in text
 

@@ -243,5 +243,5 @@ def test_no_absolute_source_path_and_no_citation_hint_for_a_refusal(results: Pat
     assert "/home/someone" not in page and ".../answers.csv:1" in page
     # a refusal has no facts or citations to judge: only the refusal is diagnosed
     declined = {"no_answer.answered": 0.0, "umbrela.mean": 1.0, "citation.precision": 0.0, "hhem.score": 0.1,
-                "nuggets.vital": 0.0}
+                "nuggets.vital_strict": 0.0}
     assert [a for a, _ in diagnose(declined, evidence=True)] == ["no answer"]

@@ -10,7 +10,7 @@ import pytest
 from open_rag_eval.cli import main
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.scoring.stats import Aggregate
-from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.core.types import Score
 from tests.rag_server import RagBehaviour, RagServer
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from open_rag_eval.report.compare import compare, default_metrics
 from open_rag_eval.report.data import ResultSet
-from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import holm
 
 __all__ = ["COLUMNS", "AblationTable", "ablation_table", "query_mean"]

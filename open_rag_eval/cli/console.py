@@ -410,7 +410,7 @@ def print_summary(report: RunReport) -> None:
     if report.simulated:
         _out(SIMULATED)
     from open_rag_eval.health.check import is_health
-    from open_rag_eval.report.names import is_dispersion
+    from open_rag_eval.core.catalogue import is_dispersion
 
     shown = [a for a in report.summary if not is_dispersion(a.metric) and not is_health(a.metric)]
     width = max((len(a.metric) for a in shown), default=10)
@@ -460,7 +460,7 @@ def _headline(report: RunReport) -> None:
     """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
     from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
     from open_rag_eval.core.missing import kind
-    from open_rag_eval.report.names import lower_is_better
+    from open_rag_eval.core.catalogue import lower_is_better
 
     stats = {a.metric: a for a in report.summary}
     chosen, targets = report_options(report.manifest)

@@ -164,15 +164,22 @@ def check_evaluators(specs: Sequence[Any], sweep: Any, file: str) -> None:
                               "its values would be counted twice; give it once, with all its options",
                               path=f"evaluators[{i}]", file=file)
         first[spec.cls] = i
-    names: list[str] = []
+    from open_rag_eval.core.catalogue import declared  # noqa: PLC0415
+
+    names: list[str] | None = []
     for spec in specs:
         produced = spec.cls.metric_names(spec.options, names) if hasattr(spec.cls, "metric_names") else None
-        if produced is None:  # an evaluator that cannot say what it produces: nothing to check against
-            return
+        if produced is None:  # an evaluator that cannot say what it produces: the catalogue's names are checked
+            names = None
+            break
         names += produced
     for section in ("thresholds", "fail_if_drop"):
         for metric in getattr(sweep, section, None) or {}:
-            if metric not in names:
+            if names is None:
+                if not declared(metric):
+                    raise ConfigError(f"'{metric}' is no metric name (docs/RESULTS.md lists them)",
+                                      path=f"sweep.{section}.{metric}", file=file)
+            elif metric not in names:
                 close = difflib.get_close_matches(metric, names, n=1)
                 hint = f"did you mean '{close[0]}'? " if close else ""
                 raise ConfigError(f"no evaluator in this config produces '{metric}'; {hint}valid names: "

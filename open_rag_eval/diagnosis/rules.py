@@ -2,7 +2,7 @@
 
 A rule holds one or more checks, all of which must hold for it to fire. A check reads one metric -- the first of its
 candidate names the run has -- and compares its mean with a threshold (``<``, ``>`` or ``>=``). The generation
-metrics' names come from ``open_rag_eval.metrics.columns``, which the metrics write with, so a rule cannot read a
+metrics' names come from ``open_rag_eval.core.families``, which the metrics write with, so a rule cannot read a
 column that does not exist (tests/test_diagnosis.py runs the evaluators and checks it). Thresholds and metric names
 are configurable per check as ``<rule>.<check>`` (``diagnosis.thresholds`` / ``diagnosis.metrics``).
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from open_rag_eval.metrics import columns as col
+from open_rag_eval.core import families as col
 
 __all__ = ["RULES", "Check", "Rule", "rule_named"]
 
@@ -109,8 +109,8 @@ RULES: tuple[Rule, ...] = (
          "passages are mostly judged not relevant", "look at retrieval (index, chunking, query rewriting, top-k) "
          "before the generator", "ours (UMBRELA grade 1 = related but not answering)", custom=True),
     Rule("trec_missing_facts", "generation",
-         (Check("umbrela", ("umbrela.mean",), ">=", 1.5), Check("vital", ("nuggets.vital",), "<", 0.5)),
-         "relevant passages are retrieved but vital nugget recall is low",
+         (Check("umbrela", ("umbrela.mean",), ">=", 1.5), Check("vital", ("nuggets.vital_strict",), "<", 0.5)),
+         "relevant passages are retrieved but strict vital nugget recall is low",
          "the answer leaves out facts the passages hold (prompt, context truncation, answer length)", "ours",
          custom=True),
     Rule("trec_citation_support", "citations", (Check("precision", ("citation.precision",), "<", 0.5),),

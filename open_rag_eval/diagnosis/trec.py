@@ -136,7 +136,7 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
                  options: DiagnosisOptions | None = None) -> list[tuple[str, str, str]]:
     """(rule, area, hint) for the ``trec_*`` rules that fire (and are not disabled by ``options``)."""
     hints: list[tuple[str, str, str]] = []
-    umbrela, vital = _get(means, "umbrela.mean"), _get(means, "nuggets.vital")
+    umbrela, vital = _get(means, "umbrela.mean"), _get(means, "nuggets.vital_strict")
     precision, hhem = _get(means, "citation.precision"), _get(means, "hhem.score")
     answered, fabricated = _get(means, "no_answer.answered"), _get(means, "citation.fabricated")
     low, high = t("trec_relevance", "umbrela"), t("trec_missing_facts", "umbrela")
@@ -154,7 +154,7 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
     if umbrela is not None and umbrela >= high and vital is not None and vital < t("trec_missing_facts", "vital") \
             and not declined:
         hints.append(("trec_missing_facts", "generation", f"relevant passages are retrieved (UMBRELA {umbrela:.2f}) "
-                      f"but vital nugget recall is low ({vital:.2f}): the answer leaves out facts the passages hold "
+                      f"but strict vital nugget recall is low ({vital:.2f}): the answer leaves out facts the passages hold "
                       "(prompt, context truncation, answer length)"))
     if precision is not None and precision < t("trec_citation_support", "precision") and not declined:
         hints.append(("trec_citation_support", "citations", f"citation support precision is low ({precision:.2f}): "

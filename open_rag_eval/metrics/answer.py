@@ -23,7 +23,7 @@ from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_REFERENCE, PLANNED, REFUSAL, planning, reference_of
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession
-from open_rag_eval.metrics.columns import ANSWER_RELEVANCE, ANSWER_RELEVANCE_JUDGED
+from open_rag_eval.core.families import ANSWER_RELEVANCE, ANSWER_RELEVANCE_JUDGED
 from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.metrics.embedding import EmbeddingOptions, embed
 from open_rag_eval.prompts import load

@@ -27,7 +27,7 @@ from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, claims_
     reference_of
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
-from open_rag_eval.metrics.columns import CONTEXT_RELEVANCE, context_precision
+from open_rag_eval.core.families import CONTEXT_RELEVANCE, context_precision
 from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import average_precision, relevance, supported_share

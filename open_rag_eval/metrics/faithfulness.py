@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.metrics._generation import claims_detail, missing, no_claims_reason
 from open_rag_eval.metrics.claims import ClaimSession, Extracted, Verdict, Verified, source_text
-from open_rag_eval.metrics.columns import FAITHFULNESS, FAITHFULNESS_CITED
+from open_rag_eval.core.families import FAITHFULNESS, FAITHFULNESS_CITED
 from open_rag_eval.scoring.generation import supported_share
 from open_rag_eval.core.types import Detail, RAGOutput, Score
 

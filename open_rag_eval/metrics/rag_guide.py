@@ -34,7 +34,7 @@ from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, reference_of
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
-from open_rag_eval.metrics.columns import RAG_GUIDE_NAMES, rag_guide
+from open_rag_eval.core.families import RAG_GUIDE_NAMES, rag_guide
 from open_rag_eval.metrics.rubric import cited_answer
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rag_guide import guide_context_precision, guide_context_relevance, guide_faithfulness, \

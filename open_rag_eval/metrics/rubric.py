@@ -32,7 +32,7 @@ from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES, REFUSAL, expects_refusal, is_refusal
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
-from open_rag_eval.metrics.columns import rubric
+from open_rag_eval.core.families import rubric
 from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.rubric import RUBRIC_MAX, normalise_rubric

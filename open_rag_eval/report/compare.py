@@ -22,7 +22,7 @@ from typing import Any
 from open_rag_eval.store.csv_cells import csv_text
 from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.report.data import ResultSet
-from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import holm, paired_test
 
 __all__ = ["Comparison", "compare", "default_metrics", "format_table", "worse_than", "write_compare_csv"]

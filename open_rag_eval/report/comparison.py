@@ -18,7 +18,7 @@ from open_rag_eval.report.html_report import (RunData, _cost, _grouped, _page, _
                                               query_controls)
 from open_rag_eval.report.loader import load_results
 from open_rag_eval.core.missing import FAILED
-from open_rag_eval.report.names import display_name, family, family_title, is_tally, lower_is_better, short_name
+from open_rag_eval.core.catalogue import display_name, family, family_title, is_tally, lower_is_better, short_name
 from open_rag_eval.report.summary import no_value, value_text
 
 __all__ = ["render_comparison", "write_comparison"]

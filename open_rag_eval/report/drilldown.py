@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.report.hints import answer_evidence, diagnose
 from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
-from open_rag_eval.report.names import short_name
+from open_rag_eval.core.catalogue import short_name
 
 if TYPE_CHECKING:
     from open_rag_eval.diagnosis.options import DiagnosisOptions
 
 __all__ = ["KEY_METRICS", "esc", "fmt", "missing_counts", "render_query"]
 
-KEY_METRICS = ("umbrela.mean", "nuggets.vital", "citation.f1", "hhem.score", "no_answer.answered")
+KEY_METRICS = ("umbrela.mean", "nuggets.vital_strict", "citation.f1", "hhem.score", "no_answer.answered")
 
 
 def esc(value: Any) -> str:

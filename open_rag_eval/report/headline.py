@@ -11,24 +11,14 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from open_rag_eval.report.names import axis_range, lower_is_better
+from open_rag_eval.core.catalogue import axis_range, headline_columns, lower_is_better
 
 __all__ = ["DEFAULT_HEADLINE", "DEFAULT_TARGETS", "headline_metrics", "report_options", "status", "target_for"]
 
-# In order; golden.ndcg@k / golden.recall@k stand for the largest k (at most 10) the run has.
-DEFAULT_HEADLINE = ("umbrela.mean", "nuggets.vital_strict", "nuggets.weighted", "citation.f1", "hhem.score",
-                    "no_answer.answered", "golden.ndcg@k", "golden.recall@k", "faithfulness.score", "faithfulness.cited",
-                    "context.recall", "correctness.f1")
-DEFAULT_TARGETS: dict[str, float] = {
-    "umbrela.mean": 1.5,  # between "related" (1) and "highly relevant" (2) on average
-    "nuggets.vital_strict": 0.5,  # half the vital facts fully present
-    "nuggets.weighted": 0.5,
-    "citation.f1": 0.7,
-    "hhem.score": 0.5,  # HHEM's own consistent / hallucinated boundary
-    "no_answer.answered": 0.8,
-    "golden.ndcg@k": 0.5,
-    "golden.recall@k": 0.7,
-}
+# In order (the catalogue's headline columns); golden.ndcg@k / golden.recall@k stand for the largest k (at most 10)
+# the run has.
+DEFAULT_HEADLINE = tuple(c.pattern for c in headline_columns())
+DEFAULT_TARGETS: dict[str, float] = {c.pattern: c.target for c in headline_columns() if c.target is not None}
 
 
 def _at_k(pattern: str, present: Sequence[str]) -> str | None:

@@ -27,7 +27,7 @@ from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts
 from open_rag_eval.report.headline import headline_metrics, report_options
 from open_rag_eval.report.hints import run_means
 from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
-from open_rag_eval.report.names import display_name, is_dispersion, lower_is_better, short_name
+from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
 
 __all__ = ["RunData", "load_run", "render_report", "write_report"]

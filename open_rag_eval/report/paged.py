@@ -41,7 +41,7 @@ from open_rag_eval.report.html_report import (
 )
 from open_rag_eval.core.missing import FAILED
 from open_rag_eval.report.drilldown import missing_counts
-from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.report.stream import read_items
 from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.run.generation import PAGES_DIR

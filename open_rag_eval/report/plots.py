@@ -19,7 +19,7 @@ from typing import Any
 
 from open_rag_eval.core.errors import MissingDependency
 from open_rag_eval.report.data import ResultSet
-from open_rag_eval.report.names import axis_range, display_name
+from open_rag_eval.core.catalogue import axis_range, display_name
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import aggregate
 

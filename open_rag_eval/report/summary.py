@@ -12,7 +12,7 @@ from typing import Any
 from open_rag_eval.report.drilldown import esc, fmt
 from open_rag_eval.report.headline import status, target_for
 from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing
-from open_rag_eval.report.names import axis_range, display_name, family, family_title, is_tally, lower_is_better
+from open_rag_eval.core.catalogue import axis_range, display_name, family, family_title, is_tally, lower_is_better
 
 __all__ = ["headline_panel", "histogram", "metric_groups", "missing_note", "no_value", "value_text"]
 

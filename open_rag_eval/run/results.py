@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -12,32 +11,17 @@ from typing import Any, TextIO
 
 from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
+from open_rag_eval.core.catalogue import is_judged, metric_order
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["JUDGED_FAMILIES", "KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
+__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
            "summarize", "write_results"]
 
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
 SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
-FAMILIES = ("umbrela", "nuggets", "citation", "no_answer", "hhem", "golden", "lexical", "latency", "consistency",
-            "health", "faithfulness", "context", "correctness")
-JUDGED_FAMILIES = ("umbrela.", "nuggets.", "citation.", "no_answer.", "consistency.judge", "faithfulness.", "context.",
-                   "correctness.")  # values from the judge
 Key = tuple[str, int | None]
-
-
-def metric_order(names: Iterable[str]) -> list[str]:
-    """Stable order: by family (FAMILIES first, others after), then naturally (p@3 before p@10)."""
-
-    def key(name: str) -> tuple[int, str, list[Any]]:
-        family = name.split(".", 1)[0]
-        rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
-        natural = [int(part) if part.isascii() and part.isdigit() else part for part in re.split(r"([0-9]+)", name)]
-        return (rank, family, natural)
-
-    return sorted(set(names), key=key)
 
 
 def _finite(score: Score) -> Score:
@@ -91,7 +75,7 @@ def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict
 def failed_everywhere(summary: Sequence[Aggregate], scores: Sequence[Score]) -> list[dict[str, Any]]:
     """Judged metrics that failed for every output, each with its count and commonest reason: an incomplete run."""
     status = metric_status(summary, scores)
-    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == "failed" and a.metric.startswith(JUDGED_FAMILIES)}
+    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == "failed" and is_judged(a.metric)}
     reasons: dict[str, Counter[str]] = defaultdict(Counter)
     for score in scores:
         if score.metric in failed and score.error:

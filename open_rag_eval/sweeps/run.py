@@ -32,7 +32,7 @@ from typing import Any
 from open_rag_eval.config import LoadedConfig, SweepOptions
 from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.sweeps.history import HISTORY_DB, History, SweepRecord
-from open_rag_eval.report.names import lower_is_better
+from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
 from open_rag_eval.run.generation import real_folder
 from open_rag_eval.store.lock import FolderLock
@@ -169,7 +169,7 @@ def min_p_value(n_changed: int) -> float:
 
 def never_trips(options: SweepOptions, n_queries: int) -> list[str]:
     """Why some thresholds of ``options`` can never trip with ``n_queries`` queries: one message per metric."""
-    from open_rag_eval.report.names import axis_range  # noqa: PLC0415
+    from open_rag_eval.core.catalogue import axis_range  # noqa: PLC0415
 
     problems: list[str] = []
     if min_p_value(n_queries) >= options.alpha:

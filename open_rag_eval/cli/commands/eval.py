@@ -145,10 +145,9 @@ def incomplete_line(incomplete: list[dict[str, Any]], output_dir: Path) -> str:
     commonest reason."""
     from collections import Counter
 
-    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_TREC
+    from open_rag_eval.report.headline import headline_metrics
 
-    headline = [m for m in dict.fromkeys((*DEFAULT_TREC, *DEFAULT_CONSISTENCY, "no_answer.answered"))
-                if any(item["metric"] == m for item in incomplete)]
+    headline = headline_metrics(item["metric"] for item in incomplete)
     named = headline or [incomplete[0]["metric"]]
     rest = len(incomplete) - len(named)
     more = f" and {rest} more judged metric{'s' * (rest > 1)}" if rest else ""

@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.core.errors import InputError
     from open_rag_eval.report import plots
     from open_rag_eval.report.loader import load_results
-    from open_rag_eval.report.names import DEFAULT_CONSISTENCY, DEFAULT_GENERATION, DEFAULT_TREC
+    from open_rag_eval.core.catalogue import plot_defaults
 
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else [None] * len(args.files)
     if len(labels) != len(args.files):
@@ -47,14 +47,14 @@ def run(args: argparse.Namespace) -> int:
     metrics = _metrics(args.metrics_to_plot)
     output = Path(args.output_file)
     if args.evaluator in ("trec", "generation"):
-        defaults = DEFAULT_TREC if args.evaluator == "trec" else DEFAULT_GENERATION
+        defaults = plot_defaults(args.evaluator)
         if metrics is None:
             metrics = [m for m in defaults if any(s.values(m) for s in sets)] or list(defaults)
         title = "open-rag-eval: TREC metrics" if args.evaluator == "trec" else "open-rag-eval: generation metrics"
         plots.plot_trec(sets, metrics, output, title)
     else:
         if metrics is None:
-            metrics = [m for m in DEFAULT_CONSISTENCY if any(s.per_query(m) for s in sets)] or ["hhem.score"]
+            metrics = [m for m in plot_defaults("consistency") if any(s.per_query(m) for s in sets)] or ["hhem.score"]
         plots.plot_consistency(sets, metrics, output)
     log.info("plot written to %s", output)
     return 0
