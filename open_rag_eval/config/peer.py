@@ -7,6 +7,11 @@ mapping or a list). The answers CSV ``results_folder/generated_answers`` becomes
 ``results_folder``. The judge key must come from an environment variable: ``${oc.env:NAME}`` becomes
 ``api_key_env: NAME``; a literal key is refused rather than copied into outputs. Our own ``judge:``, ``profile:`` and
 ``output_dir:`` sections may accompany the layout; the profile defaults to ``vectara`` (its own metric definitions).
+
+Its ``run_consistency`` (true when ``metrics_to_run_consistency`` names a metric) decides which runs the TREC
+evaluator scores: false scores each query's first run only (``runs: first``), as vectara does. Its documented
+chaining -- a TRECEvaluator with ``run_consistency: true`` and a ConsistencyEvaluator entry -- is one ``consistency``
+evaluator here: the spread of the TREC metrics and the ConsistencyEvaluator's similarity metrics together.
 """
 
 from __future__ import annotations
@@ -61,7 +66,24 @@ def translate_peer_config(raw: dict[str, Any], *, file: str) -> dict[str, Any]:
     ours.setdefault("profile", DEFAULT_PROFILE)
     for i, entry in enumerate(entries):
         _translate_evaluator(entry, f"evaluator[{i}]", ours, file)
+    ours["evaluators"] = _one_consistency(ours["evaluators"])
     return ours
+
+
+def _one_consistency(evaluators: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The evaluators with every ``consistency`` entry merged into the first (vectara's chaining)."""
+    spreads = [e for e in evaluators if e["type"] == "consistency"]
+    if len(spreads) < 2:
+        return evaluators
+    merged: dict[str, Any] = {"type": "consistency"}
+    metrics: list[str] = []
+    for entry in spreads:
+        metrics += [m for m in entry.get("metrics", ["rouge", "bertscore", "dispersion"]) if m not in metrics]
+        merged.update({key: value for key, value in entry.items() if key != "metrics"})
+    merged["metrics"] = metrics
+    first = evaluators.index(spreads[0])
+    rest = [e for e in evaluators if e["type"] != "consistency"]
+    return [*rest[:first], merged, *rest[first:]]
 
 
 def _translate_evaluator(entry: Any, path: str, ours: dict[str, Any], file: str) -> None:
@@ -78,9 +100,11 @@ def _translate_evaluator(entry: Any, path: str, ours: dict[str, Any], file: str)
         trec: dict[str, Any] = {"type": "trec"}
         if "k_values" in options:
             trec["k_values"] = options["k_values"]
+        names = options.get("metrics_to_run_consistency") or []
+        consistent = bool(options.get("run_consistency") or names)  # a metric named turns it on, as in vectara
+        trec["runs"] = "all" if consistent else "first"
         ours["evaluators"].append(trec)
-        if options.get("run_consistency"):
-            names = options.get("metrics_to_run_consistency") or []
+        if consistent:
             spread = [METRIC_NAMES.get(n, n) for n in names] or "all numeric"  # none named: every numeric one
             ours["evaluators"].append({"type": "consistency", "dispersion_of": spread})
     elif kind == "consistency":

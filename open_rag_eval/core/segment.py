@@ -22,6 +22,12 @@ shape here:
   to nothing is KEPT -- the citation metric counts it as fabricated -- and reported by a log warning.
 - A sentence's citations are distinct, in order of appearance. The statement text has the markers removed.
 - The literal refusal ``NO_ANSWER`` becomes one statement ``NO_ANSWER`` without citations.
+
+``between_markers`` is vectara's open-rag-eval's segmentation instead (``statements: between_markers``, its
+profile): a statement is everything between two citation groups, cited by the group that ends it (``[1, 2]`` and
+``[1], [2]`` read as ``[1][2]``; an id is digits only); text after the last group is a statement without citations
+when it is longer than one character (so ``... [2].`` leaves no ``.`` statement); an answer without markers is one
+statement, unstripped.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from collections.abc import Sequence
 
 from open_rag_eval.core.types import AnswerPart
 
-__all__ = ["NO_ANSWER", "find_citations", "normalize_id", "resolve_citations", "segment_answer", "split_answer"]
+__all__ = ["NO_ANSWER", "between_markers", "find_citations", "normalize_id", "resolve_citations", "segment_answer", "split_answer"]
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +129,33 @@ def split_answer(text: str, passage_ids: Sequence[str]) -> tuple[tuple[AnswerPar
         parts.append(AnswerPart(text=statement, citations=citations))
         unknown.extend(missing)
     return tuple(parts), list(dict.fromkeys(unknown))
+
+
+_PEER_LIST_RE = re.compile(r"\[\d+(?:,\s*\d+)+\]")
+_PEER_COMMA_RE = re.compile(r"\]\s*,\s*\[")
+_PEER_GROUP_RE = re.compile(r"(?:\[\d+\])+")
+
+
+def between_markers(text: str, passage_ids: Sequence[str]) -> tuple[AnswerPart, ...]:
+    """vectara's statements (see the module doc): the text between two citation groups, cited by the group after
+    it. A citation's id is resolved against the passage ids as in ``split_answer`` (an unknown one is kept)."""
+    text = _PEER_LIST_RE.sub(lambda m: "".join(f"[{n}]" for n in re.findall(r"\d+", m.group())), text)
+    text = _PEER_COMMA_RE.sub("][", text)
+    groups = list(_PEER_GROUP_RE.finditer(text))
+    if not groups:
+        return (AnswerPart(text=text),)
+    resolver = _Resolver(passage_ids)
+    parts: list[AnswerPart] = []
+    start = 0
+    for group in groups:
+        statement = text[start:group.start()].strip()
+        if statement:
+            parts.append(AnswerPart(text=statement, citations=resolver.resolve(re.findall(r"\d+", group.group()))[0]))
+        start = group.end()
+    rest = text[start:].strip()
+    if len(rest) > 1:
+        parts.append(AnswerPart(text=rest))
+    return tuple(parts)
 
 
 def segment_answer(text: str, passage_ids: Sequence[str]) -> tuple[AnswerPart, ...]:

@@ -39,10 +39,12 @@ from open_rag_eval.metrics.similarity import (
     RougeOptions,
     bertscore_pairs,
     pairs,
+    rouge_both_ways,
     rouge_pairs,
     split_sentences,
 )
 from open_rag_eval import profiles
+from open_rag_eval.core.segment import between_markers
 from open_rag_eval.scoring.dispersion import ALL_STATS, STATS, dispersion
 from open_rag_eval.core.types import (
     AnswerPart,
@@ -206,7 +208,8 @@ class ConsistencyEvaluator:
     def _rouge(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
         scores: list[Score] = []
         for qid, runs in kept.items():
-            by_pair = rouge_pairs([_sentences(o) for o in runs], self.options.rouge)
+            by_pair = rouge_pairs([_sentences(o) for o in runs], self.options.rouge) \
+                if self.options.rouge.implementation == "rouge_score" else rouge_both_ways([_peer_text(o) for o in runs])
             usable = {pair: values for pair, values in by_pair.items() if _answered(runs[pair[0]], runs[pair[1]])}
             for (i, j), values in by_pair.items():
                 if (i, j) in usable:
@@ -373,6 +376,13 @@ def _pair_entry(detail: dict[str, Any], runs: list[RAGOutput], i: int, j: int) -
 
 def _text(output: RAGOutput) -> str:
     return output.plain_answer or output.answer_text
+
+
+def _peer_text(output: RAGOutput) -> str:
+    """The answer as vectara's consistency ROUGE reads it: its statements (``between_markers``) joined by spaces."""
+    if not output.answer_text.strip():
+        return output.plain_answer
+    return " ".join(part.text for part in between_markers(output.answer_text, [p.id for p in output.passages])).strip()
 
 
 def _sentences(output: RAGOutput) -> list[str]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Coroutine, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -31,6 +31,7 @@ from open_rag_eval.metrics.hallucination import HallucinationOptions
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
+from open_rag_eval.core.segment import between_markers
 from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
 
 __all__ = ["METRICS", "TrecEvaluator", "TrecOptions"]
@@ -61,6 +62,10 @@ class TrecOptions(BaseModel):
     citation: CitationOptions = Field(default_factory=CitationOptions)
     no_answer: NoAnswerOptions = Field(default_factory=NoAnswerOptions)
     hallucination: HallucinationOptions = Field(default_factory=HallucinationOptions)
+    # how a plain answer becomes statements: our sentences, or vectara's text between two citation groups
+    statements: Literal["sentences", "between_markers"] = "sentences"
+    # which runs of a query are scored: all, or the first only (vectara's run_consistency: false)
+    runs: Literal["all", "first"] = "all"
 
     @model_validator(mode="before")
     @classmethod
@@ -176,6 +181,19 @@ class TrecEvaluator:
         """Which nugget list an output is scored against: its query's, or (``pool: output``) its own."""
         return output.query_id if self.options.nuggets.pool == "query" else (output.query_id, output.run)
 
+    def scored(self, outputs: Sequence[RAGOutput]) -> list[RAGOutput]:
+        """The outputs these options score (``runs: first``: each query's first run), each segmented into the
+        statements ``statements`` names."""
+        if self.options.runs == "first":
+            first: dict[str, int] = {}
+            for output in outputs:
+                first[output.query_id] = min(first.get(output.query_id, output.run), output.run)
+            outputs = [o for o in outputs if o.run == first[o.query_id]]
+        if self.options.statements == "sentences":
+            return list(outputs)
+        return [o.model_copy(update={"answer": between_markers(o.answer_text, [p.id for p in o.passages])})
+                if o.answer_text.strip() else o for o in outputs]
+
     def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
         """The requests of a run, rehearsed: this evaluator's own code runs against the rehearsal judge, which
         answers with replies of the size each method asks for (``open_rag_eval.judge.rehearsal``). Nugget lists are
@@ -205,7 +223,7 @@ class TrecEvaluator:
         if ctx.judge is None:
             raise JudgeError("the trec evaluator needs a judge")
         result = EvalResult()
-        for chunk in query_chunks(outputs, CHUNK_OUTPUTS):
+        for chunk in query_chunks(self.scored(outputs), CHUNK_OUTPUTS):
             result.extend(await self._evaluate_chunk(chunk, ctx, ctx.judge))
         return result
 

@@ -57,6 +57,7 @@ class NuggetOptions(BaseModel):
     pool: Literal["query", "output"] = "query"  # one list per query (its runs' passages) or per output
     seed: int | None = None  # fixed sampling seed of every nugget call (vectara: 42)
     prompts: Literal["castorini", "vectara"] = "castorini"  # whose prompt texts (vectara's: 3-grade assignment only)
+    max_tokens: int | None = Field(MAX_TOKENS, ge=1)  # None: not sent (vectara sets no limit)
 
     @model_validator(mode="after")
     def _vectara_grades(self) -> NuggetOptions:
@@ -108,7 +109,9 @@ class Nuggetizer:
 
     def _request(self, task: str, system: str, user: str, version: str, temperature: float,
                  sample: int) -> JudgeRequest:
-        params: dict[str, float | int] = {"temperature": temperature, "max_tokens": MAX_TOKENS}
+        params: dict[str, float | int] = {"temperature": temperature}
+        if self.options.max_tokens is not None:
+            params["max_tokens"] = self.options.max_tokens
         if self.options.seed is not None:
             params["seed"] = self.options.seed
         return JudgeRequest.chat(task, user, system=load(system).text, params=params, prompt_version=version,

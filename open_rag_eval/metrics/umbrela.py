@@ -33,14 +33,16 @@ TEMPLATES = {
     "bing_fewshot": "umbrela.bing_fewshot",
     "basic_zeroshot": "umbrela.basic_zeroshot",
     "vectara": "umbrela.vectara",  # vectara's re-wrapped bing prompt asking for a single integer
+    "vectara_oss": "umbrela.vectara_oss",  # vectara's modified prompt (it sends it to GPT-OSS and Qwen models)
 }
-SYSTEMS = {"vectara": "vectara.parse_system"}  # the prompt's own system message; castorini's is SYSTEM
+SYSTEMS = {"vectara": "vectara.parse_system", "vectara_oss": "vectara.parse_system"}  # the prompt's own system message; castorini's is SYSTEM
 
 
 class UmbrelaOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot", "vectara"] = "bing_zeroshot"
+    # vectara picks vectara_oss by the model's name; here the config names it (never guessed from the model)
+    prompt: Literal["bing_zeroshot", "bing_fewshot", "basic_zeroshot", "vectara", "vectara_oss"] = "bing_zeroshot"
     parse: Literal["trec2024", "head", "strict"] = "trec2024"  # strict: 2024 patterns, no fallback or echo
     samples: int = Field(1, ge=1, le=25)  # > 1: the mode of independent samples
     pad: bool = True  # P@k beyond the list pads with non-relevant (False: omitted, as vectara)
@@ -50,12 +52,15 @@ class UmbrelaOptions(BaseModel):
     frequency_penalty: float = Field(0.5, ge=-2, le=2)
     presence_penalty: float = Field(0.0, ge=-2, le=2)
     seed: int | None = None
+    max_tokens: int | None = Field(MAX_TOKENS, ge=1)  # None: not sent (vectara sets no limit)
 
     def params(self) -> dict[str, float | int]:
         """The sampling parameters of every UMBRELA call (temperature included)."""
         params: dict[str, float | int] = {"temperature": self.temperature, "top_p": self.top_p,
                                           "frequency_penalty": self.frequency_penalty,
-                                          "presence_penalty": self.presence_penalty, "max_tokens": MAX_TOKENS}
+                                          "presence_penalty": self.presence_penalty}
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
         return params if self.seed is None else {**params, "seed": self.seed}
 
 

@@ -23,11 +23,13 @@ VECTARA = Profile(
         "trec": {
             # its TREC evaluator runs every metric, HHEM included
             "metrics": ["umbrela", "nuggets", "citation", "no_answer", "hhem"],
+            "statements": "between_markers",  # a statement is the text between two citation groups
             "umbrela": {
                 # its UMBRELA sampling: the penalties are swapped relative to castorini's umbrela
                 "temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.0, "seed": SEED,
                 "pad": False,  # P@k is omitted when k exceeds the number of passages
                 "prompt": "vectara",  # its re-wrapped prompt, asking for a single integer
+                "max_tokens": None,  # it sets no reply limit
             },
             "nuggets": {
                 "creation": "iterative",  # every relevant passage in one context, refined up to `iterations` times
@@ -36,6 +38,7 @@ VECTARA = Profile(
                 "no_answer_sentinel": True,
                 "seed": SEED,
                 "prompts": "vectara",  # its creator, scorer and assigner texts (sentinel instructions included)
+                "max_tokens": None,
             },
             "citation": {
                 "variant": "all_citations",  # every citation of every statement is judged
@@ -52,7 +55,8 @@ VECTARA = Profile(
         },
         "consistency": {
             "min_runs": 3,  # fewer than three runs of a query: no consistency scores for it
-            "rouge": {"measures": ["f1", "precision", "recall"]},  # ROUGE-1/2/L precision, recall and F1
+            # consistency_rouge_score: the `rouge` package's ROUGE-L F1 both ways, averaged (consistency.rougeL only)
+            "rouge": {"implementation": "rouge", "measures": ["f1"]},
             "stats": ["mean", "median", "std", "variance", "cv", "iqr", "min", "max", "range", "cai"],
             "ddof": 0,  # population variance and standard deviation (numpy's default)
             "bertscore": {"model_type": "xlm-roberta-large", "lang": "en", "rescale_with_baseline": True},

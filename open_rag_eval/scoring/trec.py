@@ -49,14 +49,15 @@ def vectara_ap_at_k(rels: Sequence[int], k: int) -> float:
 def umbrela_scores(grades: Sequence[int], k_values: Iterable[int], pad: bool = True) -> dict[str, float | None]:
     """mean, p@k, ap@k (vectara), map@k (trec_eval, R = relevant among the graded passages), mrr, ndcg@k.
 
-    ``grades`` are in retrieval order. With ``pad=False`` P@k for k beyond the list is None (vectara omits it).
+    ``grades`` are in retrieval order. With ``pad=False`` P@k and AP@k for k beyond the list are None (vectara omits
+    them).
     """
     rels = binarise(grades)
     n_relevant = sum(rels)
     scores: dict[str, float | None] = {"mean": fmean(grades) if grades else None, "mrr": reciprocal_rank(rels)}
     for k in k_values:
         scores[f"p@{k}"] = precision_at_k(rels, k, pad=pad)
-        scores[f"ap@{k}"] = vectara_ap_at_k(rels, k)
+        scores[f"ap@{k}"] = None if not pad and k > len(rels) else vectara_ap_at_k(rels, k)
         scores[f"map@{k}"] = average_precision(rels, n_relevant, k)
         scores[f"ndcg@{k}"] = ndcg_at_k([float(g) for g in grades], [float(g) for g in grades], k)
     return scores
