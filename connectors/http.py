@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -257,10 +258,30 @@ class HttpConnector:
                 text = get_path(item, options.passage_text_path)
                 title = get_path(item, options.passage_title_path) if options.passage_title_path else None
                 score = get_path(item, options.passage_score_path) if options.passage_score_path else None
-                passages.append(Passage(id=str(pid), text=str(text), title=None if title is None else str(title),
-                                        score=None if score is None else float(score)))
+                passages.append(Passage(id=_id(pid), text=_text(text, "text"),
+                                        title=None if title is None else _text(title, "title"),
+                                        score=None if score is None else _score(score)))
             except Malformed as error:
                 raise Malformed(f"passage {where}: {error}") from None
             except (TypeError, ValueError) as error:
                 raise Malformed(f"passage {where}: {json.dumps(str(error))[1:-1]}") from None
         return tuple(passages)
+
+
+def _text(value: Any, name: str) -> str:
+    """A passage's text or title as the system sent it: text only (null is not the text "None")."""
+    if not isinstance(value, str):
+        raise Malformed(f"{name} is not text (got {'null' if value is None else type(value).__name__})")
+    return value
+
+
+def _id(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or not str(value).strip():
+        raise Malformed(f"id is not a non-empty string or integer (got {value!r})")
+    return str(value)
+
+
+def _score(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise Malformed(f"score is not a finite number (got {value!r})")
+    return float(value)

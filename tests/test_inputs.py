@@ -75,8 +75,8 @@ def test_layout_without_query_run_and_unknown_citation(caplog: pytest.LogCapture
                                  AnswerPart(text="It boils at lower temperatures at altitude", citations=("2",)))
     assert outputs[1].answer[1] == AnswerPart(text="It was completed in 1889.", citations=("4",))  # kept
     messages = [r.getMessage() for r in caplog.records]
-    assert messages == [f"{DATA / 'minimal.csv'}:4: 1 citation(s) name no retrieved passage "
-                        "(kept, counted as fabricated): 4"]
+    assert messages == ["1 output(s): citations that name no retrieved passage (kept, counted as fabricated); "
+                        f"first: {DATA / 'minimal.csv'}:4 (4)"]
 
 
 def test_optional_columns_and_label_syntaxes(tmp_path: Path) -> None:
@@ -96,12 +96,15 @@ def test_optional_columns_and_label_syntaxes(tmp_path: Path) -> None:
                                    expected_refusal=False)
 
 
-def test_empty_answer_and_passage_less_query_are_kept(tmp_path: Path) -> None:
+def test_a_passage_less_query_is_kept_and_an_empty_answer_refused(tmp_path: Path) -> None:
     path = tmp_path / "sparse.csv"
-    path.write_text("query_id,query,passage_id,passage,generated_answer\nq1,Why?,,,\nq2,How?,1,P.,\n")
+    path.write_text("query_id,query,passage_id,passage,generated_answer\nq1,Why?,,,NO_ANSWER\nq2,How?,1,P.,Yes.\n")
     outputs = read_outputs(path)
-    assert [(o.passages, o.answer, o.answer_text) for o in outputs] == [
-        ((), (), ""), ((Passage(id="1", text="P."),), (), "")]
+    assert [(o.passages, o.answer_text) for o in outputs] == [((), "NO_ANSWER"), ((Passage(id="1", text="P."),), "Yes.")]
+    path.write_text("query_id,query,passage_id,passage,generated_answer\nq1,Why?,,,NO_ANSWER\nq2,How?,1,P.,\n")
+    with pytest.raises(InputError, match=r"sparse.csv:3: field 'generated_answer': no answer: an output without an "
+                                         r"answer cannot be scored"):
+        read_outputs(path)
 
 
 def test_repeated_answer_on_every_row_is_accepted(tmp_path: Path) -> None:

@@ -59,7 +59,7 @@ def test_csv_with_ids_runs_latency_and_labels(tmp_path: Path) -> None:
     path = _write(tmp_path, "in.csv", (
         "query_id,query_run,user_input,response,retrieved_contexts,context_ids,latency_ms,relevant_ids\n"
         'q1,2,Who?,Ada [d9].,"[""Ada wrote it."", ""Babbage built it.""]",d9;d4,120,d9:2\n'
-        'q2,1,Empty?,NO_ANSWER,,,,\n'))
+        'q2,1,Empty?,NO_ANSWER,[],,,\n'))  # [] retrieved nothing (an empty cell is unknown: an error)
     first, second = read_outputs(path)
     assert first.key == ("q1", 2) and [p.id for p in first.passages] == ["d9", "d4"]
     assert first.answer == (AnswerPart(text="Ada.", citations=("d9",)),)

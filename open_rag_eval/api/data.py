@@ -23,6 +23,7 @@ from typing import Any
 
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.text import Where, check_text
+from open_rag_eval.inputs.validate import check_text_value, tallied
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["to_outputs"]
@@ -38,9 +39,11 @@ def to_outputs(data: Any) -> list[RAGOutput]:
     if isinstance(data, (str, os.PathLike)):
         return read_outputs(Path(data))
     if _is_dataframe(data):
-        return _renamed(lambda: _from_frame(data), "DataFrame", lambda n: f"DataFrame row {n}")
+        with tallied():
+            return _renamed(lambda: _from_frame(data), "DataFrame", lambda n: f"DataFrame row {n}")
     if isinstance(data, (list, tuple)):
-        return _renamed(lambda: _from_items(data), "data", lambda n: f"data[{n}]")
+        with tallied():
+            return _renamed(lambda: _from_items(data), "data", lambda n: f"data[{n}]")
     raise InputError(f"expected a pandas DataFrame, a list of dicts or RAGOutputs, or a path to a .csv/.jsonl "
                      f"file; got {type(data).__name__}", file="data")
 
@@ -61,13 +64,7 @@ def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[in
         raise InputError(problem, file=item, field=error.field) from None
     if not outputs:
         raise InputError("no RAG outputs to evaluate (empty data)", file="data")
-    named = [_named(output, name) for output in outputs]
-    for output in named:
-        if not output.answer_text.strip() and output.error is None:
-            raise InputError("no answer: an output without an answer cannot be scored (give the answer text, "
-                             "'NO_ANSWER' for a refusal, or error='...' when the system gave no output)",
-                             file=output.source or "data", field="answer")
-    return named
+    return [_named(output, name) for output in outputs]
 
 
 def _named(output: RAGOutput, name: Callable[[int], str]) -> RAGOutput:
@@ -114,6 +111,7 @@ def _cell(name: str, value: Any, where: Where) -> Any:
         return value
     if _missing(value):
         return ""
+    check_text_value(name, value, _HERE, where.line)
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         value = int(value)  # an int column with missing cells is float in pandas: 1.0 is the run 1
     text = value if isinstance(value, str) else str(value)

@@ -51,6 +51,7 @@ from open_rag_eval.inputs.datasets import LabelledQuery, read_query_set
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
 from open_rag_eval.inputs.labels import LABEL_FIELDS
 from open_rag_eval.inputs.text import MAX_CELL_CHARS
+from open_rag_eval.inputs.validate import tallied
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["LABEL_FIELDS", "MAX_CELL_CHARS", "LabelledQuery", "output_to_json", "read_outputs", "read_queries",
@@ -61,10 +62,9 @@ def read_outputs(path: Path) -> list[RAGOutput]:
     """The RAG outputs of a ``.csv`` or ``.jsonl`` file, in file order."""
     path = Path(path)
     suffix = path.suffix.lower()
-    if suffix == ".csv":
-        return read_csv_outputs(path)
-    if suffix == ".jsonl":
-        return read_jsonl_outputs(path)
+    if suffix in (".csv", ".jsonl"):
+        with tallied():
+            return read_csv_outputs(path) if suffix == ".csv" else read_jsonl_outputs(path)
     raise InputError(f"unsupported input format '{suffix or path.name}': expected .csv or .jsonl", file=str(path))
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
+from open_rag_eval.inputs.validate import check_output
 from open_rag_eval.inputs.text import Where, check_text, parse_int, parse_number, required_text, segment, type_name
 from open_rag_eval.core.segment import normalize_id
 from open_rag_eval.core.types import Passage, RAGOutput
@@ -78,6 +79,9 @@ def pick(names: Any, canonical: str, where: Where) -> str | None:
 
 def parse_contexts(value: Any, where: Where, field: str, offset: int | None = None, cell: bool = False) -> list[Passage]:
     """Passages from a list (JSONL) or, with ``cell``, from a CSV cell holding a JSON list / Python list literal."""
+    if value is None or (cell and isinstance(value, str) and not value.strip()):
+        raise where.error("missing contexts: the passages of the answer are unknown (give [] for an answer "
+                          "with no retrieved passages)", field)
     items = _cell_list(value, where, field) if cell and isinstance(value, str) else value
     if not isinstance(items, list):
         raise where.error(f"expected a list of passages, got {type_name(items)}", field)
@@ -210,10 +214,11 @@ def read_context_rows(path: Path, header: list[str], rows: list[tuple[int, dict[
         answer = row[columns["answer"] or "answer"].strip()
         latency = row.get("latency_ms", "").strip()
         source = f"{path}:{line}"
-        built.append(RAGOutput(
+        built.append(check_output(RAGOutput(
             query_id=query_id, query=query, run=run, passages=tuple(passages),
             answer=segment(answer, [p.id for p in passages], source), answer_text=answer, source=source,
-            latency_ms=parse_number(latency, where, "latency_ms", minimum=0.0) if latency else None))
+            latency_ms=parse_number(latency, where, "latency_ms", minimum=0.0) if latency else None),
+            {"answer": columns["answer"] or "answer"}))
     return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in built]
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, CONTEXT_REQUIRED, read_context_rows
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook, parse_bool
+from open_rag_eval.inputs.validate import check_outputs
 from open_rag_eval.inputs.text import (
     Where,
     check_text,
@@ -179,7 +180,8 @@ def outputs_from_rows(file: str, header: list[str], rows: Rows) -> list[RAGOutpu
         if not groups or groups[-1].key != (query_id, run):
             groups.append(_new_group((query_id, run), query, where, seen))
         groups[-1].add(row, where)
-    return [group.output(str(path), queries.labels(group.key[0])) for group in groups]
+    return check_outputs([group.output(str(path), queries.labels(group.key[0])) for group in groups],
+                         {"answer": "generated_answer"})
 
 
 def _new_group(key: tuple[str, int], query: str, where: Where, seen: dict[tuple[str, int], int]) -> _Group:

@@ -10,6 +10,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
+from open_rag_eval.inputs.validate import check_output
 from open_rag_eval.inputs.text import (
     LONE_SURROGATE,
     MAX_WHOLE,
@@ -55,7 +56,7 @@ def outputs_from_objects(objects: Iterable[tuple[Where, dict[str, Any]]], offset
     for where, raw_obj in objects:
         number = where.line or 0
         obj = from_context_layout(raw_obj, where, offset, runs)
-        output = _JsonOutput(obj, where, offset).build()
+        output = check_output(_JsonOutput(obj, where, offset).build())
         queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
         if output.key in first_line:
             raise where.error(f"duplicate output for query_id '{output.query_id}' run {output.run} "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from dataclasses import dataclass
@@ -12,8 +11,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.segment import split_answer
 from open_rag_eval.core.types import AnswerPart
-
-log = logging.getLogger(__name__)
+from open_rag_eval.inputs.validate import note, read_input_bytes
 
 MAX_CELL_CHARS = 1_000_000
 MAX_WHOLE = 1_000_000_000  # run numbers, relevance grades, citation counts: anything larger is a broken file
@@ -42,10 +40,7 @@ def read_text(path: Path) -> tuple[str, int | None]:
     Undecodable bytes are kept as surrogate escapes so that the caller can name the field holding them.
     """
     where = Where(str(path))
-    try:
-        data = path.read_bytes()
-    except OSError as error:
-        raise where.error(f"cannot read the file: {error.strerror or error}") from None
+    data = read_input_bytes(path)
     bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0
     if not data[bom:].strip():
         raise where.error("empty file")
@@ -138,9 +133,9 @@ def type_name(value: Any) -> str:
 
 
 def segment(answer_text: str, passage_ids: list[str], source: str) -> tuple[AnswerPart, ...]:
-    """The statements of a plain answer; warns of an empty answer and of citations naming no passage."""
+    """The statements of a plain answer; warns of citations naming no passage (an empty answer is refused by
+    ``validate``)."""
     if not answer_text:
-        log.warning("%s: empty answer (kept; answer-based metrics will report it)", source)
         return ()
     parts, unknown = split_answer(answer_text, passage_ids)
     warn_unknown(unknown, source)
@@ -150,5 +145,5 @@ def segment(answer_text: str, passage_ids: list[str], source: str) -> tuple[Answ
 def warn_unknown(unknown: list[str], source: str) -> None:
     """Warns of citations that name no retrieved passage."""
     if unknown:
-        log.warning("%s: %d citation(s) name no retrieved passage (kept, counted as fabricated): %s",
-                    source, len(unknown), ", ".join(unknown))
+        note("unknown citation", "citations that name no retrieved passage (kept, counted as fabricated)",
+             f"{source} ({', '.join(unknown)})")

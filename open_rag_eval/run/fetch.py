@@ -60,6 +60,7 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     With ``journal`` (a folder), outputs are saved there as they arrive, and queries whose outputs an unfinished
     run of the same connector saved there are not asked again (``store.journal``)."""
     from open_rag_eval.inputs import read_query_set
+    from open_rag_eval.inputs.validate import checked_fetch, tallied
 
     file = str(loaded.path or "")
     connector = build_connector(config, file=file, base_dir=loaded.base_dir)
@@ -67,9 +68,11 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     queries = [(query.query_id, query.query) for query in query_set]
     if journal is None:
         log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
-        outputs = await connector.fetch(queries, config.repeats)
+        with tallied():
+            outputs = checked_fetch(await connector.fetch(queries, config.repeats), config.type)
     else:
-        outputs = await _fetch_resumable(connector, config, queries, journal)
+        with tallied():
+            outputs = await _fetch_resumable(connector, config, queries, journal)
     failed = [o for o in outputs if o.error is not None]
     if failed:
         log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
@@ -82,6 +85,7 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
 async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],
                            folder: Path) -> list[RAGOutput]:
     """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives."""
+    from open_rag_eval.inputs.validate import checked_fetch
     from open_rag_eval.run.journal import OutputJournal, connector_identity, reusable
 
     journal = OutputJournal(folder, connector_identity(config.type, config.options, config.repeats))
@@ -95,7 +99,7 @@ async def _fetch_resumable(connector: Connector, config: ConnectorConfig, querie
     size = max(1, int(getattr(getattr(connector, "options", None), "concurrency", 8) or 8))
     fetched: dict[str, list[RAGOutput]] = {}
     for start in range(0, len(missing), size):
-        batch = await connector.fetch(missing[start:start + size], config.repeats)
+        batch = checked_fetch(await connector.fetch(missing[start:start + size], config.repeats), config.type)
         journal.append(batch)
         for output in batch:
             fetched.setdefault(output.query_id, []).append(output)

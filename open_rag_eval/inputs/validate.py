@@ -1,0 +1,198 @@
+"""The one rule for RAG outputs, applied at every door: the CSV and JSONL readers, ``evaluate()``'s DataFrame and
+list, the outputs a connector fetches, and so the service's uploads and inline inputs (which are files).
+
+- An input file must be a regular file of at most ``MAX_INPUT_BYTES`` (a device, a FIFO or a folder is refused
+  before anything is read: ``/dev/zero`` is an error, not an endless read).
+- A value in a text field (``TEXT_FIELDS``: the query, the answer, a passage's text and title, the reference
+  answer) must be text: ``42`` or ``True`` where an answer belongs is an error naming the row and field, never
+  judged as the text "42".
+- The passages of an answer must be given: a missing value (NaN, None, null, an empty CSV cell) is unknown, not
+  "retrieved nothing" (that is ``[]``), so it is an error; otherwise every citation of the answer would count as
+  fabricated.
+- Every output has an answer (its text, ``NO_ANSWER`` for a refusal) or an ``error`` saying why the system gave
+  none; passage ids are unique; passage scores are finite numbers.
+
+At a file or ``evaluate()`` a broken output is an ``InputError`` naming the file (or item), line (or row) and
+field: the CLI's exit 3, the service's 422. A connector's output breaking the rule is kept as a failed output whose
+``error`` says what was wrong (a live system's reply is not the user's input), so the ``outputs.jsonl`` the run
+saves always reads back.
+
+Warnings about kept values (citations naming no retrieved passage, answers that cite nothing) are tallied while a
+door reads (``tallied``): one line per kind with a count and the first few rows, however many rows have it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import stat
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.core.types import RAGOutput
+
+__all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "TEXT_FIELDS", "check_output", "check_outputs", "check_text_value",
+           "checked_fetch", "note", "read_input_bytes", "tallied"]
+
+log = logging.getLogger("open_rag_eval.inputs")
+
+MAX_INPUT_BYTES = 4 * 1024**3  # 4 GiB: a larger input is a mistake (or a device); split it
+TEXT_FIELDS = frozenset({"query", "question", "user_input", "generated_answer", "answer", "response", "passage",
+                         "passage_title", "reference_answer", "ground_truth", "reference", "answer_text", "text",
+                         "title"})
+NO_ANSWER = ("no answer: an output without an answer cannot be scored (give the answer text, 'NO_ANSWER' for a "
+             "refusal, or an error field (JSONL) when the system gave no output)")
+SHOWN_ROWS = 3  # rows named in a tallied warning
+
+
+# ---------------------------------------------------------------- files
+
+
+def read_input_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of an input file: a regular file of at most ``limit`` bytes, read with that bound."""
+    try:
+        info = path.stat()
+    except OSError as error:
+        raise InputError(f"cannot read the file: {error.strerror or error}", file=str(path)) from None
+    if not stat.S_ISREG(info.st_mode):
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "a device, FIFO or socket"
+        raise InputError(f"not a regular file ({kind}): give a .csv or .jsonl file", file=str(path))
+    if info.st_size > limit:
+        raise InputError(f"the file has {info.st_size:,} bytes, more than the limit of {limit:,}: split it",
+                         file=str(path))
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as error:
+        raise InputError(f"cannot read the file: {error.strerror or error}", file=str(path)) from None
+    if len(data) > limit:  # grew while read
+        raise InputError(f"the file has more than {limit:,} bytes: split it", file=str(path))
+    return data
+
+
+# ---------------------------------------------------------------- values
+
+
+def check_text_value(name: str, value: Any, file: str, line: int | None) -> None:
+    """A non-missing value of a text field that is not text (a number, a boolean) is an error."""
+    if name in TEXT_FIELDS and not isinstance(value, str):
+        shown = "a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) \
+            else type(value).__name__
+        raise InputError(f"expected text, got {shown} ({value!r}): a value that is not text is not judged",
+                         file=file, line=line, field=name)
+
+
+# ---------------------------------------------------------------- outputs
+
+
+def _where(output: RAGOutput) -> tuple[str, int | None]:
+    file, _, line = (output.source or "").rpartition(":")
+    if file and line.isascii() and line.isdigit():
+        return file, int(line)
+    return output.source or f"query_id '{output.query_id}' run {output.run}", None
+
+
+def problem_of(output: RAGOutput) -> tuple[str, str] | None:
+    """(field, problem) of the first way ``output`` breaks the rule, or None."""
+    if output.error is None and not output.answer_text.strip():
+        return "answer", NO_ANSWER
+    seen: set[str] = set()
+    for index, passage in enumerate(output.passages):
+        if not passage.id.strip():
+            return f"passages[{index}].id", "missing passage id"
+        if passage.id in seen:
+            return f"passages[{index}].id", f"duplicate passage id '{passage.id}'"
+        seen.add(passage.id)
+        if passage.score is not None and not math.isfinite(passage.score):
+            return f"passages[{index}].score", f"expected a finite number, got {passage.score!r}"
+    return None
+
+
+def check_output(output: RAGOutput, field_names: dict[str, str] | None = None) -> RAGOutput:
+    """``output`` if it keeps the rule; else an ``InputError`` naming its file, line and field (``field_names``
+    renames a field for a layout, e.g. ``answer`` -> ``generated_answer``)."""
+    found = problem_of(output)
+    if found is None:
+        return output
+    name, problem = found
+    file, line = _where(output)
+    raise InputError(problem, file=file, line=line, field=(field_names or {}).get(name, name))
+
+
+def check_outputs(outputs: Sequence[RAGOutput], field_names: dict[str, str] | None = None) -> list[RAGOutput]:
+    return [check_output(output, field_names) for output in outputs]
+
+
+def checked_fetch(outputs: Sequence[RAGOutput], connector: str) -> list[RAGOutput]:
+    """A connector's outputs, each one breaking the rule replaced by a failed output that says why."""
+    kept = []
+    for output in outputs:
+        found = problem_of(output)
+        if found is None:
+            kept.append(output)
+            continue
+        name, problem = found
+        reason = f"the {connector} connector's output is invalid: field '{name}': {problem.split(' (')[0]}"
+        kept.append(RAGOutput(query_id=output.query_id, query=output.query, run=output.run, error=reason,
+                              latency_ms=output.latency_ms, labels=output.labels, source=output.source))
+    return kept
+
+
+# ---------------------------------------------------------------- tallied warnings
+
+
+@dataclass
+class _Kind:
+    message: str
+    rows: list[str] = field(default_factory=list)
+    count: int = 0
+
+
+@dataclass
+class _Tally:
+    kinds: dict[str, _Kind] = field(default_factory=dict)
+
+
+_TALLY: ContextVar[_Tally | None] = ContextVar("open_rag_eval_input_tally", default=None)
+
+
+def note(kind: str, message: str, row: str) -> None:
+    """A warning of ``kind`` (``message`` says what and what happens to it) about ``row``: tallied inside
+    ``tallied``, logged at once outside it."""
+    tally = _TALLY.get()
+    if tally is None:
+        log.warning("%s: %s", row, message)
+        return
+    entry = tally.kinds.setdefault(kind, _Kind(message))
+    entry.count += 1
+    if len(entry.rows) < SHOWN_ROWS:
+        entry.rows.append(row)
+
+
+def tally_lines(tally: _Tally) -> list[str]:
+    lines = []
+    for entry in tally.kinds.values():
+        more = f" and {entry.count - len(entry.rows)} more" if entry.count > len(entry.rows) else ""
+        lines.append(f"{entry.count} output(s): {entry.message}; first: {'; '.join(entry.rows)}{more}")
+    return lines
+
+
+@contextmanager
+def tallied() -> Iterator[None]:
+    """Tally the warnings of one read; at the end log one line per kind (nested reads share the outer tally)."""
+    if _TALLY.get() is not None:
+        yield
+        return
+    tally = _Tally()
+    token = _TALLY.set(tally)
+    try:
+        yield
+    finally:
+        _TALLY.reset(token)
+    for line in tally_lines(tally):
+        log.warning("%s", line)
