@@ -10,7 +10,9 @@ so both flat and nested field paths can be tested. ``behaviour`` is switchable b
 - ``mode="stable"``: the same answer every time; ``mode="unstable"``: each call words the answer differently;
 - ``latency_s``: a delay before every reply;
 - ``fail``: query id -> HTTP statuses returned first (one per call, consumed), e.g. ``[503, 503]``;
-- ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" (every call);
+- ``malformed``: query id -> "not_json" | "missing_answer" | "bad_passages" | "null_passage" (a passage whose
+  text is null) | "duplicate_ids" (two passages with one id) | "nan_score" (a score NaN, as Python's json writes
+  it) | "empty_answer" | "scored" (a valid reply with a passage score) (every call);
 - ``echo_header``: a failing reply's body repeats the value of this request header (as careless servers do in
   their 401/500 pages), after ``echo_offset`` characters of padding -- to put a secret across a message cut.
 - ``hostile``: query id -> a misbehaving transport (every call): "drip" (a valid reply, one byte every ``drip_s``),
@@ -43,6 +45,16 @@ _WORDINGS = [
     "Short version: see documents one and two for {topic} [1][2].",
     "{topic}? It depends heavily on context, region, budget and many other local factors.",
 ]
+
+
+_ONE = {"id": "d1", "text": "A passage.", "score": 0.5}
+_BROKEN: dict[str, Any] = {
+    "null_passage": {"answer": "Yes [1].", "passages": [{**_ONE, "text": None}]},
+    "duplicate_ids": {"answer": "Yes [1].", "passages": [_ONE, {**_ONE, "text": "Another."}]},
+    "nan_score": {"answer": "Yes [1].", "passages": [{**_ONE, "score": float("nan")}]},
+    "empty_answer": {"answer": "", "passages": [_ONE]},
+    "scored": {"answer": "Yes [1].", "passages": [_ONE]},  # a valid reply whose passage has a score
+}
 
 
 @dataclass
@@ -113,6 +125,8 @@ class RagServer(Loopback):
                     for i in (1, 2)]
         if kind == "bad_passages":
             return 200, json.dumps({"answer": "x", "passages": "not a list"})
+        if kind in _BROKEN:
+            return 200, json.dumps(_BROKEN[kind])
         wording = _WORDINGS[0] if behaviour.mode == "stable" else _WORDINGS[call % len(_WORDINGS)]
         answer = wording.format(topic=query.rstrip("?"))
         documents = [{"doc_id": p["id"], "content": p["text"], "title": p["title"], "score": p["score"]} for p in passages]

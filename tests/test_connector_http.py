@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,33 @@ def test_malformed_replies_become_failed_outputs(kind: str, reason: str) -> None
     with RagServer(RagBehaviour(malformed={"q2": kind})) as server:
         outputs = _fetch(server, repeats=2)
     assert [o.error for o in outputs] == [None, None, reason, reason]
+
+
+@pytest.mark.parametrize(("kind", "reason"), [
+    ("null_passage", "malformed reply: passage passages.0: text is not text (got null)"),  # not the text "None"
+    ("nan_score", "malformed reply: passage passages.0: score is not a finite number (got nan)"),
+    ("duplicate_ids", "the http connector's output is invalid: field 'passages[1].id': duplicate passage id 'd1'"),
+    ("empty_answer", "the http connector's output is invalid: field 'answer': no answer: an output without an "
+                     "answer cannot be scored"),
+])
+def test_a_reply_breaking_the_input_rule_is_a_failed_output_that_reads_back(kind: str, reason: str,
+                                                                           tmp_path: Path) -> None:
+    """Validated at fetch time with the rule every input door applies, so the saved outputs.jsonl reads back."""
+    from open_rag_eval.inputs import output_to_json, read_outputs
+
+    (tmp_path / "queries.csv").write_text("query_id,query\nq1,What is solar power?\nq2,Why is the sky blue?\n")
+    with RagServer(RagBehaviour(malformed={"q1": "scored", "q2": kind})) as server:
+        loaded = load_config_text(f"connector: {{type: http, queries: queries.csv, options: {{url: '{server.url}', "
+                                  "body: {query: '{query}', query_id: '{query_id}'}, backoff_s: 0, "
+                                  "passage_score_path: score}}\n"
+                                  "evaluators: [{type: trec, metrics: [citation]}]\n",
+                                  base_dir=tmp_path)
+        outputs = asyncio.run(fetch_outputs(loaded, loaded.config.connector))  # type: ignore[arg-type]
+    assert [o.error for o in outputs] == [None, reason]
+    assert outputs[1].passages == () and outputs[1].answer == ()
+    saved = tmp_path / "outputs.jsonl"
+    saved.write_text("".join(json.dumps(output_to_json(o)) + "\n" for o in outputs), encoding="utf-8")
+    assert [(o.query_id, o.error) for o in read_outputs(saved)] == [("q1", None), ("q2", reason)]
 
 
 def test_unreachable_system() -> None:

@@ -56,6 +56,23 @@ def test_complete_adds_qrels_only_queries(tmp_path: Path) -> None:
     assert full[("q2", 1, "golden.p@1")] == 0.0 and full[("q2", 1, "golden.recall_all@1")] == 0.0
 
 
+def test_a_run_sharing_no_query_with_the_qrels_is_an_error_and_a_partial_overlap_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from open_rag_eval.core.errors import InputError
+
+    (tmp_path / "run").write_text("1 Q0 d1 1 1.0 t\n2 Q0 d1 1 1.0 t\n")
+    (tmp_path / "qrels").write_text("q1 0 d1 1\nq2 0 d7 1\n")
+    with pytest.raises(InputError, match=r"run: the run shares no query with the qrels \(run: 1, 2; qrels: q1, q2\): "
+                                         "check that both use the same query ids"):
+        evaluate([], run=str(tmp_path / "run"), qrels=str(tmp_path / "qrels"), k_values=[1])
+    (tmp_path / "run").write_text("q1 Q0 d1 1 1.0 t\n2 Q0 d1 1 1.0 t\n")
+    with caplog.at_level("WARNING"):
+        rows = table(evaluate([], run=str(tmp_path / "run"), qrels=str(tmp_path / "qrels"), k_values=[1]))
+    assert {qid for qid, _, _ in rows} == {"q1"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "golden: 1 of 2 queries of the run have no judgments in the qrels (no values for them), e.g. 2"]
+
+
 def test_chunks_map_to_documents_counted_once_at_first_rank() -> None:
     out = output(passages=("x#0", "rel#3", "rel#1", "other#0", "x#1"),
                  labels=Labels(relevant_ids={"rel": 1, "other": 2, "missing": 1}))

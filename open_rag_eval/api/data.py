@@ -30,6 +30,7 @@ __all__ = ["to_outputs"]
 
 _HERE = "<data>"  # the file name the readers are given; errors are renamed to the item they concern
 _LIST_COLUMNS = ("contexts", "retrieved_contexts", "context_ids", "retrieved_context_ids")
+_PASSAGE_FIELDS = ("contexts", "retrieved_contexts", "passages")  # missing (None, NaN) is unknown: kept, refused
 
 
 def to_outputs(data: Any) -> list[RAGOutput]:
@@ -85,7 +86,8 @@ def _from_items(items: Sequence[Any]) -> list[RAGOutput]:
         if isinstance(item, RAGOutput):
             objects.append((where, {**output_to_json(item), "answer_text": item.answer_text}))
         elif isinstance(item, dict):
-            objects.append((where, {str(key): _plain(value) for key, value in item.items() if not _missing(value)}))
+            objects.append((where, {str(key): None if _missing(value) else _plain(value) for key, value in item.items()
+                                    if not _missing(value) or key in _PASSAGE_FIELDS}))
         else:
             raise where.error(f"expected a dict or a RAGOutput, got {type(item).__name__}: it cannot be scored")
     return outputs_from_objects(objects)

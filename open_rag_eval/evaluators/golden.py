@@ -48,7 +48,7 @@ from open_rag_eval.scoring.golden import (
     trec_ranking,
 )
 from open_rag_eval.inputs.datasets import names_to_ids, read_documents, read_id_map, read_query_set
-from open_rag_eval.inputs.trec_files import Qrels, Run, read_qrels, read_run
+from open_rag_eval.inputs.trec_files import Qrels, Run, check_overlap, read_qrels, read_run
 from open_rag_eval.core.types import Detail, EvalResult, Labels, RAGOutput, Score
 
 __all__ = ["METRICS", "GoldenEvaluator", "GoldenOptions"]
@@ -144,6 +144,11 @@ class GoldenEvaluator:
         where = (lambda name: base_dir / name) if base_dir is not None else Path
         self.qrels: Qrels | None = read_qrels(where(options.qrels)) if options.qrels else None
         self.run: Run | None = read_run(where(options.run)) if options.run else None
+        if self.run is not None and self.qrels is not None:
+            unjudged = check_overlap(self.run, self.qrels, str(where(options.run)))
+            if unjudged:
+                log.warning("golden: %d of %d queries of the run have no judgments in the qrels (no values for "
+                            "them), e.g. %s", len(unjudged), len(self.run), ", ".join(unjudged[:3]))
         self.names_to_ids = names_to_ids(read_id_map(where(options.id_map))) if options.id_map else {}
         self.corpus: dict[str, str] | None = read_documents(where(options.corpus)) if options.corpus else None
         self.labels: dict[str, Labels] = {q.query_id: q.labels for q in read_query_set(where(options.labels))} \

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from open_rag_eval.core.errors import InputError
+from open_rag_eval.inputs.validate import read_input_bytes
 
-__all__ = ["Qrels", "Run", "RunEntry", "read_qrels", "read_run"]
+__all__ = ["Qrels", "Run", "RunEntry", "check_overlap", "read_qrels", "read_run"]
 
 Qrels = dict[str, dict[str, int]]  # qid -> {docid: grade}, in file order
 
@@ -39,12 +40,13 @@ _RUN_FIELDS = ("qid", "Q0", "docid", "rank", "score", "tag")
 def _lines(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-blank line; wrong field counts raise."""
     name = str(path)
+    if not path.exists():
+        raise InputError("file not found", file=name)
+    data = read_input_bytes(path)
     try:
-        text = path.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise InputError("file not found", file=name) from None
+        text = data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        bad_line = path.read_bytes()[: error.start].count(b"\n") + 1
+        bad_line = data[: error.start].count(b"\n") + 1
         raise InputError("not valid UTF-8", file=name, line=bad_line) from None
     found = False
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -107,3 +109,16 @@ def read_run(path: str | Path) -> Run:
         docids.add(docid)
         run.setdefault(qid, []).append(entry)
     return run
+
+
+def check_overlap(run: Run, qrels: Qrels, run_file: str) -> list[str]:
+    """The run's queries without judgments in the qrels; none judged at all is an error (every measure would be
+    empty), a few are the caller's warning."""
+    unjudged = [qid for qid in run if qid not in qrels]
+    if run and len(unjudged) == len(run):
+        shown = ", ".join(list(run)[:3])
+        judged = ", ".join(list(qrels)[:3])
+        raise InputError(f"the run shares no query with the qrels (run: {shown}{', ...' if len(run) > 3 else ''}; "
+                         f"qrels: {judged}{', ...' if len(qrels) > 3 else ''}): check that both use the same "
+                         "query ids", file=run_file)
+    return unjudged

@@ -1,0 +1,242 @@
+"""One table of input cases run through every door, asserting the same outcome: the CLI (a JSONL and a CSV file),
+the Python API inside a running event loop (``aevaluate`` on a list of dicts, ``evaluate`` on a DataFrame called
+from a coroutine) and the service over HTTP (inline JSONL and CSV). A case is accepted everywhere, or refused
+everywhere with one error naming the same row and field (exit 3, ``InputError``, HTTP 422 ``bad_input``).
+
+Rows count from 0: JSONL line n is row n - 1, a CSV's line n (after its header) row n - 2, ``DataFrame row n`` and
+``data[n]`` row n. The CSV door has no case where a cell is not text (every CSV cell is text).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from open_rag_eval import aevaluate, evaluate
+from open_rag_eval.cli import main
+from open_rag_eval.core.errors import InputError
+
+pd = pytest.importorskip("pandas")
+
+CONFIG = {"evaluators": [{"type": "trec", "metrics": ["citation"]}]}
+JUDGE = {"simulated": {"seed": 1}, "cache": False}
+
+
+def _row(n: int, **changes: Any) -> dict[str, Any]:
+    record = {"query_id": f"q{n}", "question": f"What is topic {n}?", "answer": f"Topic {n} is old [1].",
+              "contexts": [{"id": "1", "text": f"Topic {n} is old."}, {"id": "2", "text": "Unrelated."}]}
+    record.update(changes)
+    return {key: value for key, value in record.items() if value is not _DROP}
+
+
+_DROP = object()
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    records: list[dict[str, Any]]
+    refused: tuple[int, str, str] | None  # (row, field, a fragment of the problem); None: accepted
+    csv: bool = True  # expressible as a CSV (every cell is text)
+    doors: set[str] = field(default_factory=set)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CASES = [
+    Case("valid", [_row(0), _row(1)], None),
+    Case("no answer", [_row(0), _row(1, answer=_DROP)], (1, "answer", "no answer")),
+    Case("empty answer", [_row(0, answer="  ")], (0, "answer", "no answer")),
+    Case("answer 42", [_row(0), _row(1, answer=42)], (1, "answer", "got a number"), csv=False),
+    Case("answer True", [_row(0, answer=True)], (0, "answer", "got a boolean"), csv=False),
+    Case("contexts missing (None)", [_row(0), _row(1, contexts=None)], (1, "contexts", "missing contexts")),
+    Case("a context None", [_row(0, contexts=[None, "x"])], (0, "contexts[0]", "got null")),
+    Case("duplicate passage ids", [_row(0, contexts=[{"id": "1", "text": "a"}, {"id": "1", "text": "b"}])],
+         (0, "contexts[1].id", "duplicate passage id '1'")),
+    Case("infinite score", [_row(0, contexts=[{"id": "1", "text": "a", "score": math.inf}])],
+         (0, "contexts[0].score", "expected a finite number")),
+]
+
+
+# ---------------------------------------------------------------- the case as each door takes it
+
+
+def _jsonl(records: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r).replace("Infinity", "1e999") + "\n" for r in records)
+
+
+def _csv(records: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, ["query_id", "question", "answer", "contexts"], lineterminator="\n")
+    writer.writeheader()
+    for record in records:
+        contexts = record.get("contexts")
+        writer.writerow({**record, "answer": record.get("answer", ""),
+                         "contexts": "" if contexts is None else json.dumps(contexts).replace("Infinity", "1e999")})
+    return out.getvalue()
+
+
+Outcome = tuple[int, str] | tuple[int, str, str]  # (0,) accepted; (row, field, message) refused
+
+
+def _from_error(problem: str, field: str, row: int) -> tuple[int, str, str]:
+    return (row, field, problem)
+
+
+def _cli(case: Case, tmp_path: Path, suffix: str, caplog: pytest.LogCaptureFixture) -> Outcome:
+    text = _jsonl(case.records) if suffix == "jsonl" else _csv(case.records)
+    (tmp_path / f"in.{suffix}").write_text(text, encoding="utf-8")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({**CONFIG, "input": f"in.{suffix}", "output_dir": "out", "judge": JUDGE}))
+    with caplog.at_level("INFO"):
+        code = main(["-q", "eval", "--config", str(config)])
+    err = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+    if code == 0:
+        return (0,)
+    assert code == 3 and len(err) == 1, (code, err)
+    found = re.match(r".*in\.(?:jsonl|csv):([0-9]+): field '([^']+)': (.*)", err[0])
+    assert found, err[0]
+    first_row = 1 if suffix == "jsonl" else 2
+    return _from_error(found.group(3), found.group(2), int(found.group(1)) - first_row)
+
+
+def _api_error(error: InputError) -> tuple[int, str, str]:
+    found = re.match(r"(?:DataFrame row |data\[)([0-9]+)", error.file)
+    assert found, str(error)
+    return _from_error(error.problem, error.field, int(found.group(1)))
+
+
+def _api_list_in_a_loop(case: Case) -> Outcome:
+    async def notebook() -> Outcome:
+        try:
+            await aevaluate(case.records, config=CONFIG, judge=JUDGE)
+        except InputError as error:
+            return _api_error(error)
+        return (0,)
+
+    return asyncio.run(notebook())
+
+
+def _api_frame_in_a_loop(case: Case) -> Outcome:
+    frame = pd.DataFrame(case.records)
+
+    async def notebook() -> Outcome:
+        asyncio.get_running_loop()  # evaluate() called where a loop runs (a notebook cell)
+        try:
+            evaluate(frame, config=CONFIG, judge=JUDGE)
+        except InputError as error:
+            return _api_error(error)
+        return (0,)
+
+    return asyncio.run(notebook())
+
+
+def _service(case: Case, service: Any, suffix: str) -> Outcome:
+    text = _jsonl(case.records) if suffix == "jsonl" else _csv(case.records)
+    reply = service.client().post("/v1/jobs", json={"config": CONFIG, "inputs": {"format": suffix, "data": text},
+                                                    "judge_profile": "sim"})
+    if reply.status_code in (201, 202):
+        return (0,)
+    assert reply.status_code == 422, reply.text
+    problem = reply.json()
+    assert problem["code"] == "bad_input", problem
+    first_row = 1 if suffix == "jsonl" else 2
+    return _from_error(problem["detail"].split(f"'{problem['field']}': ", 1)[1], problem["field"],
+                       problem["line"] - first_row)
+
+
+# ---------------------------------------------------------------- the table
+
+
+def _expected(case: Case) -> tuple[int, ...] | tuple[int, str]:
+    return (0,) if case.refused is None else case.refused[:2]
+
+
+def _check(case: Case, got: Outcome) -> None:
+    assert got[:2] == _expected(case), got
+    if case.refused is not None:
+        assert case.refused[2] in got[2], got  # type: ignore[misc]
+        assert "\n" not in got[2]
+
+
+@pytest.fixture(autouse=True)
+def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_cli_jsonl(case: Case, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _check(case, _cli(case, tmp_path, "jsonl", caplog))
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c.csv], ids=str)
+def test_cli_csv(case: Case, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    _check(case, _cli(case, tmp_path, "csv", caplog))
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_aevaluate_a_list_inside_a_running_loop(case: Case) -> None:
+    _check(case, _api_list_in_a_loop(case))
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_evaluate_a_dataframe_where_a_loop_runs(case: Case) -> None:
+    _check(case, _api_frame_in_a_loop(case))
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    pytest.importorskip("fastapi", reason="the [server] extra is not installed")
+    from tests.service_server import Service
+
+    with Service(tmp_path_factory.mktemp("doors"), {"runner": {"jobs": 0}}) as running:
+        yield running
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", ["jsonl", "csv"])
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_service_over_http(case: Case, suffix: str, service: Any) -> None:
+    if suffix == "csv" and not case.csv:
+        pytest.skip("every CSV cell is text")
+    _check(case, _service(case, service, suffix))
+
+
+# ---------------------------------------------------------------- files that are not files
+
+
+def test_a_device_as_input_is_a_clear_error_at_the_cli_and_the_api(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero here")
+    (tmp_path / "zero.jsonl").symlink_to("/dev/zero")
+    (tmp_path / "c.json").write_text(json.dumps({**CONFIG, "input": "zero.jsonl", "output_dir": "out",
+                                                  "judge": JUDGE}))
+    with caplog.at_level("INFO"):
+        assert main(["-q", "eval", "--config", str(tmp_path / "c.json")]) == 3
+    err = [r.getMessage() for r in caplog.records if r.levelno >= 30]
+    assert len(err) == 1 and err[0].endswith("zero.jsonl: not a regular file (a device, FIFO or socket): give a "
+                                             ".csv or .jsonl file"), err
+    with pytest.raises(InputError, match="not a regular file"):
+        evaluate(tmp_path / "zero.jsonl", config=CONFIG, judge=JUDGE)
+
+
+def test_an_input_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    from open_rag_eval.inputs.validate import read_input_bytes
+
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"x" * 101)
+    with pytest.raises(InputError, match="the file has 101 bytes, more than the limit of 100: split it"):
+        read_input_bytes(path, limit=100)
+    assert read_input_bytes(path, limit=101) == b"x" * 101
