@@ -17,6 +17,7 @@ demo: $(BIN)/.installed
 	$(BIN)/open-rag-eval eval --config configs/demo.yaml
 
 test: $(BIN)/.installed
+	$(BIN)/lint-imports --no-cache  # the floors (.importlinter, docs/architecture.md)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed

@@ -36,21 +36,19 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from open_rag_eval.config.guard import MAX_K
 from connectors.inprocess import InProcessOptions, Reply, fetch_each, require
-from open_rag_eval.core.errors import ConfigError
-from open_rag_eval.core.segment import NO_ANSWER, split_answer
-from open_rag_eval.core.types import Passage, RAGOutput
+from open_rag_eval import NO_ANSWER, ConfigError, Passage, RAGOutput, split_answer
 
 __all__ = ["Bm25Connector", "Bm25Options", "chunk_words", "compose_answer"]
 
 MAX_CORPUS_FILES = 100_000
+MAX_TOP_K = 1000  # passages retrieved per query, at most
 
 
 class Bm25Options(InProcessOptions):
     corpus: str  # a folder of text files, relative to the config's folder
     glob: str = Field("*.txt", min_length=1)  # which files are documents ("**/*.md" for a tree)
-    top_k: int = Field(3, ge=1, le=MAX_K)
+    top_k: int = Field(3, ge=1, le=MAX_TOP_K)
     min_score: float = Field(0.0, ge=0)  # passages scoring at most this are not retrieved
     chunk_words: int | None = Field(None, ge=1)  # None: whole documents are the passages
     chunk_overlap: int = Field(0, ge=0)

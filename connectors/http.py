@@ -39,12 +39,8 @@ from typing import Any, ClassVar, Literal
 import httpx2
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.core.errors import ConfigError
-from open_rag_eval.judge.limits import RetryPolicy, parse_retry_after
-from open_rag_eval.core.redaction import cut, is_secret_name, register_secret, register_url_credentials
-from open_rag_eval.core.segment import segment_answer
-from open_rag_eval.transport import ReplyRefused, bounded_client
-from open_rag_eval.core.types import Passage, RAGOutput
+from open_rag_eval import (ConfigError, Passage, RAGOutput, ReplyRefused, RetryPolicy, bounded_client, cut,
+                           parse_retry_after, register_credentials, register_secret, segment_answer)
 
 __all__ = ["HttpConnector", "HttpOptions", "Malformed", "SecretHeader", "get_path"]
 
@@ -135,10 +131,7 @@ class HttpConnector:
     def __init__(self, options: HttpOptions, *, http_client: httpx2.AsyncClient | None = None) -> None:
         self.options = options
         self._client = http_client
-        for name, value in options.headers.items():  # a literal credential in a plain header is still one
-            if is_secret_name(name):
-                register_secret(value.split(" ", 1)[-1])
-        register_url_credentials(options.url)
+        register_credentials(options.headers, options.url)  # a literal credential in a plain header is still one
         self._headers = {**options.headers, **self._secret_headers()}
         self._retry = RetryPolicy(max_retries=options.retries, base_s=options.backoff_s)
 

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import os
+import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.core.errors import ConfigError, MissingDependency
-from open_rag_eval.core.redaction import cut
-from open_rag_eval.registry import resolve
-from open_rag_eval.core.segment import segment_answer
-from open_rag_eval.core.types import Passage, RAGOutput
+from open_rag_eval import ConfigError, MissingDependency, Passage, RAGOutput, cut, segment_answer
 
 __all__ = ["InProcessOptions", "Malformed", "Reply", "fetch_each", "load_target", "make_output", "number",
            "refusal_flag", "require", "unique_ids"]
@@ -56,7 +54,7 @@ def load_target(spec: str, methods: Sequence[str], *, option: str) -> Any:
     path = f"connector.options.{option}"
     if ":" not in spec:
         raise ConfigError(f"expected 'module:attr', got {spec!r}", path=path)
-    target = resolve("connector", spec, path=path)
+    target = _imported(spec, path)
     if not any(hasattr(target, name) for name in methods) and callable(target):
         try:
             target = target()
@@ -66,6 +64,21 @@ def load_target(spec: str, methods: Sequence[str], *, option: str) -> Any:
     if not any(hasattr(target, name) for name in methods):
         raise ConfigError(f"{spec} has none of {', '.join(methods)} (got {type(target).__name__})", path=path)
     return target
+
+
+def _imported(spec: str, path: str) -> Any:
+    """The attribute ``"module:attr"`` names; the module imports from the working folder too, as with python -m."""
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.append(os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise ConfigError(f"cannot import connector module '{module_name}': {error}", path=path) from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ConfigError(f"module '{module_name}' has no connector '{attr}'", path=path) from None
 
 
 async def fetch_each(queries: Sequence[tuple[str, str]], repeats: int, options: InProcessOptions,

@@ -30,7 +30,7 @@ from pydantic import BaseModel
 
 from connectors.inprocess import (InProcessOptions, Malformed, Reply, fetch_each, load_target, number,
                                                 refusal_flag, require, unique_ids)
-from open_rag_eval.core.types import Passage, RAGOutput
+from open_rag_eval import Passage, RAGOutput
 
 __all__ = ["LangChainConnector", "LangChainOptions"]
 

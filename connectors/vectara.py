@@ -36,9 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from connectors.http import HttpConnector, HttpOptions, Malformed
 from connectors.inprocess import unique_ids
-from open_rag_eval.core.errors import ConfigError
-from open_rag_eval.core.segment import segment_answer
-from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval import AnswerPart, ConfigError, Passage, RAGOutput, segment_answer
 
 __all__ = ["VectaraConnector", "VectaraOptions"]
 

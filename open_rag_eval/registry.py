@@ -37,6 +37,8 @@ def resolve(kind: str, spec: str, *, path: str = "") -> Any:
         choices = ", ".join(sorted(table))
         raise ConfigError(f"unknown {kind} '{spec}'; valid choices: {choices} (or 'module:Class')", path=path)
     module_name, _, attr = target.partition(":")
+    if kind == "connector" and spec in table:
+        _check_ours(path)
     if os.getcwd() not in sys.path:  # user classes import from the working folder, as with python -m
         sys.path.append(os.getcwd())
     try:
@@ -47,3 +49,17 @@ def resolve(kind: str, spec: str, *, path: str = "") -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise ConfigError(f"module '{module_name}' has no {kind} '{attr}'", path=path) from None
+
+
+def _check_ours(path: str) -> None:
+    """The built-in connectors live in the top-level package ``connectors`` that ships with open-rag-eval; another
+    distribution's (or a folder's) package of that name earlier on the path would shadow it."""
+    try:
+        package = importlib.import_module("connectors")
+    except ImportError as error:
+        raise ConfigError(f"cannot import the package 'connectors' that ships with open-rag-eval: {error}; "
+                          "reinstall open-rag-eval", path=path) from None
+    if getattr(package, "OPEN_RAG_EVAL", False) is not True:
+        raise ConfigError("the package 'connectors' imported is not the one open-rag-eval ships: another "
+                          "distribution (or a folder named connectors on the Python path) shadows it; uninstall or "
+                          "rename that one, or name your connector class as 'module:Class'", path=path)

@@ -12,14 +12,14 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.health.check import HealthThresholds, assess
-from open_rag_eval.health.classify import (
+from open_rag_eval.core.parsing import (
     classify_labels,
     classify_no_answer,
     classify_nugget_list,
     classify_support,
     classify_umbrela,
 )
-from open_rag_eval.health.record import HealthRecorder, recording
+from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
 from open_rag_eval.metrics.nuggets import Nuggetizer, NuggetOptions
 from open_rag_eval.metrics.umbrela import UmbrelaGrader, UmbrelaOptions

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from open_rag_eval.core.sections import register_section
+
 __all__ = ["MAX_VARIANTS", "AblateOptions", "parse_path"]
 
 MAX_VARIANTS = 64
@@ -82,3 +84,6 @@ class AblateOptions(BaseModel):
             if _key(value) not in {_key(v) for v in self.grid[path]}:
                 raise ValueError(f"baseline {path}: {value!r} is not one of the grid's values {self.grid[path]!r}")
         return self
+
+
+register_section("ablate", AblateOptions)  # core.sections: `ablate:` is validated at load with this schema

@@ -62,6 +62,7 @@ def ablate(loaded: LoadedConfig) -> AblationOutcome:
 
 
 async def aablate(loaded: LoadedConfig) -> AblationOutcome:
+    from open_rag_eval.report import write_report
     from open_rag_eval.run.pipeline import arun
 
     options = ablate_options(loaded)
@@ -80,7 +81,7 @@ async def aablate(loaded: LoadedConfig) -> AblationOutcome:
                 reused.append(variant.name)
                 continue
             log.info("variant %d/%d %s: running into %s", number, len(variants), variant.name, variant.folder)
-            report = await arun(variant.loaded, output_dir=variant.folder)
+            report = await arun(variant.loaded, output_dir=variant.folder, write_report=write_report)
             ran.append(variant.name)
             if report.incomplete:
                 incomplete.append(variant.name)

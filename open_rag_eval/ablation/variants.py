@@ -35,10 +35,11 @@ class Variant:
 
 
 def ablate_options(loaded: LoadedConfig) -> AblateOptions:
-    if loaded.config.ablate is None:
+    options = loaded.section("ablate", AblateOptions)
+    if options is None:
         raise ConfigError("an ablation needs an ablate: section with a grid (docs/ablation.md)", path="ablate",
                           file=str(loaded.path or ""))
-    return loaded.config.ablate
+    return options
 
 
 def ablation_root(loaded: LoadedConfig) -> Path:

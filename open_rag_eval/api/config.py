@@ -16,7 +16,11 @@ from typing import Any
 
 import yaml
 
-from open_rag_eval.config import LoadedConfig, _config_text, _parse_yaml, load_config_text
+# the config sections whose schemas their owners register (core.sections): a bad one fails at load
+import open_rag_eval.ablation.options  # noqa: F401
+import open_rag_eval.diagnosis.options  # noqa: F401
+import open_rag_eval.tracking.options  # noqa: F401
+from open_rag_eval.config import LoadedConfig, read_config_text, parse_yaml, load_config_text
 from open_rag_eval.core.errors import ConfigError
 
 __all__ = ["DEFAULT_EVALUATORS", "api_config"]
@@ -61,5 +65,5 @@ def _raw(config: str | os.PathLike[str] | dict[str, Any] | None) -> tuple[dict[s
         return copy.deepcopy(config), Path.cwd(), "<config>"
     if isinstance(config, (str, os.PathLike)):
         path = Path(config)
-        return _parse_yaml(_config_text(path), str(path)), path.resolve().parent, str(path)
+        return parse_yaml(read_config_text(path), str(path)), path.resolve().parent, str(path)
     raise ConfigError(f"config must be None, a path to a YAML file or a dict, got {type(config).__name__}")

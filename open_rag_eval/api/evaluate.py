@@ -45,16 +45,20 @@ def evaluate(data: Data, config: ConfigArg = None, *, output_dir: str | os.PathL
 async def aevaluate(data: Data, config: ConfigArg = None, *, output_dir: str | os.PathLike[str] | None = None,
                     **options: Any) -> Results:
     """``evaluate`` for async code: ``results = await aevaluate(df, judge={...})``."""
+    from open_rag_eval.report import write_report
     from open_rag_eval.run import pipeline
+    from open_rag_eval.tracking.options import TrackingOptions
 
     outputs = to_outputs(data)  # bad data fails before the config or the judge is touched
     loaded = api_config(config, options)
-    tracking = _tracking(loaded.config.tracking, output_dir)
+    tracking = _tracking(loaded.section("tracking", TrackingOptions), output_dir)
     if output_dir is not None:
-        report = await pipeline.arun(loaded, output_dir=Path(output_dir), outputs=outputs)
+        report = await pipeline.arun(loaded, output_dir=Path(output_dir), outputs=outputs,
+                                     write_report=write_report)
         return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
     with tempfile.TemporaryDirectory(prefix="open-rag-eval-") as tmp:
-        report = await pipeline.arun(loaded, output_dir=Path(tmp) / "results", outputs=outputs)
+        report = await pipeline.arun(loaded, output_dir=Path(tmp) / "results", outputs=outputs,
+                                     write_report=write_report)
         return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
 
 

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from open_rag_eval import __version__
+from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
 from open_rag_eval.core.redaction import redact
 from open_rag_eval.cli.terminal import ConsoleFilter, excepthook
@@ -55,6 +55,14 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
     sys.excepthook = excepthook  # a crash's traceback too
     for noisy in ("httpx", "httpx2", "openai", "urllib3", "filelock", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def register_sections() -> None:
+    """The config sections whose schemas live in the packages built on the config (``core.sections``): imported
+    before a command loads a config, so a bad ``tracking:``, ``diagnosis:`` or ``ablate:`` section fails at load."""
+    import open_rag_eval.ablation.options  # noqa: F401, PLC0415
+    import open_rag_eval.diagnosis.options  # noqa: F401, PLC0415
+    import open_rag_eval.tracking.options  # noqa: F401, PLC0415
 
 
 def error_line(error: BaseException) -> str:
@@ -99,6 +107,7 @@ def _end_process(code: int) -> NoReturn:
 
 def _run(args: argparse.Namespace) -> int:
     try:
+        register_sections()
         return int(args._run(args) or 0)
     except OpenRagEvalError as error:
         log.error("%s", error_line(error))

@@ -14,29 +14,28 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, ValidationError
 
-from open_rag_eval.ablation.options import AblateOptions
 from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.config.connector import ConnectorConfig, connector_spec
 from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_numbers, config_error, load_yaml
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.config.peer import is_peer_config, translate_peer_config
-from open_rag_eval.diagnosis.options import DiagnosisOptions
+from open_rag_eval.core.sections import registered
 from open_rag_eval.profiles import ProfileName
 from open_rag_eval.core.redaction import register_interpolated
 from open_rag_eval.registry import resolve
-from open_rag_eval.tracking.options import TrackingOptions
 
-__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "config_error", "load_config", "load_config_text",
-           "load_judge_config"]
+__all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "absolute_paths", "config_error",
+           "load_config", "load_config_text", "load_judge_config", "parse_yaml", "read_config_text"]
 
 log = logging.getLogger(__name__)
 
+M = TypeVar("M", bound=BaseModel)
 _ENV = re.compile(r"\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)(?:(?::-|,)([^}]*))?\}")
 
 
@@ -75,10 +74,12 @@ class Config(BaseModel):
     connector: ConnectorConfig | None = None
     sweep: SweepOptions | None = None
     report: ReportOptions | None = None
-    tracking: TrackingOptions | None = None  # docs/tracking.md
-    diagnosis: DiagnosisOptions | None = None  # docs/diagnosis.md
+    # sections whose schema is their owner's (core.sections): open_rag_eval.tracking.options (docs/tracking.md),
+    # open_rag_eval.diagnosis.options (docs/diagnosis.md), open_rag_eval.ablation.options (docs/ablation.md)
+    tracking: dict[str, Any] | None = None
+    diagnosis: dict[str, Any] | None = None
     executor: ExecutorOptions | None = None  # docs/scaling.md
-    ablate: AblateOptions | None = None  # docs/ablation.md (read by `open-rag-eval ablate` only)
+    ablate: dict[str, Any] | None = None  # read by `open-rag-eval ablate` only
     profile: ProfileName | None = None  # every evaluator's profile unless it names its own (docs/profiles.md)
 
 
@@ -101,6 +102,7 @@ class LoadedConfig:
     base_dir: Path
     path: Path | None = None
     raw: dict[str, Any] = field(default_factory=dict)  # before interpolation: env references, never their values
+    sections: dict[str, BaseModel] = field(default_factory=dict)  # the owned sections validated at load
 
     def resolve_path(self, value: str | Path) -> Path:
         path = Path(os.path.expanduser(str(value)))
@@ -114,8 +116,30 @@ class LoadedConfig:
     def digest(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()
 
+    def section(self, name: str, schema: type[M]) -> M | None:
+        """The owned section ``name`` (``core.sections``) validated by its owner's ``schema``; None when absent."""
+        found = self.sections.get(name)
+        if isinstance(found, schema):
+            return found
+        value = getattr(self.config, name)
+        if value is None:
+            return None
+        validated = _validate_section(name, value, schema, str(self.path or "<config>"))
+        self.sections[name] = validated
+        return validated
 
-def _config_text(path: Path) -> str:
+
+
+def _validate_section(name: str, value: dict[str, Any], schema: type[M], file: str) -> M:
+    try:
+        validated = schema.model_validate(value)
+    except ValidationError as error:
+        raise config_error(error, schema, file, prefix=name) from None
+    check_numbers(validated, name, file)
+    return validated
+
+
+def read_config_text(path: Path) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")
     except OSError as error:
@@ -126,13 +150,13 @@ def _config_text(path: Path) -> str:
 
 
 def load_config(path: Path) -> LoadedConfig:
-    text = _config_text(path)
+    text = read_config_text(path)
     return load_config_text(text, base_dir=Path(path).resolve().parent, file=str(path))
 
 
 def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outputs_given: bool = False) -> LoadedConfig:
     """``outputs_given``: the caller brings the outputs (the Python API), so neither input nor connector is needed."""
-    raw = _parse_yaml(text, file)
+    raw = parse_yaml(text, file)
     if is_peer_config(raw):
         raw = translate_peer_config(raw, file=file)
         log.info("%s: translated the config layout of vectara's open-rag-eval (input_queries/results_folder/"
@@ -144,6 +168,8 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outpu
     except ValidationError as error:
         raise config_error(error, Config, file) from None
     check_numbers(config, "", file)  # and strings such as "inf" that validation turned into numbers
+    sections = {name: _validate_section(name, getattr(config, name), schema, file)
+                for name, schema in registered().items() if getattr(config, name) is not None}
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir, config.profile)
              for i, entry in enumerate(config.evaluators)]
     for i, spec in enumerate(specs):
@@ -153,7 +179,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outpu
         check_numbers(connector_spec(config.connector, file=file)[1], "connector.options", file)
     if not outputs_given:
         _check_inputs(config, specs, file)
-    return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw)
+    return LoadedConfig(config, specs, base_dir, Path(file) if file != "<config>" else None, raw, sections)
 
 
 class _UniqueKeyLoader(BudgetComposer, yaml.SafeLoader):
@@ -175,8 +201,8 @@ class _UniqueKeyLoader(BudgetComposer, yaml.SafeLoader):
 
 def load_judge_config(path: Path) -> JudgeConfig:
     """Only the ``judge:`` section of a config file (commands that need a judge but no evaluators or input)."""
-    text = _config_text(path)
-    section = _interpolate(_parse_yaml(text, str(path)).get("judge") or {}, "judge", str(path))
+    text = read_config_text(path)
+    section = _interpolate(parse_yaml(text, str(path)).get("judge") or {}, "judge", str(path))
     check_numbers(section, "judge", str(path))
     try:
         return JudgeConfig.model_validate(section)
@@ -184,7 +210,7 @@ def load_judge_config(path: Path) -> JudgeConfig:
         raise config_error(error, JudgeConfig, str(path), prefix="judge") from None
 
 
-def _parse_yaml(text: str, file: str) -> dict[str, Any]:
+def parse_yaml(text: str, file: str) -> dict[str, Any]:
     data = load_yaml(text, _UniqueKeyLoader, file)
     if not isinstance(data, dict):
         raise ConfigError("a config must be a YAML mapping of sections (input, output_dir, judge, evaluators...)", file=file)
@@ -265,10 +291,10 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path,
         validated = cls.Options.model_validate(options)
     except ValidationError as error:
         raise config_error(error, cls.Options, file, prefix=path) from None
-    return EvaluatorSpec(str(entry["type"]), cls, _absolute_paths(validated, getattr(cls, "PATH_OPTIONS", ()), base_dir))
+    return EvaluatorSpec(str(entry["type"]), cls, absolute_paths(validated, getattr(cls, "PATH_OPTIONS", ()), base_dir))
 
 
-def _absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) -> BaseModel:
+def absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) -> BaseModel:
     """Options naming files (an evaluator's ``PATH_OPTIONS``) resolve against the config's folder, like ``input``."""
     update = {}
     for name in names:

@@ -21,13 +21,12 @@ from pydantic import BaseModel, ValidationError
 
 from open_rag_eval.core.errors import ConfigError
 
-__all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_DEPTH", "MAX_K", "MAX_VALUES", "check_evaluators", "check_numbers",
+__all__ = ["LARGEST_NUMBER", "MAX_ALIASES", "MAX_DEPTH", "MAX_VALUES", "check_evaluators", "check_numbers",
            "load_yaml", "pick_error"]
 
 MAX_ALIASES = 256  # alias uses (*name) per document
 MAX_VALUES = 100_000  # scalars, lists and mappings once every alias is expanded
 MAX_DEPTH = 64  # nesting levels once every alias is expanded
-MAX_K = 1000  # the deepest rank cutoff (k_values) trec_eval reports
 LARGEST_NUMBER = 1e15  # no setting has a sane value beyond this (prices, rates, counts, seconds)
 
 

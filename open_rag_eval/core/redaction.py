@@ -25,8 +25,8 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 __all__ = ["MASK", "RedactingFilter", "SecretStream", "cut", "forget_secrets", "is_secret_name", "redact",
-           "redact_secrets", "register_interpolated", "register_secret", "register_url_credentials", "registered",
-           "safe_url", "scrub_config"]
+           "redact_secrets", "register_credentials", "register_interpolated", "register_secret",
+           "register_url_credentials", "registered", "safe_url", "scrub_config"]
 
 MASK = "***"
 MIN_SECRET = 8  # shorter values would mask ordinary words in output files ("pass" in "passages")
@@ -126,6 +126,16 @@ def register_url_credentials(url: str) -> None:
     elif parts.username and len(parts.username) >= TOKEN_USER:
         register_secret(unquote(parts.username))
         register_secret(parts.username)
+
+
+def register_credentials(headers: Mapping[str, str] | None = None, url: str = "") -> None:
+    """The credentials a request carries in plain sight: the value of a header whose name says credential (after a
+    scheme such as ``Bearer``) and a URL's password (or its user, when that is a token)."""
+    for name, value in (headers or {}).items():
+        if is_secret_name(name):
+            register_secret(value.split(" ", 1)[-1])
+    if url:
+        register_url_credentials(url)
 
 
 def register_interpolated(path: str, value: str) -> None:

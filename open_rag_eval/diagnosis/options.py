@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from open_rag_eval.diagnosis.rules import RULES, Check, Rule
 
+from open_rag_eval.core.sections import register_section
 __all__ = ["DiagnosisOptions", "options_from_manifest"]
 
 _RULE_NAMES = tuple(rule.name for rule in RULES)
@@ -80,3 +81,6 @@ def options_from_manifest(manifest: Mapping[str, Any]) -> DiagnosisOptions:
         return DiagnosisOptions.model_validate(dict(section))
     except ValidationError:
         return DiagnosisOptions()
+
+
+register_section("diagnosis", DiagnosisOptions)  # core.sections: `diagnosis:` is validated at load with this schema

@@ -31,7 +31,7 @@ from open_rag_eval.metrics.rubric import REFUSAL_JUDGED
 from open_rag_eval.core.types import Detail, RAGOutput
 
 if TYPE_CHECKING:
-    from open_rag_eval.evaluators.generation import GenerationOptions
+    from open_rag_eval.evaluators.generation_options import GenerationOptions
     from open_rag_eval.judge.base import Judge
     from open_rag_eval.metrics._generation import GenerationMetric
 

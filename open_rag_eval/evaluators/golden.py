@@ -36,7 +36,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from open_rag_eval.config.guard import MAX_K
+from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.metrics import lexical as lx
 from open_rag_eval.scoring.golden import (

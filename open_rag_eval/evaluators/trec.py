@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from open_rag_eval import profiles
-from open_rag_eval.config.guard import MAX_K
+from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval import __version__
+from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.executors.shards import (ShardResult, check_shardable, evaluate_rest, evaluate_shard,
                                             merge_accounting, merge_health, merge_results, needs_judge, split_by_query,
@@ -225,6 +225,7 @@ class MergedShards:
 async def merge_shards(folders: Sequence[Path], output_dir: Path | None = None, progress: Any = None) -> Any:
     """Check, merge and write the shards in ``folders``: the report of the single run they make up."""
     from open_rag_eval.config import load_config_text
+    from open_rag_eval.report import write_report
     from open_rag_eval.run.pipeline import arun
 
     folders = [Path(f) for f in folders]
@@ -243,4 +244,4 @@ async def merge_shards(folders: Sequence[Path], output_dir: Path | None = None, 
             outputs[position] = RAGOutput.model_validate(data)
     ordered = [o for o in outputs if o is not None]
     return await arun(loaded, output_dir=output_dir, outputs=ordered, progress=progress,
-                      executor=MergedShards(sorted(shards, key=lambda s: s["index"])))
+                      executor=MergedShards(sorted(shards, key=lambda s: s["index"])), write_report=write_report)

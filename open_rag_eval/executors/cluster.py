@@ -28,7 +28,8 @@ from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.core.errors import OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors import import_ray
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
-from open_rag_eval.executors.remote import Budget, CacheOwner, RemoteCache, SharedLimiter, ShardWorker
+from open_rag_eval.executors.relay import RemoteCache
+from open_rag_eval.executors.remote import Budget, CacheOwner, SharedLimiter, ShardWorker
 from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, merge_accounting, merge_health,
                                             merge_results, needs_judge, split_by_query, stages)
 from open_rag_eval.judge.accounting import price_for

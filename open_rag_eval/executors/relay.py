@@ -29,13 +29,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Union
 
-from open_rag_eval.executors.remote import RemoteCache
 from open_rag_eval.judge.base import Completion
+from open_rag_eval.judge.cache import CachedCompletion
 from open_rag_eval.judge.client import OpenAIJudge, cached_completion, open_judge, recorded
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.replies import Failure, Judgment
 
-__all__ = ["RECENT", "Outcome", "Relay", "RelayClient", "attach", "route"]
+__all__ = ["RECENT", "Outcome", "Relay", "RelayClient", "RemoteCache", "attach", "route"]
 
 log = logging.getLogger("open_rag_eval.executors")
 
@@ -226,3 +226,68 @@ def attach(judge: Any, client: RelayClient | None) -> None:
     """Route ``judge``'s calls through the relays (a simulated judge is not relayed: it charges nothing)."""
     if client is not None and isinstance(judge, OpenAIJudge) and not judge.simulated:
         judge.relay = client
+
+
+class RemoteCache:
+    """A worker's face of ``CacheOwner`` with the judge cache's async get/put, batched."""
+
+    def __init__(self, owner: Any, *, window_s: float = 0.003) -> None:
+        self.owner, self.window_s = owner, window_s
+        self._gets: dict[str, list[asyncio.Future[CachedCompletion | None]]] = {}
+        self._puts: list[tuple[str, CachedCompletion, asyncio.Future[None]]] = []
+        self._flushing: asyncio.Task[None] | None = None
+
+    async def get(self, key: str) -> CachedCompletion | None:
+        future: asyncio.Future[CachedCompletion | None] = asyncio.get_running_loop().create_future()
+        self._gets.setdefault(key, []).append(future)
+        self._schedule()
+        return await future
+
+    async def put(self, key: str, entry: CachedCompletion) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._puts.append((key, entry, future))
+        self._schedule()
+        await future
+
+    def close(self) -> None:
+        """The owner closes the cache; a worker only stops using it."""
+
+    def _schedule(self) -> None:
+        if self._flushing is None or self._flushing.done():
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        await asyncio.sleep(self.window_s)
+        while self._gets or self._puts:
+            gets, puts = self._gets, self._puts
+            self._gets, self._puts = {}, []
+            if puts:
+                try:
+                    await self.owner.put_many.remote([(key, entry) for key, entry, _ in puts])
+                except Exception as error:
+                    _fail([future for _, _, future in puts], _cause(error))
+                else:
+                    for _, _, future in puts:
+                        if not future.done():
+                            future.set_result(None)
+            if gets:
+                try:
+                    found = await self.owner.get_many.remote(list(gets))
+                except Exception as error:
+                    _fail([future for waiting in gets.values() for future in waiting], _cause(error))
+                else:
+                    for entry, waiting in zip(found, gets.values()):
+                        for future in waiting:
+                            if not future.done():
+                                future.set_result(entry)
+
+
+def _fail(futures: Sequence[asyncio.Future[Any]], error: BaseException) -> None:
+    for future in futures:
+        if not future.done():
+            future.set_exception(error)
+
+
+def _cause(error: BaseException) -> BaseException:
+    """The error raised inside an actor (a ``StorageError`` naming the cache file), not Ray's wrapper."""
+    return getattr(error, "cause", None) or error

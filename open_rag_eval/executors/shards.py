@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import ConfigError
-from open_rag_eval.health.record import HealthRecorder, TaskCounts, recording
+from open_rag_eval.core.recording import HealthRecorder, TaskCounts, recording
 from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score

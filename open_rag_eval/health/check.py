@@ -12,10 +12,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from open_rag_eval.health.classify import CLASSES, ECHO, FAILED, FALLBACK, INVALID
-from open_rag_eval.health.record import HealthRecorder
+from open_rag_eval.core.parsing import CLASSES, ECHO, FAILED, FALLBACK, INVALID
+from open_rag_eval.core.recording import HealthRecorder
+from open_rag_eval.judge.thresholds import HealthThresholds
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.core.types import Score
 
@@ -24,18 +23,6 @@ __all__ = ["HEALTH_PREFIX", "HealthReport", "HealthThresholds", "assess", "is_he
 HEALTH_PREFIX = "health."
 RATES = (*CLASSES, "reasked")  # clean, fallback, echo, invalid, failed, reasked
 TASK_ORDER = ("umbrela", "nugget_create", "nugget_importance", "nugget_assign", "support", "no_answer")
-
-
-class HealthThresholds(BaseModel):
-    """``judge.health``: above these shares of judgments (per task) the judge is unhealthy."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_fallback_rate: float = Field(0.10, ge=0, le=1)
-    max_invalid_rate: float = Field(0.10, ge=0, le=1)
-    max_echo_rate: float = Field(0.05, ge=0, le=1)
-    max_failed_rate: float = Field(0.05, ge=0, le=1)
-    min_labelled_share: float = Field(0.75, ge=0, le=1)  # citation: share of cited statements with a parsed label
 
 
 _LIMITS = {FALLBACK: "max_fallback_rate", INVALID: "max_invalid_rate", ECHO: "max_echo_rate",

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from open_rag_eval.health.check import HealthThresholds
+from open_rag_eval.judge.thresholds import HealthThresholds
 
 __all__ = ["SIMULATED_FINGERPRINT_PREFIX", "Endpoint", "JudgeConfig", "Price", "SimulatedJudgeConfig",
            "is_simulated_fingerprint", "simulated_fingerprint"]

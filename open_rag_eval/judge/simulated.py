@@ -29,7 +29,7 @@ from typing import Any, Self
 
 from pydantic import Field
 
-from open_rag_eval import __version__
+from open_rag_eval._version import __version__
 from open_rag_eval.judge.config import SimulatedJudgeConfig, simulated_fingerprint
 from open_rag_eval.judge.sim_answer import UNPARSEABLE_REPLY, count_tokens, obeyed, perturb, reply
 from open_rag_eval.judge.tokens import chat_tokens

@@ -9,7 +9,7 @@ s, which is what makes the normal judgments and test-retest sample 0 share the c
 A re-ask is sent only when it can differ from what was already sent: other messages or parameters, or sampling
 (temperature above 0 and no fixed seed). Re-sending a byte-identical greedy request would only get the same reply.
 
-Parsers return a ``Parsed`` (value and parse class, ``open_rag_eval.health.classify``); a value of None is not
+Parsers return a ``Parsed`` (value and parse class, ``open_rag_eval.core.parsing``); a value of None is not
 accepted. Every finished judgment is counted for the judge-health report: its task, the class of its last reply
 (``failed`` when the call failed) and how many replies it took.
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from open_rag_eval.core.errors import JudgeCallError
-from open_rag_eval.health.classify import FAILED, INVALID, Parsed
-from open_rag_eval.health.record import record
+from open_rag_eval.core.parsing import FAILED, INVALID, Parsed
+from open_rag_eval.core.recording import record
 from open_rag_eval.judge.base import Judge, JudgeRequest
 from open_rag_eval.core.parsing import strip_reasoning
 
@@ -40,7 +40,7 @@ class Asked(Generic[T]):
     reason: str | None = None
     attempts: int = 0
     text: str | None = None  # the last raw reply
-    parse: str = INVALID  # parse class of the last reply (health.classify), "failed" when there was none
+    parse: str = INVALID  # parse class of the last reply (core.parsing), "failed" when there was none
 
 
 def _sent(judge: Judge, request: JudgeRequest) -> tuple[str, dict[str, Any]]:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
+from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_REFERENCE, PLANNED, REFUSAL, planning, reference_of
 from open_rag_eval.metrics._judging import ask

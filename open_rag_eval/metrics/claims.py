@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
+from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
 from open_rag_eval.core.parsing import parse_json_object

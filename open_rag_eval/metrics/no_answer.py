@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
-from open_rag_eval.health.classify import classify_no_answer
+from open_rag_eval.core.parsing import classify_no_answer
 from open_rag_eval.prompts import load
 from open_rag_eval.core.types import Detail, RAGOutput, Score
 

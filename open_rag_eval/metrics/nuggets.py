@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from open_rag_eval.health.classify import classify_labels, classify_nugget_list
+from open_rag_eval.core.parsing import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.prompts import load

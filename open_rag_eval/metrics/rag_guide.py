@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from open_rag_eval.health.classify import CLEAN, INVALID, Parsed
+from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, reference_of
 from open_rag_eval.metrics._judging import Asked, ask

@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from open_rag_eval.health.classify import FAILED, classify_umbrela, worst
+from open_rag_eval.core.parsing import FAILED, classify_umbrela, worst
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.prompts import Template, load

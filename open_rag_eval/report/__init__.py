@@ -7,8 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.report.data import ResultSet, Row
-from open_rag_eval.report.html_report import render_report, write_report
+from open_rag_eval.report.html_report import render_report
 from open_rag_eval.report.loader import load_results
+from open_rag_eval.report.paged import write_report
 
 __all__ = ["ResultSet", "Row", "load_results", "plot_history", "render_report", "write_report"]
 

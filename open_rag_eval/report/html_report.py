@@ -1,8 +1,8 @@
 """The self-contained HTML report of one output directory (inline CSS, JS and SVG; no network).
 
-``write_report(output_dir)`` reads results.json, summary.csv, manifest.json (results.csv when results.json is
-absent) and writes ``report.html`` atomically. Missing sections are tolerated: a golden-only run has no judge,
-a failed metric has empty values and reasons.
+``render_report(output_dir)`` draws the page from results.json, summary.csv, manifest.json (results.csv when
+results.json is absent); ``paged.write_report`` writes ``report.html`` atomically. Missing sections are
+tolerated: a golden-only run has no judge, a failed metric has empty values and reasons.
 
 Layout: header (what was evaluated, judge, cost, coverage with failed / undefined / unavailable apart), the
 headline panel, the diagnosis, every metric grouped by family (folded), the queries table, the drill-down.
@@ -30,7 +30,7 @@ from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, 
 from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
 
-__all__ = ["RunData", "load_run", "render_report", "write_report"]
+__all__ = ["RunData", "load_run", "render_report"]
 
 _HERE = Path(__file__).parent
 
@@ -335,14 +335,3 @@ def render_report(output_dir: Path) -> str:
     ``write_report`` for a run of any size)."""
     run = load_run(Path(output_dir))
     return _render(run, _grouped(run.outputs, run.queries), _columns(run))
-
-
-def write_report(output_dir: Path, path: Path | None = None) -> Path:
-    """Write ``report.html`` (or ``path``) for ``output_dir`` atomically and return its path. It is at most
-    ``paged.REPORT_BYTES``: up to ``paged.INLINE_QUERIES`` queries that fit, every query is on the page in full;
-    beyond, the worst and a sample that fit are, and every query is on the pages of ``report-queries/`` beside it.
-    results.json is read as a stream."""
-    from open_rag_eval.report.paged import write_paged
-
-    path = Path(output_dir) / "report.html" if path is None else Path(path)
-    return write_paged(Path(output_dir), path)

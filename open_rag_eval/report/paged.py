@@ -47,7 +47,7 @@ from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.run.generation import PAGES_DIR
 
 __all__ = ["INLINE_QUERIES", "PAGES_DIR", "PAGE_BYTES", "PAGE_NAME", "PAGE_QUERIES", "REPORT_BYTES", "WORST_QUERIES",
-           "clear_pages", "relink", "write_paged"]
+           "clear_pages", "relink", "write_paged", "write_report"]
 
 INLINE_QUERIES = 200  # queries report.html holds in full, at most
 REPORT_BYTES = 10_000_000  # report.html's size, at most, whatever the run (the queries in full fit in what is left)
@@ -281,3 +281,12 @@ def write_paged(directory: Path, path: Path) -> Path:
         return path
     finally:
         aside.close()
+
+
+def write_report(output_dir: Path, path: Path | None = None) -> Path:
+    """Write ``report.html`` (or ``path``) for ``output_dir`` atomically and return its path. It is at most
+    ``REPORT_BYTES``: up to ``INLINE_QUERIES`` queries that fit, every query is on the page in full;
+    beyond, the worst and a sample that fit are, and every query is on the pages of ``report-queries/`` beside it.
+    results.json is read as a stream."""
+    path = Path(output_dir) / "report.html" if path is None else Path(path)
+    return write_paged(Path(output_dir), path)

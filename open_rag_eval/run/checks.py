@@ -1,11 +1,12 @@
 """Path checks made before any work: inputs the new results would replace, and (for ``validate``) every path a run
-would write -- the output folder, the judge cache, the sweep history. Nothing is created or changed here."""
+would write -- the output folder, the judge cache, and the databases the caller hands down (``validate`` hands the
+sweep history's). Nothing is created or changed here."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.core.errors import ConfigError, OpenRagEvalError, StorageError
 from open_rag_eval.run.generation import GENERATION_FILES, check_output_folder, real_folder
@@ -14,7 +15,11 @@ from open_rag_eval.store.lock import held_by, lock_path
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
 
-__all__ = ["check_inputs_outside", "output_folder", "path_problems"]
+__all__ = ["DatabaseAt", "check_inputs_outside", "output_folder", "path_problems"]
+
+# where a database a run would use lives, and its schema (``store.sqlite.Database``); raises StorageError when the
+# path itself is wrong
+DatabaseAt = Callable[[], tuple[Path | None, Any]]
 
 
 def output_folder(loaded: LoadedConfig, override: Path | None = None) -> Path:
@@ -60,11 +65,12 @@ def check_inputs_outside(loaded: LoadedConfig, out: Path) -> None:
                                   path="output_dir", file=file)
 
 
-def path_problems(loaded: LoadedConfig, out: Path | None = None) -> list[OpenRagEvalError]:
-    """Everything that would stop a run at a path: the output folder, its inputs, the judge cache, the history."""
-    from open_rag_eval.sweeps.history import HISTORY_DB
+def path_problems(loaded: LoadedConfig, out: Path | None = None, *, databases: Sequence[DatabaseAt] = ()
+                  ) -> list[OpenRagEvalError]:
+    """Everything that would stop a run at a path: the output folder, its inputs, the judge cache and ``databases``
+    (the edges' own, e.g. the sweep history)."""
     from open_rag_eval.judge.cache import CACHE_DB, cache_path
-    from open_rag_eval.store.sqlite import db_path, probe
+    from open_rag_eval.store.sqlite import probe
 
     out = out or output_folder(loaded)
     problems: list[OpenRagEvalError] = []
@@ -74,18 +80,16 @@ def path_problems(loaded: LoadedConfig, out: Path | None = None) -> list[OpenRag
             check()
         except OpenRagEvalError as error:
             problems.append(error)
-    databases = []
+    where: list[DatabaseAt] = list(databases)
     if any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
+        where.insert(0, lambda: (cache_path(loaded.judge.cache, loaded.base_dir), CACHE_DB))
+    found = []
+    for at in where:
         try:
-            databases.append((cache_path(loaded.judge.cache, loaded.base_dir), CACHE_DB))
+            found.append(at())
         except StorageError as error:
             problems.append(error)
-    if loaded.config.sweep is not None:
-        try:
-            databases.append((db_path(loaded.config.sweep.history, loaded.base_dir, HISTORY_DB), HISTORY_DB))
-        except StorageError as error:
-            problems.append(error)
-    for path, db in databases:
+    for path, db in found:
         if path is not None and (problem := probe(path, db)) is not None:
             problems.append(problem)
     return problems

@@ -42,11 +42,11 @@ class Connector(Protocol):
 def build_connector(config: ConnectorConfig, *, file: str = "", base_dir: Path | None = None) -> Connector:
     """Resolve ``config.type`` and construct it with its validated options; options the class names in
     ``PATH_OPTIONS`` (files, folders) resolve against ``base_dir``, the config's folder."""
-    from open_rag_eval.config import _absolute_paths
+    from open_rag_eval.config import absolute_paths
 
     cls, options = connector_spec(config, file=file)
     if base_dir is not None:
-        options = _absolute_paths(options, getattr(cls, "PATH_OPTIONS", ()), base_dir)
+        options = absolute_paths(options, getattr(cls, "PATH_OPTIONS", ()), base_dir)
     try:
         return cls(options)  # type: ignore[no-any-return]
     except ConfigError as error:  # a connector's own check of its options: name the config file

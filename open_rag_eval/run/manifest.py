@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval import __version__
+from open_rag_eval._version import __version__
 from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.redaction import safe_url, scrub_config

@@ -26,7 +26,7 @@ from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.health.check import HealthReport, assess
-from open_rag_eval.health.record import HealthRecorder, recording
+from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.run.manifest import build_manifest
@@ -136,9 +136,12 @@ async def arun(
     progress: Progress | None = None,
     executor: Executor | None = None,
     wrap_judge: Callable[[Judge], Judge] | None = None,
+    write_report: Callable[[Path], object] | None = None,
 ) -> RunReport:
     """``wrap_judge``: wraps the run's judge before any metric sees it (the service shares a judge profile fairly
-    across its running jobs); the run's results do not depend on it."""
+    across its running jobs); the run's results do not depend on it. ``write_report``: draws the report into the new
+    results folder before it replaces the previous one (the caller hands it down, e.g. ``report.write_report``;
+    None: no report)."""
     started = time.monotonic()
     _check_limit(limit)
     out = output_folder(loaded, output_dir)
@@ -191,9 +194,10 @@ async def arun(
         with generation.writing():
             generation.write_json("manifest.json", manifest)
             generation.remove(IDENTITY_FILE)
-            progress.steps["write"] = "report.html"
-            release_memory()  # what evaluating and writing freed, before the report takes its own
-            _write_report(generation.path)
+            if write_report is not None:
+                progress.steps["write"] = "report.html"
+                release_memory()  # what evaluating and writing freed, before the report takes its own
+                _write_report(write_report, generation.path)
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
     return RunReport(result, summary, out, manifest, simulated, outputs, incomplete, health)
@@ -330,12 +334,9 @@ def is_simulated(judge: Judge | None) -> bool:
     return judge.simulated or any(is_simulated_fingerprint(fp) for fp in seen)
 
 
-_simulated = is_simulated  # the name other modules knew
 
 
-def _write_report(out: Path) -> None:
-    from open_rag_eval.report import write_report
-
+def _write_report(write_report: Callable[[Path], object], out: Path) -> None:
     try:
         write_report(out)
     except OSError:

@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-__all__ = ["average_precision", "ndcg_at_k", "precision_at_k", "reciprocal_rank"]
+__all__ = ["MAX_K", "average_precision", "ndcg_at_k", "precision_at_k", "reciprocal_rank"]
+
+MAX_K = 1000  # the deepest rank cutoff (k_values) trec_eval reports
 
 
 def precision_at_k(rels: Sequence[int | bool], k: int, pad: bool = True) -> float | None:

@@ -1,7 +1,8 @@
-"""The FastAPI application: lifespan (database, migrations, the SQLite lock, the job runner), auth, body limit.
+"""The FastAPI application: lifespan (database, migrations, the SQLite lock, the job runner), body limit.
 
 ``create_app(settings)`` builds it; ``serve`` runs it with uvicorn. The routes live in ``routes_jobs``,
-``routes_uploads``, ``routes_sweeps`` and ``dashboard``; the runner in ``runner``.
+``routes_uploads``, ``routes_sweeps`` and ``dashboard`` (what they depend on, auth included, in ``deps``); the
+runner in ``runner``.
 """
 
 from __future__ import annotations
@@ -9,27 +10,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy.ext.asyncio import AsyncEngine
+from fastapi import FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from open_rag_eval import __version__
+from open_rag_eval._version import __version__
 from open_rag_eval.service import problems
-from open_rag_eval.service.keys import Principal, verify
-from open_rag_eval.service.problems import Problem
 from open_rag_eval.service.settings import Settings
 
-__all__ = ["BodyLimit", "create_app", "principal", "reader", "writer"]
+__all__ = ["BodyLimit", "create_app"]
 
 log = logging.getLogger(__name__)
-
-COOKIE = "ore_key"
-ANONYMOUS = Principal("default", frozenset({"read", "write"}))
-BEARER = HTTPBearer(auto_error=False, description="an API key: open-rag-eval serve keys create --tenant NAME")
 
 
 @contextlib.asynccontextmanager
@@ -74,51 +67,6 @@ def create_app(settings: Settings, *, storage: Any = None, run_jobs: bool = True
     app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, limit=int(settings.limits.max_body_mb * 1_000_000))
     return app
-
-
-def engine_of(request: Request) -> AsyncEngine:
-    return request.app.state.engine  # type: ignore[no-any-return]
-
-
-async def owned_row(request: Request, table: Any, tenant: str, row_id: str) -> dict[str, Any] | None:
-    """The row of ``table`` with this id in the tenant, or None: another tenant's row is as absent as a missing one."""
-    import sqlalchemy as sa
-
-    async with engine_of(request).connect() as connection:
-        row = (await connection.execute(sa.select(table).where(
-            table.c.id == row_id, table.c.tenant == tenant))).mappings().first()
-    return None if row is None else dict(row)
-
-
-def settings_of(request: Request) -> Settings:
-    return request.app.state.settings  # type: ignore[no-any-return]
-
-
-async def principal(request: Request,
-                    credentials: HTTPAuthorizationCredentials | None = Depends(BEARER)) -> Principal:
-    """Who is asking: anyone on a loopback server without auth; else the tenant of a valid key (Bearer or the
-    dashboard's cookie)."""
-    if not settings_of(request).auth:
-        return ANONYMOUS
-    presented = credentials.credentials.strip() if credentials is not None else request.cookies.get(COOKIE, "")
-    found = await verify(engine_of(request), presented) if presented else None
-    if found is None:
-        raise Problem(401, "unauthorized", "send a valid API key: Authorization: Bearer <key>",
-                      headers={"WWW-Authenticate": "Bearer"})
-    return found
-
-
-def _scoped(scope: str) -> Callable[[Principal], Awaitable[Principal]]:
-    async def check(who: Principal = Depends(principal)) -> Principal:
-        if not who.may(scope):
-            raise Problem(403, "forbidden", f"this key lacks the '{scope}' scope")
-        return who
-
-    return check
-
-
-reader = _scoped("read")
-writer = _scoped("write")
 
 
 class BodyLimit:

@@ -20,7 +20,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
 from open_rag_eval.service import jobs
-from open_rag_eval.service.app import COOKIE, engine_of, owned_row, principal
+from open_rag_eval.service.deps import COOKIE, engine_of, owned_row, principal
 from open_rag_eval.service.db import sweeps
 from open_rag_eval.service.keys import Principal, verify
 from open_rag_eval.service.problems import Problem

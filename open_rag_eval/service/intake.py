@@ -20,6 +20,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+# the config sections whose schemas their owners register (core.sections): a bad one fails at load
+import open_rag_eval.ablation.options  # noqa: F401
+import open_rag_eval.diagnosis.options  # noqa: F401
+import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.service.settings import Settings
 
@@ -126,7 +130,7 @@ def _check_connector(connector: Any, settings: Settings) -> None:
 
 
 def _server_config(settings: Settings, name: str) -> tuple[dict[str, Any], Path]:
-    from open_rag_eval.config import _parse_yaml
+    from open_rag_eval.config import parse_yaml
 
     if name not in settings.configs:
         raise ConfigError(f"unknown config {name!r}; this server has: {', '.join(settings.configs) or 'none'}",
@@ -136,7 +140,7 @@ def _server_config(settings: Settings, name: str) -> tuple[dict[str, Any], Path]
         text = path.read_text(encoding="utf-8-sig")
     except OSError as error:  # the operator's file: the client sees its name, not the server's path
         raise ConfigError(f"server config {name!r} cannot be read ({error.strerror})", path="config_name") from None
-    return _parse_yaml(text, name), path.parent
+    return parse_yaml(text, name), path.parent
 
 
 def judge_section(settings: Settings, profile: str, tenant: str) -> dict[str, Any]:

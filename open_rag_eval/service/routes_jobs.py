@@ -19,7 +19,7 @@ from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, Str
 
 from open_rag_eval.core.errors import OpenRagEvalError
 from open_rag_eval.service import intake, jobs
-from open_rag_eval.service.app import engine_of, reader, settings_of, writer
+from open_rag_eval.service.deps import engine_of, reader, settings_of, writer
 from open_rag_eval.service.keys import Principal
 from open_rag_eval.service.problems import Problem, from_error
 from open_rag_eval.service.settings import Settings

@@ -8,8 +8,8 @@ import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 
-from open_rag_eval import __version__
-from open_rag_eval.service.app import engine_of, reader, settings_of
+from open_rag_eval._version import __version__
+from open_rag_eval.service.deps import engine_of, reader, settings_of
 from open_rag_eval.service.keys import Principal
 from open_rag_eval.service.problems import problem_response
 

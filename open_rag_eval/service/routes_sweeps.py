@@ -15,9 +15,13 @@ import yaml
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
 
+# the config sections whose schemas their owners register (core.sections): a bad one fails at load
+import open_rag_eval.ablation.options  # noqa: F401
+import open_rag_eval.diagnosis.options  # noqa: F401
+import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.service import intake, jobs
-from open_rag_eval.service.app import engine_of, owned_row, reader, settings_of, writer
+from open_rag_eval.service.deps import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import sweeps
 from open_rag_eval.service.keys import Principal
 from open_rag_eval.service.problems import Problem, from_error
@@ -32,7 +36,7 @@ router = APIRouter(tags=["sweeps"])
 def _define(settings: Settings, tenant: str, sweep_id: str, body: intake.SweepRequest) -> dict[str, Any]:
     """Write the sweep's folder (queries + ``sweep.yaml``, the file ``open-rag-eval sweep`` would run) and check it."""
     from open_rag_eval.config import load_config_text
-    from open_rag_eval.sweeps.run import _options
+    from open_rag_eval.sweeps.run import sweep_options
 
     raw = intake.check_client_config(body.config, settings)
     if raw.get("connector") is None:
@@ -48,7 +52,7 @@ def _define(settings: Settings, tenant: str, sweep_id: str, body: intake.SweepRe
         text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
         (folder / "sweep.yaml").write_text(text, encoding="utf-8")
         loaded = load_config_text(text, base_dir=folder, file="sweep.yaml")
-        _options(loaded)
+        sweep_options(loaded)
         from open_rag_eval.inputs import read_queries
 
         n = len(read_queries(folder / "queries.csv")) * loaded.config.connector.repeats  # type: ignore[union-attr]

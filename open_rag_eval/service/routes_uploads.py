@@ -19,7 +19,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from open_rag_eval.service import intake, jobs
-from open_rag_eval.service.app import engine_of, owned_row, reader, settings_of, writer
+from open_rag_eval.service.deps import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import jobs as jobs_table
 from open_rag_eval.service.db import uploads
 from open_rag_eval.service.keys import Principal

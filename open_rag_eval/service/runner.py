@@ -22,6 +22,10 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+# the config sections whose schemas their owners register (core.sections): a bad one fails at load
+import open_rag_eval.ablation.options  # noqa: F401
+import open_rag_eval.diagnosis.options  # noqa: F401
+import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import OpenRagEvalError, exit_code
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.service import jobs
@@ -176,9 +180,11 @@ class Runner:
 
             outcome = await asweep(loaded, wrap_judge=wrap)
             return outcome.output_dir, outcome.verdict
+        from open_rag_eval.report import write_report
         from open_rag_eval.run import pipeline
 
-        report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap)
+        report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap,
+                                     write_report=write_report)
         return report.output_dir, None
 
 

@@ -132,12 +132,12 @@ def is_loopback(host: str) -> bool:
 
 def load_settings(path: Path | None) -> Settings:
     """The server config at ``path`` (None: the defaults); errors name the file and the YAML path."""
-    from open_rag_eval.config import _config_text, _parse_yaml
+    from open_rag_eval.config import read_config_text, parse_yaml
     from open_rag_eval.config.guard import config_error
 
     if path is None:
         return Settings()
-    raw = _parse_yaml(_config_text(path), str(path))
+    raw = parse_yaml(read_config_text(path), str(path))
     try:
         return Settings.model_validate({**raw, "base_dir": Path(path).resolve().parent})
     except ValidationError as error:

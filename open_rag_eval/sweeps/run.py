@@ -38,7 +38,7 @@ from open_rag_eval.run.generation import real_folder
 from open_rag_eval.store.lock import FolderLock
 from open_rag_eval.store.sqlite import db_path
 
-__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep"]
+__all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep", "sweep_options"]
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _options(loaded: LoadedConfig) -> SweepOptions:
+def sweep_options(loaded: LoadedConfig) -> SweepOptions:
     config = loaded.config
     file = str(loaded.path or "")
     if config.connector is None:
@@ -113,9 +113,10 @@ def _options(loaded: LoadedConfig) -> SweepOptions:
 async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_options: Any) -> SweepOutcome:
     """``run_options`` go to the evaluation run (``pipeline.arun``), e.g. the service's ``wrap_judge``."""
     from open_rag_eval.run.fetch import fetch_outputs
+    from open_rag_eval.report import write_report
     from open_rag_eval.run.pipeline import arun
 
-    options = _options(loaded)
+    options = sweep_options(loaded)
     connector = loaded.config.connector
     assert connector is not None
     started = now or _now()
@@ -127,7 +128,7 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_opt
         if outputs and len(failed) == len(outputs):
             raise OpenRagEvalError(f"every call to the RAG system failed; first: {failed[0].error}")
         out = root / "sweeps" / sweep_id
-        report = await arun(loaded, outputs=outputs, output_dir=out, **run_options)
+        report = await arun(loaded, outputs=outputs, output_dir=out, write_report=write_report, **run_options)
         record = SweepRecord(
             id=sweep_id, started_at=started.isoformat(timespec="seconds"),
             finished_at=_now().isoformat(timespec="seconds"), system=options.system, config_digest=loaded.digest,

@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from open_rag_eval.core.sections import register_section
+
 __all__ = ["TrackingOptions"]
 
 
@@ -32,3 +34,6 @@ class TrackingOptions(BaseModel):
         if value is not None and info.data.get("backend") == "opik" and not value.startswith(("http://", "https://")):
             raise ValueError("Opik is reached over HTTP: give its REST API's base URL, e.g. http://localhost:5173/api")
         return value
+
+
+register_section("tracking", TrackingOptions)  # core.sections: `tracking:` is validated at load with this schema

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     if args.resamples < 1 or args.sample < 1:
         raise ConfigError("--resamples and --sample must be at least 1")
     if args.injection:
-        from open_rag_eval.calibration.probe_cli import run_probe
+        from open_rag_eval.cli.commands.probe import run_probe
 
         return run_probe(args)
     if not args.labels:

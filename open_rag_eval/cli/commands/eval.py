@@ -79,8 +79,10 @@ def run(args: argparse.Namespace) -> int:
             from open_rag_eval.executors import executor_for
 
             executor = executor_for(loaded, args.executor, args.ray_address)
+        from open_rag_eval.report import write_report
+
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress,
-                              executor=executor)
+                              executor=executor, write_report=write_report)
     print_summary(report)
     tracked = track_run(report.output_dir, tracking)
     if report.incomplete:
@@ -112,10 +114,12 @@ def _run_shard(loaded: Any, args: argparse.Namespace) -> int:
 def tracking_options(loaded: Any, backend: str | None) -> Any:
     """The run's tracking options (config section, ``--track`` sets the backend), checked before any work: a missing
     backend package is exit 2 before anything is judged."""
-    options = loaded.config.tracking
+    from open_rag_eval.tracking.options import TrackingOptions
+
+    options = loaded.section("tracking", TrackingOptions)
     if backend is None and options is None:
         return None
-    from open_rag_eval.tracking import TrackingOptions, check_available
+    from open_rag_eval.tracking import check_available
 
     options = (options or TrackingOptions()).model_copy(update={"backend": backend} if backend else {})
     check_available(options)

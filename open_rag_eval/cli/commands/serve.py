@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.service.settings import load_settings
 
     if args.serve_action == "keys":
-        from open_rag_eval.service.admin import keys_command
+        from open_rag_eval.cli.commands.keys import keys_command
 
         return keys_command(load_settings(args.keys_config or args.config), args)
     from open_rag_eval.service.serve import serve

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
+    from open_rag_eval.run.checks import DatabaseAt
 
 
 HELP = "validate a config, its input file and the paths a run writes (output folder, cache, history); judge nothing"
@@ -70,7 +71,18 @@ def _path_problems(loaded: LoadedConfig) -> int:
     from open_rag_eval.core.errors import exit_code
     from open_rag_eval.run.checks import path_problems
 
-    problems = path_problems(loaded)
+    problems = path_problems(loaded, databases=_history(loaded))
     for problem in problems:
         log.error("%s", error_line(problem))
     return max((exit_code(problem) for problem in problems), default=0)
+
+
+def _history(loaded: LoadedConfig) -> list[DatabaseAt]:
+    """The sweep history a ``sweep:`` section names: validate checks it like the judge cache."""
+    sweep = loaded.config.sweep
+    if sweep is None:
+        return []
+    from open_rag_eval.store.sqlite import db_path
+    from open_rag_eval.sweeps.history import HISTORY_DB
+
+    return [lambda: (db_path(sweep.history, loaded.base_dir, HISTORY_DB), HISTORY_DB)]

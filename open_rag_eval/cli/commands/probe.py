@@ -37,10 +37,10 @@ def run_probe(args: argparse.Namespace) -> int:
                 TrecEvaluator())
 
     async def main() -> tuple[ProbeResult, bool]:
-        async with pipeline._judge_for(loaded, True) as judge:
+        async with pipeline.judge_session(loaded.judge, loaded.base_dir, str(loaded.path or "")) as judge:
             result = await probe(judge, outputs, sample=args.sample, seed=args.seed, grader=trec.umbrela,
                                  citation=trec.citation)
-            return result, pipeline._simulated(judge)
+            return result, pipeline.is_simulated(judge)
 
     result, simulated = asyncio.run(main())
     out = args.output_dir or loaded.resolve_path(loaded.config.output_dir)

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from open_rag_eval.health.classify import CLASSES
+from open_rag_eval.core.parsing import CLASSES
 
 __all__ = ["HealthRecorder", "TaskCounts", "record", "recording"]
 
