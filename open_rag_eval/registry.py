@@ -16,6 +16,7 @@ EVALUATORS: dict[str, str] = {
     "consistency": "open_rag_eval.evaluators.consistency:ConsistencyEvaluator",
     "golden": "open_rag_eval.evaluators.golden:GoldenEvaluator",
     "generation": "open_rag_eval.evaluators.generation:GenerationEvaluator",
+    "criteria": "open_rag_eval.evaluators.criteria:CriteriaEvaluator",
 }
 
 CONNECTORS: dict[str, str] = {

@@ -163,6 +163,11 @@ def check_evaluators(specs: Sequence[Any], sweep: Any, file: str) -> None:
                               "its values would be counted twice; give it once, with all its options",
                               path=f"evaluators[{i}]", file=file)
         first[spec.cls] = i
+    for i, spec in enumerate(specs):
+        if "criteria" in (getattr(spec.options, "retest", None) or ()) and getattr(spec.options, "judge_repeats", 1) > 1 \
+                and not any(s.type == "criteria" for s in specs[:i]):
+            raise ConfigError("retest: [criteria] re-judges the run's criteria: list a type: criteria evaluator "
+                              "before this one", path=f"evaluators[{i}].retest", file=file)
     from open_rag_eval.core.catalogue import declared  # noqa: PLC0415
 
     names: list[str] | None = []

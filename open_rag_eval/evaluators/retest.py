@@ -54,7 +54,11 @@ GENERATION: dict[str, tuple[str, Callable[[Any], bool], str]] = {
     "answer_relevance": ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (addresses the question at least "
                                                                       "in part)"),
 }
-KINDS = {**RETEST, **GENERATION}
+# the criteria evaluator's judgments (retest: [criteria]): each criterion's grade rescaled to 0..10 and rounded
+CRITERIA: dict[str, tuple[str, Callable[[Any], bool], str]] = {
+    "criteria": ("ordinal", lambda grade: int(grade) >= 5, "grade at least half the scale (rescaled 0-10 >= 5)"),
+}
+KINDS = {**RETEST, **GENERATION, **CRITERIA}
 RETEST_STATS = ("flip_rate", "alpha", "crossing")
 Labeller = Callable[[RAGOutput, Any, int], Awaitable[dict[str, dict[str, Any]]]]
 Labellers = dict[str, tuple[Labeller, list[str]]]  # evaluator type -> (its labeller, the kinds it labels)
@@ -93,7 +97,18 @@ def retest_kinds(retest: Sequence[str], generation_options: dict[str, Any]) -> l
     kinds = list(RETEST) if "trec" in retest else []
     if "generation" in retest:
         kinds += _generation_evaluator(generation_options).retest_kinds()
+    if "criteria" in retest:
+        kinds += list(CRITERIA)
     return kinds
+
+
+def _criteria_labeller(ctx: Context) -> Labeller:
+    """The run's own criteria evaluator (its criteria are the run's): ``retest: [criteria]`` needs one."""
+    for evaluator in ctx.extra.get("evaluators", ()):
+        if getattr(evaluator, "name", None) == "criteria":
+            return evaluator.judge_labels  # type: ignore[no-any-return]
+    raise ConfigError("retest: [criteria] re-judges the run's criteria: add a type: criteria evaluator before the "
+                      "consistency evaluator", path="consistency.retest")
 
 
 def labellers(ctx: Context, retest: Sequence[str], trec_options: dict[str, Any], generation_options: dict[str, Any],
@@ -106,6 +121,8 @@ def labellers(ctx: Context, retest: Sequence[str], trec_options: dict[str, Any],
     if "generation" in retest:
         evaluator = _generation_evaluator(generation_options)
         found["generation"] = (evaluator.judge_labels, evaluator.retest_kinds())
+    if "criteria" in retest:
+        found["criteria"] = (_criteria_labeller(ctx), list(CRITERIA))
     return found
 
 

@@ -52,6 +52,7 @@ _CAP = re.compile(r"at most ([0-9]+) nuggets")
 _SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
 _COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
 _SENTENCE = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)
+_CRITERIA_SCALE = re.compile(r"Score the answer from ([0-9]+) to ([0-9]+) on this criterion only")
 _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
 _FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}',
           "rubric": '{"reason": "The answer addresses the question and its statements follow from the sources, '
@@ -97,6 +98,15 @@ def expected_reply(request: JudgeRequest) -> str:
     if request.task == "claim_verify":
         verdicts = [{"claim": int(n), "supported": True, "sources": [1]} for n in _CLAIM.findall(user)]
         return json.dumps({"verdicts": verdicts})
+    if request.task == "criteria":
+        scale = _CRITERIA_SCALE.search(user)
+        score: str | int = "yes" if scale is None else (int(scale.group(1)) + int(scale.group(2)) + 1) // 2
+        return json.dumps({"reason": "The answer meets the criterion in most respects, with one minor gap.",
+                           "score": score})
+    if request.task == "criteria_steps":
+        return json.dumps({"steps": ["Read the criterion and note what it asks of the answer.",
+                                     "Find the parts of the answer that bear on it.",
+                                     "Decide how fully the answer meets it, on the criterion's scale."]})
     if request.task in _FIXED:
         return _FIXED[request.task]
     if request.task == "answer_questions":

@@ -19,6 +19,8 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 | ``context_useful`` | context usefulness | JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content words |
 | ``context_relevance`` | both context-relevance prompts | JSON rating: 0 no query word in the context, 1 under half, 2 otherwise |
 | ``rubric`` | the rubric judges ("You grade one answer ... on one criterion") | JSON reason and score 0-10: faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded) |
+| ``criteria`` | a user's criterion (``type: criteria``: "against one criterion that its developers wrote") | JSON reason and score: the share s of the criterion's content words found in the answer; yes when s >= 0.5 (yes/no scale), else the grade low + s * (high - low), rounded |
+| ``criteria_steps`` | a criterion's evaluation steps ("You write the steps a careful grader follows") | JSON: three fixed steps naming the criterion |
 | ``answer_questions`` | answer relevance's question generation ("You write the questions that an answer answers") | JSON: N questions from the answer's salient words; refusal when the answer declines, noncommittal when it says "it depends" |
 | ``answer_relevance`` | judged answer relevance ("You rate how well an answer addresses a question") | JSON: refusal as above, else rating 0 no question word in the answer, 1 under half, 2 otherwise |
 | ``rag_guide_context_relevance`` | the RAG guide's "Rate how relevant this context is to the query (0-10)" | the number alone: the share of the query's content words in the context, times 10, rounded |
@@ -89,6 +91,8 @@ _MARKERS: tuple[tuple[str, str], ...] = (
     ("context_relevance", "You rate how relevant a retrieved context is for answering a question"),
     ("context_relevance", "As an expert assessing the relevance of a Context to a Question"),
     ("rubric", "You grade one answer of a question-answering system on one criterion"),
+    ("criteria_steps", "You write the steps a careful grader follows to judge answers"),
+    ("criteria", "against one criterion that its developers wrote"),
     ("answer_questions", "You write the questions that an answer answers"),
     ("answer_relevance", "You rate how well an answer addresses a question"),
     # the RAG evaluation & optimisation guide's own prompts (metrics: [rag_guide]): system messages quoted as printed
@@ -417,6 +421,40 @@ def _rubric(text: str) -> Reply | None:
     return Reply("rubric", question.strip(), json.dumps({"reason": reason, "score": score}))
 
 
+_CRITERION = re.compile(r"^Criterion \(([a-z0-9_]+)\): (.*?)\n.*?^Answer: (.*?)\n\n(.*?)\n\nReply with", _DOTALL | re.M)
+_CRITERION_RANGE = re.compile(r"Score the answer from ([0-9]+) to ([0-9]+) on this criterion only")
+
+
+def criterion_grade(criterion: str, answer_text: str, low: int | None, high: int | None) -> str | int:
+    """The simulated grade of a user's criterion (see the module docstring): "yes"/"no", or a whole number."""
+    share = _fraction(content_words(answer_text), content_words(criterion))
+    if low is None or high is None:
+        return "yes" if share >= 0.5 else "no"
+    return round(low + share * (high - low))
+
+
+def _criterion(text: str) -> Reply | None:
+    match = _CRITERION.search(text)
+    if match is None:
+        return None
+    name, criterion, answer_text, scale = match.groups()
+    bounds = _CRITERION_RANGE.search(scale)
+    low, high = (int(bounds.group(1)), int(bounds.group(2))) if bounds else (None, None)
+    grade = criterion_grade(criterion, answer_text, low, high)
+    reason = f"Simulated {name} from the overlap of the criterion's words with the answer."
+    return Reply("criteria", "", json.dumps({"reason": reason, "score": grade}))
+
+
+def _criterion_steps(text: str) -> Reply | None:
+    match = re.search(r"^Criterion \(([a-z0-9_]+)\): ", text, re.M)
+    if match is None:
+        return None
+    name = match.group(1)
+    steps = [f"Read what criterion {name} asks of the answer.", "Find the parts of the answer that bear on it.",
+             "Decide how fully the answer meets it, on the criterion's scale."]
+    return Reply("criteria_steps", "", json.dumps({"steps": steps}))
+
+
 def answer_questions(answer_text: str, n: int) -> list[str]:
     """N distinct questions from the answer's salient words (the i-th uses the first 2 + i of them)."""
     words = salient_words(answer_text, count=n + 2)
@@ -490,6 +528,8 @@ _HANDLERS = {
     "context_useful": _useful,
     "context_relevance": _relevance,
     "rubric": _rubric,
+    "criteria": _criterion,
+    "criteria_steps": _criterion_steps,
     "answer_questions": _questions,
     "answer_relevance": _answer_rating,
     **{kind: (lambda text, kind=kind: _guide(kind, text)) for kind in _GUIDE_KINDS},
@@ -532,6 +572,8 @@ def perturb(kind: str, text: str, u: float) -> str:
         return _NEIGHBOURS.get(text, text)
     if kind in _JSON_NOISE:
         return _perturb_json(kind, text, u)
+    if kind == "criteria":
+        return _perturb_criterion(text)
     labels = _literal_list(text) if kind in ("nugget_importance", "nugget_assign") else None
     if not labels:
         return text
@@ -569,6 +611,21 @@ def _perturb_json(kind: str, text: str, u: float) -> str:
     step = 1 if u < 0.5 else -1
     moved = current + step
     value[field] = moved if 0 <= moved <= top else current - step
+    return json.dumps(value)
+
+
+def _perturb_criterion(text: str) -> str:
+    """A criterion's verdict moved: yes <-> no; a grade one step down, or up at 0 and 1 (the reply does not say its
+    scale's top, and 0 or 1 is the bottom of each numeric scale, so the moved grade stays on the scale)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    score = value.get("score")
+    if score in ("yes", "no"):
+        value["score"] = "no" if score == "yes" else "yes"
+    elif isinstance(score, int) and not isinstance(score, bool):
+        value["score"] = score + 1 if score <= 1 else score - 1
     return json.dumps(value)
 
 

@@ -24,7 +24,7 @@ from typing import Any, Generic, TypeVar
 from open_rag_eval.core.errors import JudgeCallError
 from open_rag_eval.core.parsing import FAILED, INVALID, Parsed
 from open_rag_eval.core.recording import record
-from open_rag_eval.judge.base import Judge, JudgeRequest
+from open_rag_eval.judge.base import Completion, Judge, JudgeRequest
 from open_rag_eval.core.parsing import strip_reasoning
 
 __all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
@@ -41,6 +41,7 @@ class Asked(Generic[T]):
     attempts: int = 0
     text: str | None = None  # the last raw reply
     parse: str = INVALID  # parse class of the last reply (core.parsing), "failed" when there was none
+    completion: Completion | None = None  # the accepted reply's completion (its log-probabilities, where asked)
 
 
 def _sent(judge: Judge, request: JudgeRequest) -> tuple[str, dict[str, Any]]:
@@ -82,7 +83,8 @@ async def ask(
         sent.append(_sent(judge, request))
         attempts += 1
         try:
-            text = (await judge.complete(request)).text
+            completion = await judge.complete(request)
+            text = completion.text
         except JudgeCallError as error:
             record(task, FAILED, attempts)
             return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
@@ -90,7 +92,7 @@ async def ask(
         klass = parsed.klass
         if parsed.value is not None:
             record(task, klass, attempts)
-            return Asked(parsed.value, "ok", None, attempts, text, klass)
+            return Asked(parsed.value, "ok", None, attempts, text, klass, completion)
     record(task, klass, attempts)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
     return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s){same}", attempts, text, klass)

@@ -5,6 +5,7 @@ digest, input digest, prompt hashes, judge model and fingerprints, accounting, w
 from __future__ import annotations
 
 import hashlib
+import json
 import platform
 import sys
 from collections.abc import Sequence
@@ -57,6 +58,20 @@ def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -
     }
 
 
+def _criteria_section(loaded: LoadedConfig) -> dict[str, Any]:
+    """The user's criteria (``type: criteria``): each one's text, scale and the sha256 of its definition, so a changed
+    criterion is told apart from a changed system; nothing when the run judges none."""
+    rows = []
+    for spec in loaded.evaluators:
+        if spec.type != "criteria":
+            continue
+        for criterion in getattr(spec.options, "criteria", ()):
+            definition = json.dumps(criterion.model_dump(), sort_keys=True, ensure_ascii=False)
+            rows.append({"name": criterion.name, "scale": criterion.scale, "question": criterion.question,
+                         "sha256": hashlib.sha256(definition.encode("utf-8")).hexdigest()})
+    return {"criteria": rows} if rows else {}
+
+
 def build_manifest(
     loaded: LoadedConfig, outputs: Sequence[RAGOutput], judge: Judge | None, simulated: bool, *, wall_time_s: float
 ) -> dict[str, Any]:
@@ -78,6 +93,7 @@ def build_manifest(
         "n_queries": len({o.query_id for o in outputs}),
         "evaluators": [spec.type for spec in loaded.evaluators],
         "prompt_hashes": _prompt_hashes(),
+        **_criteria_section(loaded),
         "judge": _judge_section(loaded, judge, simulated),
         "simulated": simulated,
         "accounting": accounting.snapshot() if accounting is not None else None,
