@@ -295,3 +295,17 @@ def test_the_simulated_reply_parses_on_every_scale() -> None:
                   f"wrote.\n\nCriterion (c): Does it name the tilt?\n\nQuestion: q\n\nSources:\n[1] s\n\n"
                   f"Answer: The tilt.\n\n{form or 'Answer yes if the answer meets the criterion.'}\n\nReply with one")
         assert parse_criterion(SCALES[scale])(reply([("user", prompt)]).text).value is not None, scale
+
+
+def test_a_run_whose_every_criteria_judgment_fails_is_incomplete_exit_6(tmp_path: Path) -> None:
+    config = _config(tmp_path, judge="  cache: false\n  simulated: {seed: 1, malformed_rate: 1.0}\n  max_retries: 0\n")
+    assert main(["-q", "eval", "--config", str(config)]) == 6
+
+
+def test_the_report_shows_each_criterion_with_its_reason_and_steps(tmp_path: Path) -> None:
+    config = _config(tmp_path, "    evaluation_steps: true\n")
+    assert main(["-q", "eval", "--config", str(config)]) == 0
+    html = (tmp_path / "out" / "report.html").read_text(encoding="utf-8")
+    assert '<table class="criteria">' in html and 'data-criterion="moon_tides"' in html
+    assert "Read what criterion tilt asks of the answer." in html  # the simulated judge's steps
+    assert "Simulated tilt from the overlap" in html

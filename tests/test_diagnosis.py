@@ -4,6 +4,8 @@ judge's health first, and the advice shown in the console summary and report.htm
 
 from __future__ import annotations
 
+import fnmatch
+
 import json
 from pathlib import Path
 
@@ -57,6 +59,16 @@ def test_rubric_columns_are_read() -> None:
     assert _fired({"answer_relevance.judged": 0.5}) == ["low_answer_relevance"]
 
 
+def test_each_criterion_of_the_users_under_its_threshold_is_a_finding() -> None:
+    means = {"criteria.tone": 0.5, "criteria.effective_date": 0.9, "criteria.names_policy": 0.25, "criteria.x": None}
+    findings = [f for f in diagnose(means).findings if f.rule == "low_criterion"]
+    assert [f.text.split("(")[1].split(" ")[0] for f in findings] == ["criteria.names_policy", "criteria.tone"]
+    assert "criteria.tone = 0.500 < 0.7" in findings[1].text
+    unhealthy = {"healthy": False, "problems": ["criteria: 30% of replies invalid"], "tasks": {"criteria": {}}}
+    doubted = [f for f in diagnose(means, health=unhealthy).findings if f.rule == "low_criterion"]
+    assert len(doubted) == 2 and all("criteria" in f.uncertain for f in doubted)
+
+
 def _declared() -> set[str]:
     """Every column the evaluators declare, with every metric and variant selected."""
     from open_rag_eval.evaluators.generation import METRICS, GenerationEvaluator, GenerationOptions
@@ -65,15 +77,18 @@ def _declared() -> set[str]:
 
     generation = GenerationOptions.model_validate({"metrics": list(METRICS),
                                                    "answer_relevance": {"variants": ["embedding", "judged"]}})
+    from open_rag_eval.evaluators.criteria import CriteriaEvaluator, CriteriaOptions
+
     trec = TrecOptions(metrics=["umbrela", "nuggets", "citation", "no_answer", "hhem"])
+    criteria = CriteriaOptions.model_validate({"criteria": [{"name": "tone", "question": "Polite?"}]})
     return {*GenerationEvaluator.metric_names(generation), *GoldenEvaluator.metric_names(GoldenOptions()),
-            *TrecEvaluator.metric_names(trec)}
+            *TrecEvaluator.metric_names(trec), *CriteriaEvaluator.metric_names(criteria)}
 
 
 def test_every_rule_reads_columns_an_evaluator_writes() -> None:
     declared = _declared()
     unknown = [f"{rule.name}: {metric}" for rule in RULES for check in rule.checks for metric in check.metrics
-               if metric not in declared]
+               if not fnmatch.filter(declared, metric)]  # criteria.*: the user's names, any criteria column
     assert not unknown, f"rules read columns no evaluator writes: {unknown}"
 
 

@@ -14,7 +14,7 @@ __all__ = ["ANSWER_RELEVANCE", "ANSWER_RELEVANCE_JUDGED", "CONTEXT_RELEVANCE", "
 
 GRADES = (0.0, 3.0)
 _RETEST_KINDS = ("umbrela|support|nugget_assignment|no_answer|claim_extract|claim_refusal|claim_verify|"
-                 "context_useful|context_relevance|rubric|answer_relevance")
+                 "context_useful|context_relevance|rubric|answer_relevance|criteria")
 _STATS = "mean|median|std|cv|iqr|min|max|variance|range|cai"
 
 
@@ -204,6 +204,12 @@ register(Family("rubric", "Rubric judges (0-10 scores, shown on 0-1)", "the judg
     C("rubric.citation_accuracy", "the citations point to passages that back the sentence",
       "Rubric: citation accuracy (0-10 / 10)"),
 ), judged=True, evaluator="generation"))
+
+register(Family("criteria", "Your own criteria (yes/no or graded, shown on 0-1)",
+                "the user's criteria in plain language, judged per output (docs/criteria.md)", (
+    C("criteria.<name>", "a criterion of the config's: yes = 1, no = 0, a grade g of low..high as (g - low) / "
+      "(high - low)"),
+), judged=True, evaluator="criteria"))
 
 # Names the generation metrics write with and the diagnosis rules read (one spelling; declared above).
 FAITHFULNESS = "faithfulness.score"

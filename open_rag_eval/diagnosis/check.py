@@ -19,7 +19,7 @@ from typing import Any
 
 from open_rag_eval.diagnosis import trec
 from open_rag_eval.diagnosis.options import DiagnosisOptions
-from open_rag_eval.diagnosis.rules import RULES, Check, Rule
+from open_rag_eval.diagnosis.rules import CRITERIA_COLUMNS, RULES, Check, Rule
 
 __all__ = ["Diagnosis", "Finding", "diagnose"]
 
@@ -30,7 +30,7 @@ _CLAIMS = ("claim_extract", "claim_verify")
 _FAMILY_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
                  "citation": ("support",), "no_answer": ("no_answer",), "faithfulness": _CLAIMS,
                  "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS,
-                 "rubric": ("rubric", "claim_extract"), "answer_relevance": ("answer_questions", "answer_relevance"),
+                 "rubric": ("rubric", "claim_extract"), "criteria": ("criteria", "criteria_steps"), "answer_relevance": ("answer_questions", "answer_relevance"),
                  "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims",
                                "rag_guide_verify", "rag_guide_answer_relevance", "rag_guide_correctness")}
 
@@ -110,6 +110,19 @@ def _text(rule: Rule, read: Sequence[tuple[Check, str, float]], options: Diagnos
     return f"{rule.symptom} ({numbers}): {rule.advice}"
 
 
+def _criteria_findings(rule: Rule, means: Means, options: DiagnosisOptions, unhealthy: Sequence[str]) -> list[Finding]:
+    """One finding per ``criteria.<name>`` mean under the rule's threshold (the user names the columns)."""
+    check = rule.checks[0]
+    found = []
+    for metric in sorted(m for m in means if m.startswith("criteria.")):
+        _, value = _value(means, (metric,))
+        if value is not None and _holds(value, check.op, options.threshold(rule, check)):
+            shaky = _tasks([metric], unhealthy)
+            found.append(Finding(rule.name, rule.area, _text(rule, [(check, metric, value)], options), rule.source,
+                                 trec.uncertain_note(shaky) if shaky else ""))
+    return found
+
+
 def diagnose(means: Means, options: DiagnosisOptions | None = None, *, health: Mapping[str, Any] | None = None,
              evidence: bool | None = None) -> Diagnosis:
     """The findings of every active rule over ``means`` (metric -> mean; None = no value), judge health first."""
@@ -123,6 +136,9 @@ def diagnose(means: Means, options: DiagnosisOptions | None = None, *, health: M
     fired: list[Finding] = []
     for rule in RULES:
         if not options.active(rule):
+            continue
+        if rule.checks[0].metrics == (CRITERIA_COLUMNS,):
+            fired += _criteria_findings(rule, means, options, unhealthy)
             continue
         state, read, why = _evaluate(rule, means, options)
         if state == "unchecked":

@@ -25,7 +25,7 @@ from typing import Literal
 
 from open_rag_eval.core import families as col
 
-__all__ = ["RULES", "Check", "Rule", "rule_named"]
+__all__ = ["CRITERIA_COLUMNS", "RULES", "Check", "Rule", "rule_named"]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ class Rule:
     custom: bool = False  # evaluated by diagnosis.trec (refusals and evidence need more than thresholds)
 
 
+CRITERIA_COLUMNS = "criteria.*"  # every column of the criteria evaluator (the user names them)
 _GUIDE = "the RAG evaluation & optimisation guide (0.7 for every generation metric; its strategies)"
 _RETRIEVAL_STRATEGIES = ("improve the chunking strategy; use hybrid search (semantic + keyword); try query expansion "
                          "or rewriting; retrieve more documents")
@@ -124,6 +125,14 @@ RULES: tuple[Rule, ...] = (
     Rule("trec_declines", "no answer", (Check("answered", ("no_answer.answered",), "<", 0.8),),
          "many answers decline", "see whether the passages hold an answer; if they do, the generator is too "
          "cautious", "ours", custom=True),
+    # one finding per criterion of the user's own (type: criteria) whose mean is under the threshold: evaluated by
+    # diagnosis.check for every criteria.<name> column the run has (the names are the user's)
+    Rule("low_criterion", "generation", (Check("criterion", (CRITERIA_COLUMNS,), "<", 0.7),),
+         "one of your own criteria is met by few answers",
+         "read the judge's reasons for the lowest-scoring answers (the report's criteria detail) and change the "
+         "system prompt or the retrieval that this criterion depends on; check the criterion's wording if the "
+         "reasons show the judge read it otherwise than you meant",
+         _GUIDE, custom=True),
 )
 
 

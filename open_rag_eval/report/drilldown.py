@@ -152,6 +152,27 @@ def _claims(output: dict[str, Any]) -> str:
             f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
+def _criteria(output: dict[str, Any]) -> str:
+    """The user's criteria (``type: criteria``): each one's grade on its scale, the judge's reason, how it was scored
+    and, with ``evaluation_steps``, the steps the judge wrote for it."""
+    rows = ((output.get("details") or {}).get("criteria") or {}).get("criteria") or []
+    if not rows:
+        return ""
+    body = []
+    for row in rows:
+        grade = row.get("grade")
+        shown = esc(row.get("error") or "") if grade is None else f"<b>{esc(grade)}</b> ({esc(row.get('scale'))})"
+        steps = row.get("steps")
+        steps_html = ("<details><summary>steps</summary><ol>" + "".join(f"<li>{esc(s)}</li>" for s in steps)
+                      + "</ol></details>") if steps else ""
+        body.append(f'<tr data-criterion="{esc(row.get("criterion"))}"><td>{esc(row.get("criterion"))}</td>'
+                    f'<td>{shown}</td><td>{esc(row.get("reason") or "")}{steps_html}</td>'
+                    f'<td class="muted">{esc(row.get("scoring") or "")}</td></tr>')
+    return ('<h3>Your criteria</h3><div class="scroll"><table class="criteria"><thead><tr><th>criterion</th>'
+            '<th>grade</th><th>the judge\'s reason</th><th>scored by</th></tr></thead>'
+            f'<tbody>{"".join(body)}</tbody></table></div>')
+
+
 def _chips(scores: dict[str, Any]) -> str:
     chips = [f'<span class="chip" data-metric="{esc(m)}">{esc(m)} <b>{fmt(v)}</b></span>'
              for m, v in scores.items() if v is not None]
@@ -215,7 +236,7 @@ def _run(output: dict[str, Any]) -> str:
             f'{" · " + counts if counts else ""}</summary>{_chips(scores)}{_errors(errors, {})}</details>')
     return (f'<section class="run" data-run="{esc(output.get("run"))}"><h3>Run {esc(output.get("run"))}'
             f' <span class="muted">{esc(scrub_paths(str(output.get("source") or "")))}</span></h3>{system_error}'
-            f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{_claims(output)}{more}</section>')
+            f'{_facts(output)}{_passages(output)}{_answer(output)}{_nuggets(output)}{_claims(output)}{_criteria(output)}{more}</section>')
 
 
 def _consistency(outputs: Sequence[dict[str, Any]], cross: dict[str, Any] | None, key: Sequence[str]) -> str:
