@@ -82,6 +82,7 @@ def test_weighted_grade_is_the_probability_weighted_mean_over_the_scale() -> Non
     # p(3) = 0.5, p(4) = 0.3, p(5) = 0.1, "x" off the scale ignored, renormalised over 0.9: (1.5 + 1.2 + 0.5) / 0.9
     alternatives = [("3", math.log(0.5)), ("4", math.log(0.3)), ("5", math.log(0.1)), ("x", math.log(0.1))]
     assert weighted_grade(SCALES["1-5"], alternatives) == pytest.approx(3.2 / 0.9)
+    assert normalise(SCALES["1-5"], 3.2 / 0.9) == pytest.approx(0.638889, abs=1e-6)  # docs/criteria.md's example
     assert weighted_grade(SCALES["yes_no"], [("yes", math.log(0.8)), ('"no', math.log(0.2))]) == pytest.approx(0.8)
     assert weighted_grade(SCALES["1-5"], [("x", 0.0)]) is None
     assert weighted_grade(SCALES["1-5"], []) is None
@@ -286,6 +287,16 @@ def test_bad_criteria_are_refused_with_the_reason(criteria: list[dict[str, Any]]
 
     with pytest.raises(ValidationError, match=re.escape(message)):
         CriteriaOptions.model_validate({"criteria": criteria})
+
+
+def test_anchors_read_from_yaml_keep_their_grades() -> None:
+    import yaml  # noqa: PLC0415
+
+    options = CriteriaOptions.model_validate(yaml.safe_load(
+        "criteria:\n  - {name: a, question: q, scale: 1-5, anchors: {1: rude, 5: warm}}\n"
+        "  - {name: b, question: q, anchors: {yes: names it, no: does not}}\n"))
+    assert [c.spec().anchors for c in options.criteria] == [((1, "rude"), (5, "warm")),
+                                                             ((0, "does not"), (1, "names it"))]
 
 
 def test_the_simulated_reply_parses_on_every_scale() -> None:

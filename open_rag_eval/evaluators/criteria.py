@@ -9,7 +9,7 @@ evaluators:
       - name: tone
         question: Is the tone suitable for a customer?
         scale: 1-5
-        anchors: {1: rude or dismissive, 5: warm, clear and professional}
+        anchors: {1: rude or dismissive, 5: "warm, clear and professional"}
     evaluation_steps: false   # true: the judge writes each criterion's grading steps once (cached), shown in the report
     scoring: label            # logprobs: the probability-weighted grade where the judge returns log-probabilities
 ```
@@ -61,6 +61,14 @@ class Criterion(BaseModel):
             data = {**data, "question": data["description"]}
             del data["description"]
         return data
+
+    @field_validator("anchors", mode="before")
+    @classmethod
+    def _anchor_keys(cls, value: Any) -> Any:
+        """YAML reads ``{1: ...}`` with whole-number keys and ``{yes: ..., no: ...}`` with booleans: both are grades."""
+        if not isinstance(value, dict):
+            return value
+        return {("yes" if key else "no") if isinstance(key, bool) else str(key): text for key, text in value.items()}
 
     @field_validator("name")
     @classmethod
