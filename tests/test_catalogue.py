@@ -18,6 +18,7 @@ BEGIN, END = "<!-- catalogue:begin -->", "<!-- catalogue:end -->"
 def _every_declared_name() -> list[str]:
     """What the evaluators say they write, with every metric, variant, measure, statistic and retest kind on."""
     from open_rag_eval.evaluators.consistency import ConsistencyEvaluator, ConsistencyOptions
+    from open_rag_eval.evaluators.criteria import CriteriaEvaluator, CriteriaOptions
     from open_rag_eval.evaluators.generation import METRICS, GenerationEvaluator, GenerationOptions
     from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
     from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
@@ -27,10 +28,12 @@ def _every_declared_name() -> list[str]:
         "against": ["answer", "reference"]}, "answer_relevance": {"variants": ["embedding", "judged"]}})
     trec = TrecOptions(metrics=["umbrela", "nuggets", "citation", "no_answer", "hhem"], k_values=[1, 3, 5, 10, 20])
     before = [*TrecEvaluator.metric_names(trec), *GenerationEvaluator.metric_names(generation),
-              *GoldenEvaluator.metric_names(GoldenOptions(k_values=[1, 5, 10]))]
+              *GoldenEvaluator.metric_names(GoldenOptions(k_values=[1, 5, 10])),
+              *CriteriaEvaluator.metric_names(CriteriaOptions.model_validate(
+                  {"criteria": [{"name": "effective_date", "question": "Does it name the date?"}]}))]
     consistency = ConsistencyOptions.model_validate({
         "rouge": {"measures": ["f1", "precision", "recall"]}, "stats": list(ALL_STATS), "judge_repeats": 2,
-        "retest": ["trec", "generation"], "generation": {"metrics": list(METRICS)}})
+        "retest": ["trec", "generation", "criteria"], "generation": {"metrics": list(METRICS)}})
     spread = ConsistencyEvaluator.metric_names(consistency, before)
     assert spread is not None
     return [*before, *spread]
@@ -76,7 +79,7 @@ def test_docs_results_md_shows_exactly_the_catalogue() -> None:
 def test_judged_families() -> None:
     judged = {f.name for f in catalogue.families() if f.judged}
     assert judged == {"umbrela", "nuggets", "citation", "no_answer", "consistency.judge", "faithfulness", "context",
-                      "correctness", "answer_relevance", "rag_guide", "rubric"}
+                      "correctness", "answer_relevance", "rag_guide", "rubric", "criteria"}
     assert catalogue.is_judged("rubric.coherence") and catalogue.is_judged("consistency.judge.umbrela.alpha")
     assert not catalogue.is_judged("consistency.umbrela.mean.std")  # a spread is computed, not judged
     assert not catalogue.is_judged("hhem.score") and not catalogue.is_judged("answer_similarity.score")
