@@ -8,11 +8,14 @@
         assert_metrics(results, {"citation.f1": 0.5, "nuggets.vital_strict": 0.4}, baseline="results/main")
 
 A threshold is met when the metric's mean is at least the threshold -- at most, for a lower-is-better metric
-(the report's direction table, ``report.names.lower_is_better``). With ``baseline`` (``Results`` or a result
-folder), each metric of ``thresholds`` -- or the headline metrics, when there are none -- must not be
-significantly worse than the baseline by more than ``max_drop``: the paired test of ``open-rag-eval compare``
-(per-query means, permutation p-value, Holm across the metrics). Every failure is listed in one AssertionError:
-metric, value, threshold, and the worst queries.
+(the metric catalogue's direction, ``core.catalogue.lower_is_better``). With ``baseline`` (``Results`` or a result
+folder), each metric of ``thresholds`` -- or the headline metrics, when there are none -- gets the verdict of
+``open-rag-eval compare`` (``scoring.verdict``: per-query means paired, permutation p-value, Holm across the metrics):
+REGRESSION when it dropped by more than ``max_drop`` and the drop is significant or its whole CI is beyond
+``max_drop``, or when it dropped by more than its ``fail_if_drop`` amount whatever the p-value; INCONCLUSIVE when it
+dropped by more than ``max_drop`` but the test cannot confirm it. Every threshold missed and every REGRESSION is
+listed in one AssertionError (metric, value, threshold or verdict, and the worst queries); when nothing failed but
+a verdict is INCONCLUSIVE, ``open_rag_eval.core.errors.Inconclusive`` is raised instead (never a pass).
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ WORST = 3  # queries shown per failed metric
 
 def assert_metrics(results: Results, thresholds: Mapping[str, float] | None = None, *,
                    baseline: Results | str | Path | None = None, max_drop: float = 0.0,
-                   seed: int = 0, resamples: int = 10_000) -> None:
-    """Raise ``AssertionError`` listing every metric below its threshold or worse than ``baseline``."""
+                   fail_if_drop: Mapping[str, float] | None = None, seed: int = 0, resamples: int = 10_000) -> None:
+    """Raise ``AssertionError`` listing every metric below its threshold or worse than ``baseline``;
+    ``Inconclusive`` when nothing failed but the paired test cannot tell for a metric."""
     from open_rag_eval.core.catalogue import lower_is_better
+    from open_rag_eval.core.errors import Inconclusive
 
     thresholds = dict(thresholds or {})
     failures: list[str] = []
@@ -56,10 +61,17 @@ def assert_metrics(results: Results, thresholds: Mapping[str, float] | None = No
         elif (mean > threshold) if lower else (mean < threshold):
             failures.append(f"{metric} = {mean:.4f}, threshold {'<=' if lower else '>='} {threshold:g}; worst "
                             f"queries: {_worst(results, metric, lower)}")
+    unsure: list[str] = []
     if baseline is not None:
-        failures += _regressions(results, _as_results(baseline), list(thresholds) or None, max_drop, seed, resamples)
+        metrics = list(dict.fromkeys([*thresholds, *(fail_if_drop or {})])) or None
+        for outcome, line in _verdicts(results, _as_results(baseline), metrics, max_drop, dict(fail_if_drop or {}),
+                                       seed, resamples):
+            (failures if outcome == "REGRESSION" else unsure).append(line)
     if failures:
-        raise AssertionError(f"{len(failures)} metric gate(s) failed:\n  " + "\n  ".join(failures))
+        raise AssertionError(f"{len(failures)} metric gate(s) failed:\n  " + "\n  ".join([*failures, *unsure]))
+    if unsure:
+        raise Inconclusive(f"{len(unsure)} metric gate(s) INCONCLUSIVE (the test cannot tell; never a pass):\n  "
+                           + "\n  ".join(unsure))
 
 
 def _as_results(baseline: Results | str | Path) -> Results:
@@ -68,19 +80,23 @@ def _as_results(baseline: Results | str | Path) -> Results:
     return baseline if isinstance(baseline, Results) else Results.from_folder(baseline)
 
 
-def _regressions(results: Results, baseline: Results, metrics: list[str] | None, max_drop: float, seed: int,
-                 resamples: int) -> list[str]:
-    from open_rag_eval.report.compare import worse_than
+def _verdicts(results: Results, baseline: Results, metrics: list[str] | None, max_drop: float,
+              fail_if_drop: dict[str, float], seed: int, resamples: int) -> list[tuple[str, str]]:
+    """(outcome, line) for each compared metric that did not PASS."""
     from open_rag_eval.core.catalogue import lower_is_better
+    from open_rag_eval.report.compare import default_metrics
+    from open_rag_eval.scoring.verdict import PASS, Rule
 
-    comparison = results.comparison(baseline, metrics, seed=seed, resamples=resamples)
-    failures = []
-    for row in comparison.rows:
-        worse, reason = worse_than(comparison, row["metric"], max_drop)
-        if worse:
-            failures.append(f"worse than the baseline: {reason.replace('B - A', 'new - baseline')}; worst "
-                            f"queries: {_worst(results, row['metric'], lower_is_better(row['metric']))}")
-    return failures
+    if metrics is None:
+        metrics = default_metrics(baseline.result_set("baseline"), results.result_set("new"))
+    rules = {m: Rule(max_drop=max_drop, fail_if_drop=fail_if_drop.get(m)) for m in metrics}
+    comparison = results.comparison(baseline, metrics, seed=seed, resamples=resamples, rules=rules)
+    lines = []
+    for metric, verdict in comparison.verdicts.items():
+        if verdict.outcome != PASS:
+            lines.append((verdict.outcome, f"{verdict} (new against the baseline); worst queries: "
+                                           f"{_worst(results, metric, lower_is_better(metric))}"))
+    return lines
 
 
 def _worst(results: Results, metric: str, lower: bool) -> str:

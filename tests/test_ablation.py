@@ -123,8 +123,8 @@ def test_table_literal_paired_holm_and_best() -> None:
     recall = rows[("k=1", "recall")]
     assert (recall["n"], recall["diff"], recall["ci95_low"], recall["ci95_high"]) == (8, -0.5, -0.5, -0.5)
     assert recall["p_value"] == pytest.approx(2 / 256, abs=0.01)  # 8 sign flips all alike: 2 / 2^8
-    assert recall["significant"] and recall["verdict"] == "worse than the baseline"
-    assert rows[("k=1", "latency.ms")]["verdict"] == "better than the baseline"  # lower is better
+    assert recall["significant"] and recall["verdict"] == "REGRESSION"
+    assert rows[("k=1", "latency.ms")]["verdict"] == "PASS (better)"  # lower is better
     assert not rows[("k=5", "recall")]["significant"]  # one query moved: p = 1
     assert ("k=1", "empty", "no query has a value on both sides") in table.skipped
     assert table.best["recall"] == {"variants": ["k=5"], "mean": 0.5625,
@@ -156,7 +156,7 @@ def test_ablate_bm25_top_k_moves_recall_with_a_p_value_and_resumes(
     rows = _csv(root / "ablation.csv")
     one = rows[("top_k=1", "golden.recall@10")]
     assert float(one["diff"]) < -0.15 and float(one["p_value"]) < 0.005 and one["significant"] == "yes"
-    assert one["verdict"] == "worse than the baseline" and int(one["n"]) == 32
+    assert one["verdict"] == "REGRESSION" and int(one["n"]) == 32
     assert float(one["mean_baseline"]) == pytest.approx(float(rows[("top_k=3", "golden.recall@10")]["mean_variant"]))
     assert float(rows[("top_k=5", "golden.recall@10")]["diff"]) > 0  # more passages, more of the relevant ones
     assert rows[("top_k=3", "golden.mrr")]["verdict"] == "baseline"
@@ -261,7 +261,8 @@ def test_ablate_exits_6_when_a_variant_run_is_incomplete_and_a_rerun_retries_it(
         rows = _csv(root / "ablation.csv")  # the comparison is still written, with what was judged
         assert rows[("top_k=2", "no_answer.answered")]["mean_variant"] == "1"
         umbrela = rows[("top_k=2", "umbrela.mean")]  # never a zero: no value, and why
-        assert (umbrela["mean_variant"], umbrela["verdict"]) == ("", "not compared: no query has a value on both sides")
+        assert (umbrela["mean_variant"], umbrela["verdict"], umbrela["reason"]) == (
+            "", "INCONCLUSIVE", "not compared: no query has a value on both sides")
         # the judge recovers: a rerun reuses nothing incomplete, runs both again and finishes
         server.responder = lambda body: Reply.ok("##final score: 2") if "integer scale of 0 to 3" in \
             body["messages"][-1]["content"] else Reply.ok("yes")

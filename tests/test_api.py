@@ -307,11 +307,12 @@ def test_assert_metrics_no_worse_than_baseline(good_and_bad: tuple[Results, Resu
         assert_metrics(bad, {"citation.f1": 0.0}, baseline=baseline)  # the threshold passes, the baseline does not
     message = str(caught.value)
     assert message.startswith("1 metric gate(s) failed:")
-    assert "worse than the baseline: citation.f1: new - baseline = -1.0000" in message
-    assert "significant after Holm" in message and "worst queries: q00 (0)" in message
+    assert "REGRESSION citation.f1: dropped 1.000, more than the 0 allowed, significantly (95% CI of the change " \
+           "-1.000 .. -1.000" in message
+    assert "(new against the baseline); worst queries: q00 (0)" in message
     assert_metrics(bad, {"citation.f1": 0.0}, baseline=baseline, max_drop=1.0)
     frame = bad.compare(good, ["citation.f1"])
-    assert frame.loc[0, "verdict"] == "B worse" and frame.loc[0, "diff"] == -1.0 and frame.loc[0, "n"] == 10
+    assert frame.loc[0, "verdict"] == "REGRESSION" and frame.loc[0, "diff"] == -1.0 and frame.loc[0, "n"] == 10
 
 
 def test_assert_metrics_rejects_a_threshold_that_is_not_a_number(good_and_bad: tuple[Results, Results]) -> None:

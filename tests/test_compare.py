@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from open_rag_eval.cli import main
-from open_rag_eval.report.compare import compare, worse_than
+from open_rag_eval.report.compare import compare, gate
 from open_rag_eval.report.loader import load_results
 
 
@@ -43,7 +43,7 @@ def test_known_difference_is_significant(pair: tuple[Path, Path]) -> None:
     assert vital["ci95_low"] == pytest.approx(0.3) and vital["ci95_high"] == pytest.approx(0.3)
     # only all-plus / all-minus sign patterns are as extreme (2/1024); seed 1 draws 3 of them in 2000
     assert vital["p_value"] == pytest.approx(4 / 2001)
-    assert vital["significant"] and vital["better"] and vital["verdict"] == "B better"
+    assert vital["significant"] and vital["better"] and vital["verdict"] == "PASS"
     assert hhem["n"] == 9 and hhem["n_missing"] == 1 and hhem["diff"] == 0.0 and not hhem["significant"]
     assert result.only_a == [] and result.only_b == ["q10"]
 
@@ -53,7 +53,8 @@ def test_no_difference_is_not_significant(tmp_path: Path) -> None:
     a = load_results(_write(tmp_path / "a", same))
     b = load_results(_write(tmp_path / "b", same))
     row = compare(a, b, ["nuggets.vital"], seed=0, resamples=500).rows[0]
-    assert row["diff"] == 0.0 and row["p_value"] == 1.0 and row["verdict"] == "no significant difference"
+    assert row["diff"] == 0.0 and row["p_value"] == 1.0 and row["verdict"] == "PASS"
+    assert "unchanged" in row["reason"]
 
 
 def test_fail_if_worse_exit_code_and_files(pair: tuple[Path, Path], tmp_path: Path, capsys) -> None:
@@ -63,7 +64,7 @@ def test_fail_if_worse_exit_code_and_files(pair: tuple[Path, Path], tmp_path: Pa
     assert main(["compare", str(a), str(b), "--output-dir", str(out), "--fail-if-worse", "nuggets.vital",
                  "--resamples", "500"]) == 0
     table = capsys.readouterr().out
-    assert "nuggets.vital" in table and "B better" in table and "1 queries only in B: q10" in table
+    assert "nuggets.vital" in table and "PASS (B better)" in table and "1 queries only in B: q10" in table
     rows = list(csv.DictReader((out / "compare.csv").open()))
     assert rows[0]["metric"] == "hhem.score" or rows[0]["metric"] == "nuggets.vital"
     assert any(r["metric"] == "query_only_in_B:q10" for r in rows)
@@ -75,10 +76,10 @@ def test_fail_if_worse_exit_code_and_files(pair: tuple[Path, Path], tmp_path: Pa
                  "--resamples", "500"]) == 0
 
 
-def test_worse_than_unknown_metric_does_not_trigger(pair: tuple[Path, Path]) -> None:
+def test_a_gate_on_a_metric_not_compared_is_inconclusive_never_a_pass(pair: tuple[Path, Path]) -> None:
     a, b = (load_results(p) for p in pair)
-    triggered, reason = worse_than(compare(a, b, ["nuggets.vital"], resamples=200), "citation.f1")
-    assert not triggered and "not compared" in reason
+    verdict = gate(compare(a, b, ["nuggets.vital"], resamples=200), "citation.f1")
+    assert verdict.outcome == "INCONCLUSIVE" and "nothing to compare" in verdict.reason
 
 
 def _wide(directory: Path, shift: float, *, extra: int = 40, headline: list[str] | None = None) -> Path:

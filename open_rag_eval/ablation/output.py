@@ -53,7 +53,8 @@ def markdown(table: AblationTable, *, simulated: bool = False, incomplete: Seque
     for metric, best in table.best.items():
         lines.append(f"| {metric} | {', '.join(best['variants']) or '–'} | {_number(best['mean'])} | {best['note']} |")
     for variant, metric, why in table.skipped:
-        lines.append(f"\nnot compared: {variant} on {metric} ({why})")
+        verdict = table.skipped_verdicts.get((variant, metric), "")
+        lines.append(f"\nnot compared: {variant} on {metric} ({why}): {verdict}")
     return "\n".join(lines) + "\n"
 
 
@@ -73,11 +74,11 @@ def _cell(value: Any) -> str:
 
 def write_csv(table: AblationTable, path: Path) -> Path:
     """One row per (variant, metric): the baseline's rows carry its mean only (verdict ``baseline``)."""
-    rows = [[table.baseline, metric, "", "", table.means[table.baseline][metric], "", "", "", "", "", "baseline"]
+    rows = [[table.baseline, metric, "", "", table.means[table.baseline][metric], "", "", "", "", "", "baseline", ""]
             for metric in table.metrics]
     rows += [[row[column] for column in COLUMNS] for row in table.rows]
-    rows += [[variant, metric, "", "", "", "", "", "", "", "", f"not compared: {why}"]
-             for variant, metric, why in table.skipped]
+    rows += [[variant, metric, "", "", "", "", "", "", "", "", table.skipped_verdicts.get((variant, metric), ""),
+              f"not compared: {why}"] for variant, metric, why in table.skipped]
     atomic_write_text(path, csv_text(COLUMNS, [[_cell(v) for v in row] for row in rows]))
     return path
 

@@ -4,7 +4,9 @@ variant per metric.
 Per (variant, metric): the paired comparison ``compare`` makes (queries paired, a query's value the mean over its
 runs; mean difference variant - baseline, 95% bootstrap CI, sign-flip permutation p-value), then the Holm
 correction across every (variant, metric) test of the table at ``alpha`` -- one family, so trying more variants
-does not make a chance difference look significant. The best variant of a metric has the highest mean over its
+does not make a chance difference look significant -- and the verdict every gate gives (``scoring.verdict``):
+REGRESSION (significantly worse than the baseline), INCONCLUSIVE (worse, but the test cannot confirm it, with why),
+PASS (not worse; "better" when significantly better). The best variant of a metric has the highest mean over its
 queries (the lowest for lower-is-better metrics); ties are all named.
 """
 
@@ -18,12 +20,13 @@ from typing import Any
 from open_rag_eval.report.compare import compare, default_metrics
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.core.catalogue import lower_is_better
-from open_rag_eval.scoring.paired import holm
+from open_rag_eval.scoring.paired import PairedResult, holm
+from open_rag_eval.scoring.verdict import decide
 
 __all__ = ["COLUMNS", "AblationTable", "ablation_table", "query_mean"]
 
 COLUMNS = ("variant", "metric", "n", "mean_baseline", "mean_variant", "diff", "ci95_low", "ci95_high", "p_value",
-           "significant", "verdict")
+           "significant", "verdict", "reason")
 
 
 @dataclass
@@ -35,6 +38,7 @@ class AblationTable:
     rows: list[dict[str, Any]] = field(default_factory=list)  # one per (variant other than the baseline, metric)
     best: dict[str, dict[str, Any]] = field(default_factory=dict)  # metric -> {"variants", "mean", "note"}
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (variant, metric, why not compared)
+    skipped_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, metric) -> its verdict
     alpha: float = 0.05
 
 
@@ -55,11 +59,14 @@ def _metrics(baseline: ResultSet, others: Sequence[ResultSet]) -> list[str]:
     return [m for m in chosen if all(m in default_metrics(baseline, other) for other in others[1:])]
 
 
-def _verdict(diff: float, significant: bool, metric: str) -> str:
-    if not significant:
-        return "no significant difference"
-    better = diff < 0 if lower_is_better(metric) else diff > 0
-    return "better than the baseline" if better else "worse than the baseline"
+def _verdict(row: dict[str, Any], significant: bool, tests: int, alpha: float) -> dict[str, Any]:
+    metric, lower = row["metric"], lower_is_better(row["metric"])
+    test = PairedResult(row["n"], row["mean_a"], row["mean_b"], row["diff"], row["ci95_low"], row["ci95_high"],
+                        row["p_value"])
+    verdict = decide(metric, test, lower=lower, significant=significant, alpha=alpha, n_changed=row["changed"],
+                     tests=tests)
+    better = significant and (row["diff"] < 0 if lower else row["diff"] > 0)
+    return {"verdict": verdict.outcome + (" (better)" if better else ""), "reason": verdict.reason, "better": better}
 
 
 def _best(table: AblationTable, metric: str) -> dict[str, Any]:
@@ -73,7 +80,7 @@ def _best(table: AblationTable, metric: str) -> dict[str, Any]:
         note = "the baseline" + (" (tied)" if len(winners) > 1 else "")
     else:
         row = next((r for r in table.rows if r["variant"] == winners[0] and r["metric"] == metric), None)
-        note = ("significantly better than the baseline" if row and row["verdict"].startswith("better")
+        note = ("significantly better than the baseline" if row and row["better"]
                 else "not significantly different from the baseline")
     return {"variants": winners, "mean": top, "note": note}
 
@@ -92,12 +99,13 @@ def ablation_table(baseline: ResultSet, variants: Sequence[ResultSet], metrics: 
     for other in others:
         comparison = compare(baseline, other, chosen, seed=seed, resamples=resamples)
         table.skipped += [(other.label, metric, why) for metric, why in comparison.skipped.items()]
+        table.skipped_verdicts.update({(other.label, m): comparison.verdicts[m].outcome for m in comparison.skipped})
         tested += [(other.label, row) for row in comparison.rows]
     rejected = holm([row["p_value"] for _, row in tested], alpha)
     for (label, row), significant in zip(tested, rejected):
         table.rows.append({"variant": label, "metric": row["metric"], "n": row["n"], "mean_baseline": row["mean_a"],
                            "mean_variant": row["mean_b"], "diff": row["diff"], "ci95_low": row["ci95_low"],
                            "ci95_high": row["ci95_high"], "p_value": row["p_value"], "significant": significant,
-                           "verdict": _verdict(row["diff"], significant, row["metric"])})
+                           **_verdict(row, significant, len(tested), alpha)})
     table.best = {metric: _best(table, metric) for metric in chosen}
     return table

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from open_rag_eval.report.compare import Comparison
     from open_rag_eval.report.data import ResultSet
+    from open_rag_eval.scoring.verdict import Rule
 
 __all__ = ["Results"]
 
@@ -118,13 +119,13 @@ class Results:
         return frame
 
     def comparison(self, baseline: Results, metrics: Sequence[str] | None = None, *, seed: int = 0,
-                   resamples: int = 10_000) -> Comparison:
-        """The ``Comparison`` behind ``compare`` (``report.compare``)."""
+                   resamples: int = 10_000, rules: Mapping[str, Rule] | None = None) -> Comparison:
+        """The ``Comparison`` behind ``compare`` (``report.compare``), each metric's verdict under ``rules``."""
         from open_rag_eval.report import compare as cmp
 
         a, b = baseline.result_set("baseline"), self.result_set("new")
         chosen = list(metrics) if metrics is not None else cmp.default_metrics(a, b)
-        return cmp.compare(a, b, chosen, seed=seed, resamples=resamples)
+        return cmp.compare(a, b, chosen, seed=seed, resamples=resamples, rules=rules)
 
     def result_set(self, label: str) -> ResultSet:
         """These results as the report and compare read a result folder."""

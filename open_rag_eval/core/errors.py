@@ -7,6 +7,7 @@
     ├── ModelUnavailable     local model weights not found: says where to put them
     ├── StorageError         a file, folder or database cannot be used: names the path and what to do (exit 5)
     ├── RunIncomplete        part of the run was lost (a Ray shard); nothing written, re-running resumes (exit 6)
+    ├── Inconclusive         a gate's test cannot tell (too few queries, a drop it cannot confirm)  (exit 7)
     └── JudgeError
         ├── JudgeCallError   one judge call failed after its retries -> a failed judgment, never a number
         └── JudgeUnavailable the endpoint is down or refuses us (auth)               (exit 4)
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "EXIT_INCONCLUSIVE",
+    "Inconclusive",
     "InputError",
     "JudgeCallError",
     "JudgeError",
@@ -72,6 +75,18 @@ class RunIncomplete(OpenRagEvalError):
     everything judged is in the cache, and the message says how to resume."""
 
 
+EXIT_INCONCLUSIVE = 7  # every command: a gate whose test cannot tell (compare, sweep, the pytest gate's exception)
+
+
+class Inconclusive(OpenRagEvalError):
+    """A gate could not tell: a drop beyond what is allowed that the paired test cannot confirm (too few queries,
+    not significant). Never a pass; ``verdicts`` holds each gated metric's ``scoring.verdict.Verdict``."""
+
+    def __init__(self, message: str, verdicts: list[object] | None = None) -> None:
+        super().__init__(message)
+        self.verdicts = list(verdicts or [])
+
+
 class JudgeError(OpenRagEvalError):
     """Base of judge failures."""
 
@@ -103,4 +118,6 @@ def exit_code(error: BaseException) -> int:
         return 5
     if isinstance(error, RunIncomplete):
         return 6
+    if isinstance(error, Inconclusive):
+        return EXIT_INCONCLUSIVE
     return 1

@@ -52,13 +52,13 @@ def _runs_table(runs: Sequence[RunData], labels: Sequence[str]) -> str:
 def _diff(row: dict[str, Any] | None, metric: str, reason: str | None) -> str:
     if row is None:
         return f'<div class="diff muted">not compared{": " + esc(reason) if reason else ""}</div>'
-    verdict = "better" if row["better"] else "worse" if row["worse"] else "same"
-    text = {"better": "better", "worse": "worse", "same": "no significant difference"}[verdict]
+    verdict = "better" if row["better"] else "worse" if row["verdict"] == "REGRESSION" else "same"
+    text = row["verdict"] + (" (better)" if row["better"] else "")  # the gates' words (scoring.verdict)
     scale = 100.0 if metric == "no_answer.answered" else 1.0
     unit = " pts" if scale == 100.0 else ""
     return (f'<div class="diff {verdict}" data-verdict="{verdict}">Δ {scale * row["diff"]:+.2f}{unit} '
             f'<span class="muted">[{scale * row["ci95_low"]:+.2f}, {scale * row["ci95_high"]:+.2f}] · '
-            f'p {row["p_value"]:.3g} · n {row["n"]}</span> <b>{text}</b></div>')
+            f'p {row["p_value"]:.3g} · n {row["n"]}</span> <b title="{esc(row["reason"])}">{esc(text)}</b></div>')
 
 
 def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Sequence[str],
@@ -88,8 +88,10 @@ def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Seq
     return (f'<div class="scroll"><table id="headline-compare"><thead><tr><th>metric</th>{head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>'
             '<p class="legend">Each later run against A (the baseline) over the queries both have, a query\'s value '
-            'being the mean over its runs: Δ with its 95% bootstrap CI and permutation p-value; "better"/"worse" '
-            'only when significant at 0.05 after Holm correction across the metrics of this table. Cell colour: '
+            'being the mean over its runs: Δ with its 95% bootstrap CI and permutation p-value, and the verdict '
+            '<code>compare</code> and the gates give: REGRESSION (a drop significant at 0.05 after Holm correction '
+            'across the metrics of this table, or whose whole CI is a drop), INCONCLUSIVE (a drop the test cannot '
+            'confirm with these queries), PASS (no drop); "better" when significantly better. Cell colour: '
             'the run\'s value against the metric\'s target.</p>')
 
 

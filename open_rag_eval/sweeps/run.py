@@ -10,9 +10,12 @@ sweep of the same ``sweep.system``, or a pinned sweep id):
 - a **regression** is a change in the bad direction larger than the threshold *and* significant at ``sweep.alpha``,
   or a drop larger than the metric's ``sweep.fail_if_drop`` amount (no test needed); a thresholded metric with no
   value at all in the current sweep is a regression too (failures must not look like stability);
-- **inconclusive**: beyond the threshold, but with this many paired queries the test cannot reach ``alpha`` -- the
-  sign-flip test's smallest possible p-value with n changed queries is 2 / 2^n, so n <= 5 can never be significant at
-  0.05. Such a sweep is neither stable nor a regression (exit code 7); ``fail_if_drop`` or more queries decide it.
+- **inconclusive**: beyond the threshold, but the test does not confirm it -- not significant, or with this many
+  paired queries it cannot reach ``alpha`` at all (the sign-flip test's smallest possible p-value with n changed
+  queries is 2 / 2^n, so n <= 5 can never be significant at 0.05). Such a sweep is neither stable nor a regression
+  (exit code 7); ``fail_if_drop`` or more queries decide it.
+
+The rule is ``scoring.verdict``'s, the one ``compare``, ``assert_metrics`` and ``ablate`` use.
 
 Metrics where lower is better (spreads, failure counts, latency...) have their "drop" measured upwards.
 Without thresholds a sweep records and reports, and is always stable.
@@ -34,10 +37,12 @@ from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
 from open_rag_eval.sweeps.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
+from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, Rule, decide, min_p_value, queries_needed
 from open_rag_eval.run.generation import real_folder
 from open_rag_eval.store.lock import FolderLock
 from open_rag_eval.store.sqlite import db_path
 
+# min_p_value is scoring.verdict's, importable here as before
 __all__ = ["Comparison", "SweepOutcome", "asweep", "compare", "min_p_value", "never_trips", "sweep", "sweep_options"]
 
 log = logging.getLogger(__name__)
@@ -162,19 +167,13 @@ def compare(history: History, baseline_id: str, current_id: str, options: SweepO
     return [_compare_metric(history, baseline_id, current_id, metric, options) for metric in metrics]
 
 
-def min_p_value(n_changed: int) -> float:
-    """The smallest two-sided p-value of the sign-flip test over ``n_changed`` non-zero paired differences: only
-    the observed signs and their mirror image are as extreme, 2 of 2^n assignments."""
-    return 1.0 if n_changed < 1 else min(1.0, 2.0 ** (1 - n_changed))
-
-
 def never_trips(options: SweepOptions, n_queries: int) -> list[str]:
     """Why some thresholds of ``options`` can never trip with ``n_queries`` queries: one message per metric."""
     from open_rag_eval.core.catalogue import axis_range  # noqa: PLC0415
 
     problems: list[str] = []
     if min_p_value(n_queries) >= options.alpha:
-        needed = math.floor(1 - math.log2(options.alpha)) + 1
+        needed = queries_needed(options.alpha)
         for metric in sorted(set(options.thresholds) - set(options.fail_if_drop)):
             problems.append(
                 f"sweep.thresholds.{metric}: with {n_queries} queries the paired test can never reach alpha "
@@ -192,40 +191,28 @@ def never_trips(options: SweepOptions, n_queries: int) -> list[str]:
 
 def _compare_metric(history: History, baseline_id: str, current_id: str, metric: str,
                     options: SweepOptions) -> Comparison:
+    """The metric's verdict (``scoring.verdict``; no threshold: only ``fail_if_drop`` can trip)."""
     limit, absolute = options.thresholds.get(metric), options.fail_if_drop.get(metric)
     before, _ = history.per_query(baseline_id, metric)
     after, failed = history.per_query(current_id, metric)
     lower = lower_is_better(metric)
-    if not after:
-        note = f"no value in this sweep ({failed} failed rows)"
-        return Comparison(metric, _mean(before.values()), None, None, None, None, 0, limit, lower, True, note,
-                          absolute)
     common = sorted(set(before) & set(after))
-    if not common:
-        return Comparison(metric, None, _mean(after.values()), None, None, None, 0, limit, lower, False,
-                          "not in the baseline: nothing to compare", absolute)
     a, b = [before[q] for q in common], [after[q] for q in common]
-    delta = _mean(b) - _mean(a)
-    drop = delta if lower else -delta
-    test = paired_test(a, b, seed=options.seed) if len(common) > 1 else None
-    min_p = min_p_value(sum(1 for x, y in zip(a, b) if abs(y - x) > 1e-12))
-    beyond = limit is not None and drop > limit
-    tripped = absolute is not None and drop > absolute
-    significant = test is not None and test.p_value <= options.alpha
-    regression = tripped or (beyond and significant)
-    inconclusive = not regression and beyond and min_p >= options.alpha
-    if tripped:
-        note = f"dropped {drop:.3f}, more than fail_if_drop {absolute:g}: a regression whatever the test says"
-    elif inconclusive:
-        note = (f"beyond the threshold, but {len(common)} paired queries cannot reach alpha {options.alpha:g} "
-                f"(smallest possible p {min_p:.3g}): add queries or a fail_if_drop amount")
-    elif beyond and not significant:
-        note = f"beyond the threshold but not significant (alpha {options.alpha})"
-    else:
-        note = ""
-    return Comparison(metric, _mean(a), _mean(b), delta, None if test is None else test.p_value,
-                      None if test is None else (test.ci95_low, test.ci95_high), len(common), limit, lower,
-                      regression, note, absolute, inconclusive, min_p)
+    changed = sum(1 for x, y in zip(a, b) if abs(y - x) > 1e-12)
+    test = paired_test(a, b, seed=options.seed) if common else None
+    p_value = test.p_value if test is not None and len(common) > 1 else None  # one pair: no test
+    verdict = decide(metric, test, lower=lower, alpha=options.alpha, n_changed=changed,
+                     rule=Rule(max_drop=math.inf if limit is None else limit, fail_if_drop=absolute),
+                     significant=p_value is not None and p_value <= options.alpha,
+                     no_value="" if after else f"no value in this sweep ({failed} failed rows)")
+    regression, inconclusive = verdict.outcome == REGRESSION, verdict.outcome == INCONCLUSIVE
+    note = "" if verdict.outcome == "PASS" else verdict.reason
+    if test is None:
+        return Comparison(metric, _mean(before.values()), _mean(after.values()), None, None, None, 0, limit, lower,
+                          regression, note, absolute, inconclusive)
+    return Comparison(metric, _mean(a), _mean(b), test.diff, p_value,
+                      (test.ci95_low, test.ci95_high) if p_value is not None else None, len(common), limit, lower,
+                      regression, note, absolute, inconclusive, min_p_value(changed))
 
 
 def _mean(values: Any) -> float | None:

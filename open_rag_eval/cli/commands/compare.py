@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from open_rag_eval.report.loader import ResultSet
 
 from open_rag_eval.cli.terminal import echo
+from open_rag_eval.core.errors import EXIT_INCONCLUSIVE
 
 HELP = ("compare evaluation B against baseline A over their shared queries (mean over runs per query): "
         "mean difference, 95%% bootstrap CI, permutation p-value, Holm correction across the metrics compared "
@@ -31,13 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "golden nDCG and recall)")
     parser.add_argument("--output-dir", default=".", help="where compare.csv and compare.png go (default: .)")
     parser.add_argument("--fail-if-worse", action="append", default=[], metavar="METRIC[:THRESHOLD]",
-                        help="exit 1 when B is significantly worse than A on METRIC (after Holm) by more than "
-                        "THRESHOLD (default 0); repeatable")
+                        help="gate on METRIC, repeatable. Without THRESHOLD: exit 1 (REGRESSION) when B is "
+                        "significantly worse than A (after Holm), exit 7 (INCONCLUSIVE) when B is worse but the test "
+                        "cannot confirm it. With THRESHOLD: an absolute rule, exit 1 when B dropped by more than "
+                        "THRESHOLD whatever the p-value")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation test")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples")
 
 
-def _gates(specs: list[str]) -> list[tuple[str, float]]:
+def _gates(specs: list[str], flag: str = "--fail-if-worse") -> list[tuple[str, float | None]]:
     from open_rag_eval.core.errors import InputError
     from open_rag_eval.report.peer import metric_name
 
@@ -45,16 +48,16 @@ def _gates(specs: list[str]) -> list[tuple[str, float]]:
     for spec in specs:
         name, _, threshold = spec.partition(":")
         try:
-            value = float(threshold) if threshold else 0.0
+            value: float | None = float(threshold) if threshold else None
         except ValueError:
             value = math.nan
-        if not math.isfinite(value):
-            raise InputError(f"threshold must be a finite number, got {threshold!r}", field="--fail-if-worse")
+        if value is not None and (not math.isfinite(value) or value < 0):
+            raise InputError(f"threshold must be a finite number >= 0, got {threshold!r}", field=flag)
         gates.append((metric_name(name.strip()), value))
     return gates
 
 
-def _check_gates(gates: list[tuple[str, float]], a: ResultSet, b: ResultSet) -> None:
+def _check_gates(gates: list[tuple[str, float | None]], a: ResultSet, b: ResultSet) -> None:
     """A gate on a metric that A or B does not have could never trip: refuse it, naming the close names."""
     import difflib
 
@@ -77,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.report.loader import load_results
     from open_rag_eval.report.peer import metric_name
 
+    from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, Rule, worst
+
     gates = _gates(args.fail_if_worse)
+    rules = {m: Rule() if amount is None else Rule(max_drop=amount, fail_if_drop=amount) for m, amount in gates}
     a, b = load_results(Path(args.a)), load_results(Path(args.b))
     _check_gates(gates, a, b)
     if a.label == b.label:
@@ -88,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         metrics = [metric_name(n) for n in names] if names else cmp.default_metrics(a, b)
         metrics += [m for m, _ in gates if m not in metrics]
-    comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples)
+    comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples, rules=rules)
     echo(cmp.format_table(comparison))
     out = Path(args.output_dir)
     log.info("wrote %s", cmp.write_compare_csv(comparison, out / "compare.csv"))
@@ -100,9 +106,10 @@ def run(args: argparse.Namespace) -> int:
                                              simulated=bool(a.simulated or b.simulated)))
         except MissingDependency as error:
             log.warning("no compare.png: %s", error)
-    failed = False
-    for metric, threshold in gates:
-        triggered, reason = cmp.worse_than(comparison, metric, threshold)
-        log.log(logging.ERROR if triggered else logging.INFO, "%s %s", "FAIL" if triggered else "pass", reason)
-        failed = failed or triggered
-    return 1 if failed else 0
+    verdicts = [cmp.gate(comparison, metric) for metric, _ in gates]
+    for verdict in verdicts:
+        log.log(logging.INFO if verdict.outcome == "PASS" else logging.ERROR, "%s", verdict)
+    outcome = worst(verdicts)
+    if verdicts:
+        log.info("gates: %s", outcome)
+    return 1 if outcome == REGRESSION else EXIT_INCONCLUSIVE if outcome == INCONCLUSIVE else 0
