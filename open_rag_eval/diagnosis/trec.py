@@ -156,6 +156,11 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
         hints.append(("trec_missing_facts", "generation", f"relevant passages are retrieved (UMBRELA {umbrela:.2f}) "
                       f"but strict vital nugget recall is low ({vital:.2f}): the answer leaves out facts the passages hold "
                       "(prompt, context truncation, answer length)"))
+    cited = _get(means, "citation.n_cited")
+    if cited is not None and cited < t("trec_no_citations", "cited") and precision is None and not declined:
+        hints.append(("trec_no_citations", "citations", "the answers cite nothing (no citation markers), so "
+                      "citation support is undefined, not low: to score it, end each statement with the passages it "
+                      "rests on, e.g. 'Paris is the capital of France [1].' ([1]: the first passage, or a passage id)"))
     if precision is not None and precision < t("trec_citation_support", "precision") and not declined:
         hints.append(("trec_citation_support", "citations", f"citation support precision is low ({precision:.2f}): "
                       "statements cite passages that do not support them (citation placement or the citation "

@@ -16,6 +16,7 @@ A failed judge call affects only the judgments that needed it; ``JudgeUnavailabl
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Coroutine, Sequence
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -26,13 +27,21 @@ from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.metrics.citation import CitationJudge, CitationOptions, citation_result
+from open_rag_eval.metrics.citation import (
+    NO_MARKERS_NOTICE,
+    CitationJudge,
+    CitationOptions,
+    citation_result,
+    cites_nothing,
+)
 from open_rag_eval.metrics.hallucination import HallucinationOptions
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
 from open_rag_eval.core.segment import between_markers
 from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
+
+log = logging.getLogger(__name__)
 
 __all__ = ["METRICS", "TrecEvaluator", "TrecOptions"]
 
@@ -176,6 +185,7 @@ class TrecEvaluator:
         self.citation = CitationJudge(self.options.citation)
         self.no_answer = NoAnswerClassifier(self.options.no_answer)
         self.nugget_lists: dict[NuggetKey, NuggetList] = {}  # nugget_key -> list, from the last evaluation
+        self.uncited = False  # no answer of the last evaluation cites anything: citation support is undefined
 
     def nugget_key(self, output: RAGOutput) -> NuggetKey:
         """Which nugget list an output is scored against: its query's, or (``pool: output``) its own."""
@@ -223,7 +233,11 @@ class TrecEvaluator:
         if ctx.judge is None:
             raise JudgeError("the trec evaluator needs a judge")
         result = EvalResult()
-        for chunk in query_chunks(self.scored(outputs), CHUNK_OUTPUTS):
+        scored = self.scored(outputs)
+        self.uncited = "citation" in self.options.metrics and cites_nothing(scored)
+        if self.uncited:
+            log.warning("%s", NO_MARKERS_NOTICE)
+        for chunk in query_chunks(scored, CHUNK_OUTPUTS):
             result.extend(await self._evaluate_chunk(chunk, ctx, ctx.judge))
         return result
 
@@ -299,7 +313,7 @@ class TrecEvaluator:
 
     async def _citation(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
         judgments = await self.citation.judge_output(session.judge, output)
-        return citation_result(output, judgments, self.options.citation)
+        return citation_result(output, judgments, self.options.citation, uncited=self.uncited)
 
     async def _no_answer(self, session: _Session, output: RAGOutput) -> tuple[list[Score], Detail]:
         return no_answer_result(output, await self.no_answer.classify(session.judge, output))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,8 +123,25 @@ class CitationJudge:
         return Judgment(passage_id, reply.value, "ok", parse=reply.parse)
 
 
+UNCITED = "undefined: the answers cite nothing (citation support is undefined without citation markers)"
+NO_MARKERS_NOTICE = ("the answers cite nothing (not one citation marker in any answer): citation precision, recall "
+                     "and F1 are undefined, not 0. To score citations, mark each statement with the passages it "
+                     "rests on: 'Paris is the capital of France [1].' where [1] is the first passage of the answer's "
+                     "contexts (or [id] a passage id), or give JSONL statements with their citations "
+                     "({\"text\": ..., \"citations\": [id]})")
+
+
+def cites_nothing(outputs: Sequence[RAGOutput]) -> bool:
+    """Whether no answer of ``outputs`` cites anything though some answer has statements (the shape of answers
+    written without citation markers)."""
+    answered = [o for o in outputs if o.error is None and o.answer and o.answer_text.strip() != "NO_ANSWER"]
+    return bool(answered) and not any(part.citations for o in answered for part in o.answer)
+
+
 def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
-                    options: CitationOptions) -> tuple[list[Score], Detail]:
+                    options: CitationOptions, *, uncited: bool = False) -> tuple[list[Score], Detail]:
+    """The citation rows of ``output``; with ``uncited`` (no answer of the run cites anything, ``cites_nothing``)
+    precision, recall and F1 are undefined with the reason ``UNCITED``."""
     fabricated = sum(1 for part in output.answer for pid in part.citations if output.passage(pid) is None)
     n_failed = sum(1 for row in judgments for j in row if j.status == "failed" and not j.unparsed)
     values = _scores(judgments, options, SUPPORT_WEIGHTS)
@@ -132,7 +150,9 @@ def citation_result(output: RAGOutput, judgments: list[list[Judgment]],
     n_unparsed = int(values["n_unparsed"]) - n_failed
     cited = [row for row in judgments if row]
     names = ("precision", "recall", "f1", "precision_strict", "recall_strict", "f1_strict")
-    if cited and not any(j.label is not None for row in cited for j in row):
+    if uncited:
+        scores = [Score.failed(output, f"citation.{name}", UNCITED) for name in names]
+    elif cited and not any(j.label is not None for row in cited for j in row):
         reason = f"no citation judgment succeeded: {cited[0][0].reason}"
         scores = [Score.failed(output, f"citation.{name}", reason) for name in names]
     else:
