@@ -393,3 +393,23 @@ def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.Captu
         "  citation.fabricated    0.500  [0.000, 1.000]    ↓  target ≤ 0: below",
         "  hhem.score                 –  no value: unavailable (11 outputs; report.html says why)",
     ]
+
+
+def test_warnings_about_many_rows_are_one_line_per_kind(tmp_path: Path) -> None:
+    """2,000 rows citing a passage they did not retrieve and one with an unknown column: two warning lines, each
+    with its count and first rows, not 2,000 (the console of ``validate`` in a pipe, as CI shows it)."""
+    import json
+
+    rows = [{"query_id": f"q{i}", "query": f"Question {i}?", "answer": "It is so [1][7].",
+             "passages": [{"id": "1", "text": "It is so."}]} for i in range(2000)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("input: in.jsonl\noutput_dir: out\njudge: {simulated: {seed: 1}}\n"
+                                     "evaluators: [{type: trec}]\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "validate", "--config", "c.yaml"],
+                          capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.replace(str(tmp_path) + os.sep, "").splitlines() == [
+        "2000 output(s): citations that name no retrieved passage (kept, counted as fabricated) in in.jsonl; first: "
+        "line 1 (7); line 2 (7); line 3 (7) and 1997 more",
+        "c.yaml: valid (2000 outputs of 2000 queries; evaluators: trec)",
+    ]

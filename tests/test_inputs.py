@@ -75,8 +75,8 @@ def test_layout_without_query_run_and_unknown_citation(caplog: pytest.LogCapture
                                  AnswerPart(text="It boils at lower temperatures at altitude", citations=("2",)))
     assert outputs[1].answer[1] == AnswerPart(text="It was completed in 1889.", citations=("4",))  # kept
     messages = [r.getMessage() for r in caplog.records]
-    assert messages == ["1 output(s): citations that name no retrieved passage (kept, counted as fabricated); "
-                        f"first: {DATA / 'minimal.csv'}:4 (4)"]
+    assert messages == ["1 output(s): citations that name no retrieved passage (kept, counted as fabricated) in "
+                        f"{DATA / 'minimal.csv'}; first: line 4 (4)"]
 
 
 def test_optional_columns_and_label_syntaxes(tmp_path: Path) -> None:

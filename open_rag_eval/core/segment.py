@@ -36,11 +36,13 @@ import logging
 import re
 from collections.abc import Sequence
 
+from open_rag_eval.core.notices import note
 from open_rag_eval.core.types import AnswerPart
 
-__all__ = ["NO_ANSWER", "between_markers", "find_citations", "normalize_id", "resolve_citations", "segment_answer", "split_answer"]
+__all__ = ["NO_ANSWER", "UNKNOWN_CITATIONS", "between_markers", "find_citations", "normalize_id", "resolve_citations", "segment_answer", "split_answer"]
 
 log = logging.getLogger(__name__)
+UNKNOWN_CITATIONS = "citations that name no retrieved passage (kept, counted as fabricated)"
 
 NO_ANSWER = "NO_ANSWER"
 
@@ -162,9 +164,14 @@ def segment_answer(text: str, passage_ids: Sequence[str]) -> tuple[AnswerPart, .
     """Split an answer into statements with their citations; warn about citations naming no passage."""
     parts, unknown = split_answer(text, passage_ids)
     if unknown:
-        log.warning("%d citation(s) name no retrieved passage (kept, counted as fabricated): %s",
-                    len(unknown), ", ".join(unknown))
+        note("unknown citation", UNKNOWN_CITATIONS, _cited_in(unknown, text), log.name)
     return parts
+
+
+def _cited_in(unknown: Sequence[str], text: str) -> str:
+    """Which unknown ids an answer cites, with the start of the answer (to find it)."""
+    start = " ".join(text.split())
+    return f"{', '.join(unknown)} in '{start[:40]}{'…' if len(start) > 40 else ''}'"
 
 
 def _drop_sources_block(text: str) -> str:

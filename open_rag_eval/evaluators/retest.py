@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from open_rag_eval.core.errors import ConfigError, JudgeError, JudgeUnavailable
+from open_rag_eval.core.notices import note
 from open_rag_eval.evaluators.base import Context
 from open_rag_eval.scoring.dispersion import (
     crossing_rate,
@@ -167,8 +168,8 @@ async def _labels(labeller: Labeller, output: RAGOutput, judge: Any, sample: int
     except JudgeUnavailable:
         raise
     except JudgeError as error:  # one failed sample: its labels are missing, the others still count
-        log.warning("consistency: re-judging %s run %s (sample %d) failed: %s",
-                    output.query_id, output.run, sample, error)
+        note("retest failed", "consistency: re-judging failed (that sample's labels are missing)",
+             f"{output.query_id} run {output.run} sample {sample}: {error}", log.name)
         return {}
 
 

@@ -11,7 +11,9 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.segment import split_answer
 from open_rag_eval.core.types import AnswerPart
-from open_rag_eval.inputs.validate import note, read_input_bytes
+from open_rag_eval.core.notices import note
+from open_rag_eval.core.segment import UNKNOWN_CITATIONS
+from open_rag_eval.inputs.validate import read_input_bytes
 
 MAX_CELL_CHARS = 1_000_000
 MAX_WHOLE = 1_000_000_000  # run numbers, relevance grades, citation counts: anything larger is a broken file
@@ -145,5 +147,7 @@ def segment(answer_text: str, passage_ids: list[str], source: str) -> tuple[Answ
 def warn_unknown(unknown: list[str], source: str) -> None:
     """Warns of citations that name no retrieved passage."""
     if unknown:
-        note("unknown citation", "citations that name no retrieved passage (kept, counted as fabricated)",
-             f"{source} ({', '.join(unknown)})")
+        file, _, line = source.rpartition(":")
+        where = (file, f"line {line}") if file and line.isdigit() else ("", source)
+        note(f"unknown citation {where[0]}", f"{UNKNOWN_CITATIONS} in {where[0] or 'the input'}",
+             f"{where[1]} ({', '.join(unknown)})", "open_rag_eval.inputs")

@@ -17,8 +17,8 @@ field: the CLI's exit 3, the service's 422. A connector's output breaking the ru
 ``error`` says what was wrong (a live system's reply is not the user's input), so the ``outputs.jsonl`` the run
 saves always reads back.
 
-Warnings about kept values (citations naming no retrieved passage, answers that cite nothing) are tallied while a
-door reads (``tallied``): one line per kind with a count and the first few rows, however many rows have it.
+Warnings about kept values (citations naming no retrieved passage) are tallied while a door reads
+(``core.notices.tallied``): one line per kind with a count and the first few rows, however many rows have it.
 """
 
 from __future__ import annotations
@@ -26,14 +26,12 @@ from __future__ import annotations
 import logging
 import math
 import stat
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import InputError
+from open_rag_eval.core.notices import note, tallied
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "TEXT_FIELDS", "check_output", "check_outputs", "check_text_value",
@@ -47,7 +45,6 @@ TEXT_FIELDS = frozenset({"query", "question", "user_input", "generated_answer", 
                          "title"})
 NO_ANSWER = ("no answer: an output without an answer cannot be scored (give the answer text, 'NO_ANSWER' for a "
              "refusal, or an error field (JSONL) when the system gave no output)")
-SHOWN_ROWS = 3  # rows named in a tallied warning
 
 
 # ---------------------------------------------------------------- files
@@ -141,58 +138,3 @@ def checked_fetch(outputs: Sequence[RAGOutput], connector: str) -> list[RAGOutpu
         kept.append(RAGOutput(query_id=output.query_id, query=output.query, run=output.run, error=reason,
                               latency_ms=output.latency_ms, labels=output.labels, source=output.source))
     return kept
-
-
-# ---------------------------------------------------------------- tallied warnings
-
-
-@dataclass
-class _Kind:
-    message: str
-    rows: list[str] = field(default_factory=list)
-    count: int = 0
-
-
-@dataclass
-class _Tally:
-    kinds: dict[str, _Kind] = field(default_factory=dict)
-
-
-_TALLY: ContextVar[_Tally | None] = ContextVar("open_rag_eval_input_tally", default=None)
-
-
-def note(kind: str, message: str, row: str) -> None:
-    """A warning of ``kind`` (``message`` says what and what happens to it) about ``row``: tallied inside
-    ``tallied``, logged at once outside it."""
-    tally = _TALLY.get()
-    if tally is None:
-        log.warning("%s: %s", row, message)
-        return
-    entry = tally.kinds.setdefault(kind, _Kind(message))
-    entry.count += 1
-    if len(entry.rows) < SHOWN_ROWS:
-        entry.rows.append(row)
-
-
-def tally_lines(tally: _Tally) -> list[str]:
-    lines = []
-    for entry in tally.kinds.values():
-        more = f" and {entry.count - len(entry.rows)} more" if entry.count > len(entry.rows) else ""
-        lines.append(f"{entry.count} output(s): {entry.message}; first: {'; '.join(entry.rows)}{more}")
-    return lines
-
-
-@contextmanager
-def tallied() -> Iterator[None]:
-    """Tally the warnings of one read; at the end log one line per kind (nested reads share the outer tally)."""
-    if _TALLY.get() is not None:
-        yield
-        return
-    tally = _Tally()
-    token = _TALLY.set(tally)
-    try:
-        yield
-    finally:
-        _TALLY.reset(token)
-    for line in tally_lines(tally):
-        log.warning("%s", line)

@@ -30,6 +30,7 @@ from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.run.manifest import build_manifest
+from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.run.results import failed_everywhere, write_results
 from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
@@ -258,7 +259,8 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
             extra={"evaluators": everyone if everyone is not None else evaluators, "base_dir": base_dir},
             progress=lambda what, n, name=evaluator.name: report(name, what, n),
         )
-        part = await evaluator.evaluate(outputs, ctx)
+        with tallied():  # a warning about many outputs is one line per kind
+            part = await evaluator.evaluate(outputs, ctx)
         parts.append(part)
         result.extend(part)
     return parts
