@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["Service", "free_port", "sse_events", "wait_for"]
+__all__ = ["Service", "as_served", "free_port", "sse_events", "wait_for"]
 
 SIMULATED = {"model": "simulated-judge", "simulated": {"latency_ms": 1}}
 
@@ -119,6 +119,11 @@ class Service:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def as_served(path: Path, job_dir: Path) -> bytes:
+    """A CLI result file as the service serves it: the job's folder named relatively (``input.jsonl:3``)."""
+    return path.read_bytes().replace(f"{job_dir}/".encode(), b"")
 
 
 def sse_events(client: Any, path: str, last_event_id: str | None = None) -> list[dict[str, Any]]:

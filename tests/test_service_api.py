@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.service_server import Service, sse_events, wait_status
+from tests.service_server import Service, as_served, sse_events, wait_status
 
 pytest.importorskip("fastapi", reason="the [server] extra is not installed")
 pytest.importorskip("uvicorn", reason="the [server] extra is not installed")
@@ -85,7 +85,7 @@ def test_submit_watch_fetch_equals_the_cli(service: Service, tmp_path: Path) -> 
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     for name in ("results.csv", "results.json", "summary.csv"):
-        assert got[name].content == (cli / name).read_bytes(), name
+        assert got[name].content == as_served(cli / name, service.job_dir(job_id)), name
 
 
 def test_idempotency_key_same_body_same_job_other_body_422(service: Service) -> None:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.ray_setup import CountingJudge
-from tests.service_server import Service, sse_events, wait_for, wait_status
+from tests.service_server import Service, as_served, sse_events, wait_for, wait_status
 from tests.test_service_api import body, outputs_jsonl
 from tests.test_service_security import _cached
 
@@ -71,4 +71,4 @@ def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice
     assert calls_after == uninterrupted - cached_at_kill  # every judgment cached before the kill was reused
     results = service.job_dir(job) / "results"
     for name in ("results.csv", "results.json", "summary.csv"):
-        assert (results / name).read_bytes() == (tmp_path / "cli" / name).read_bytes(), name
+        assert (results / name).read_bytes() == as_served(tmp_path / "cli" / name, service.job_dir(job)), name

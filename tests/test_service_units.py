@@ -92,7 +92,10 @@ def test_defaults_a_simulated_profile_and_sqlite_beside_the_config(tmp_path: Pat
     for url in ("http://rag.internal.evil/api", "http://rag.internal/apix", "http://rag.internal:81/api",
                 "https://rag.internal/api", "http://user@rag.internal/api", "http://evil.org@rag.internal/api",
                 "http://rag.internal/api/../admin", "file:///etc/passwd", "http://rag.internal\\@evil.org/api",
-                "https://search.example.org/x", "not a url"):
+                "https://search.example.org/x", "not a url", "http://rag.internal/api/%2e%2e/admin",
+                "http://rag.internal/api/%2E%2E/admin", "http://rag.internal/api/%252e%252e/admin",
+                "http://rag.internal/api/./q", "http://rag.internal/api/q\t", "http://rag.internal/api/q\n",
+                "http://rag.internal/api/%ff", "http://rag.internal/api/%00", "http://rag.internal/api%2F..%2Fadmin"):
         assert not allow.connector_allowed(url), url
 
 

@@ -25,6 +25,7 @@ import open_rag_eval.ablation.options  # noqa: F401
 import open_rag_eval.diagnosis.options  # noqa: F401
 import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import ConfigError, InputError
+from open_rag_eval.service.paths import check_client_paths
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["Inputs", "JobRequest", "Prepared", "SweepRequest", "prepare", "request_hash", "tenant_dir"]
@@ -92,6 +93,7 @@ def check_client_config(config: dict[str, Any], settings: Settings) -> dict[str,
             raise ConfigError(f"evaluator type {kind!r} is not accepted in a client config; this server allows: "
                               f"{', '.join(settings.inline_evaluators)} (others through a server-side config)",
                               path=f"config.evaluators[{i}].type")
+    check_client_paths(config.get("evaluators") or [], _path_options(config.get("evaluators") or []))
     connector = config.get("connector")
     if connector is not None:
         _check_connector(connector, settings)
@@ -99,6 +101,14 @@ def check_client_config(config: dict[str, Any], settings: Settings) -> dict[str,
     if unknown_sweep:
         raise ConfigError(f"'{unknown_sweep[0]}' is set by the server", path=f"config.sweep.{unknown_sweep[0]}")
     return copy.deepcopy(config)
+
+
+def _path_options(entries: list[Any]) -> dict[int, tuple[str, ...]]:
+    """Each allowed evaluator's own path-valued options (``PATH_OPTIONS``), by its place in the list."""
+    from open_rag_eval.registry import resolve
+
+    return {i: tuple(getattr(resolve("evaluator", entry["type"], path=f"config.evaluators[{i}].type"),
+                             "PATH_OPTIONS", ())) for i, entry in enumerate(entries)}
 
 
 def _no_interpolation(value: Any, path: str) -> None:
@@ -208,7 +218,11 @@ def _input_file(settings: Settings, tenant: str, job_dir: Path, request: JobRequ
         raise InputError("send either inputs or upload_id, not both", field="upload_id")
     if request.inputs is not None:
         path = job_dir / f"input.{request.inputs.format}"
-        path.write_text(request.inputs.data, encoding="utf-8")
+        try:
+            path.write_text(request.inputs.data, encoding="utf-8")
+        except UnicodeEncodeError as error:
+            raise InputError(f"not valid Unicode at character {error.start} (a lone surrogate): send UTF-8 text",
+                             field="inputs.data") from None
         return path
     if request.upload_id is not None:
         found = sorted((tenant_dir(settings, tenant) / "uploads").glob(f"{_safe_id(request.upload_id)}.*"))

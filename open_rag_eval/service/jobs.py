@@ -138,10 +138,17 @@ async def claim(engine: AsyncEngine, worker: str, stale_after_s: float) -> dict[
             await _finish(connection, item["job_id"], "cancelled", None)
             return None
         await connection.execute(jobs.update().where(jobs.c.id == item["job_id"]).values(
-            status="running", started=sa.func.coalesce(jobs.c.started, now), runs=jobs.c.runs + 1))
+            status="running", started=sa.func.coalesce(jobs.c.started, _not_before(jobs.c.created, now)),
+            runs=jobs.c.runs + 1))
         resumed = item["claimed_by"] is not None
         await add_event(connection, item["job_id"], "status", {"status": "running", "resumed": resumed})
     return {**dict(job), "status": "running", "resumed": resumed}
+
+
+def _not_before(earlier: Any, now: float) -> Any:
+    """``now``, or ``earlier`` when it is later: timestamps stay monotone (created <= started <= finished) even when
+    the clocks of the processes sharing the database disagree, or this one's stepped back."""
+    return sa.case((earlier > now, earlier), else_=sa.literal(now, sa.Float))
 
 
 async def heartbeat(engine: AsyncEngine, job_id: str, worker: str, progress: dict[str, Any],
@@ -162,7 +169,8 @@ async def heartbeat(engine: AsyncEngine, job_id: str, worker: str, progress: dic
 async def _finish(connection: AsyncConnection, job_id: str, status: str, error: dict[str, Any] | None,
                   **values: Any) -> None:
     await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
-        status=status, finished=time.time(), error=json.dumps(error) if error else None, **values))
+        status=status, finished=_not_before(sa.func.coalesce(jobs.c.started, jobs.c.created), time.time()),
+        error=json.dumps(error) if error else None, **values))
     if "progress" in values:
         await add_event(connection, job_id, "progress", json.loads(values["progress"]))
     await connection.execute(work_items.update().where(work_items.c.job_id == job_id).values(status="done"))

@@ -9,6 +9,8 @@ tenant's resources), ``job_active`` / ``not_ready`` 409, ``payload_too_large`` 4
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from fastapi import Request
@@ -45,13 +47,13 @@ def problem_response(status: int, code: str, detail: str = "", headers: dict[str
     return JSONResponse(body, status_code=status, media_type=MEDIA, headers=headers)
 
 
-def from_error(error: OpenRagEvalError, hide: str = "") -> Problem:
+def from_error(error: OpenRagEvalError, hide: Sequence[str | Path] = ()) -> Problem:
     """A library error (bad config or input) as a 422 naming the field, file and line -- never a server path."""
     from open_rag_eval.core.redaction import redact
 
-    text = redact(str(error))
-    if hide:
-        text = text.replace(hide.rstrip("/") + "/", "").replace(hide, "")
+    from open_rag_eval.service.paths import relative_text
+
+    text = relative_text(redact(str(error)), hide)
     if isinstance(error, ConfigError):
         return Problem(422, "bad_config", text, path=error.path or None)
     if isinstance(error, InputError):
@@ -76,6 +78,11 @@ def install(app: Any) -> None:
     async def _http(_request: Request, error: StarletteHTTPException) -> JSONResponse:
         return problem_response(error.status_code, _CODES.get(error.status_code, "error"),
                                 str(error.detail) if error.detail else "", dict(error.headers or {}))
+
+    @app.exception_handler(UnicodeEncodeError)
+    async def _surrogate(_request: Request, _error: UnicodeEncodeError) -> JSONResponse:
+        return problem_response(422, "invalid_request", "the request holds text that is not valid Unicode (a lone "
+                                "surrogate such as \\ud800): send UTF-8 text")
 
     @app.exception_handler(Exception)
     async def _crash(_request: Request, error: Exception) -> JSONResponse:

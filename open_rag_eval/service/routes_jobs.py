@@ -102,7 +102,7 @@ async def _prepare(settings: Settings, tenant: str, job_id: str, body: intake.Jo
     try:
         return await asyncio.to_thread(intake.prepare, settings, tenant, job_id, body)
     except OpenRagEvalError as error:
-        raise from_error(error, hide=str(settings.data_path)) from None
+        raise from_error(error, hide=[settings.data_path / "jobs" / job_id, settings.data_path]) from None
 
 
 def _accepted(row: dict[str, Any]) -> JSONResponse:
@@ -147,9 +147,18 @@ async def events(request: Request, job_id: str, who: Principal = Depends(reader)
                  last_event_id: str | None = Header(None)) -> StreamingResponse:
     """Server-sent events (``status``, ``progress``) until the job ends; resume with ``Last-Event-ID``."""
     await owned(request, who, job_id)
-    after = int(last_event_id) if last_event_id and last_event_id.isdigit() else 0
+    after = _event_id(last_event_id)
     return StreamingResponse(_stream(request, job_id, after), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _event_id(value: str | None) -> int:
+    """``Last-Event-ID``: an event id (ASCII digits, at most 18) or nothing; anything else is a 422."""
+    if not value:
+        return 0
+    if not (value.isascii() and value.isdigit() and len(value) <= 18):
+        raise Problem(422, "invalid_request", "Last-Event-ID must be the id of an event (at most 18 digits)")
+    return int(value)
 
 
 async def _stream(request: Request, job_id: str, after: int) -> AsyncIterator[str]:
@@ -181,7 +190,11 @@ def _results_dir(row: dict[str, Any]) -> Path:
 
 def _file(row: dict[str, Any], name: str, media: str) -> FileResponse:
     path = _results_dir(row) / name
-    if not path.is_file():
+    try:
+        found = path.is_file()
+    except (OSError, ValueError):  # a name too long for the file system, or with a NUL: no such file
+        found = False
+    if not found:
         raise Problem(404, "not_found", f"this job has no {name}")
     return FileResponse(path, media_type=media)
 
@@ -222,7 +235,7 @@ async def report_page(request: Request, job_id: str, name: str, who: Principal =
     from open_rag_eval.run.generation import PAGES_DIR
 
     row = await owned(request, who, job_id)
-    if not PAGE_NAME.fullmatch(name):
+    if len(name) > 64 or not PAGE_NAME.fullmatch(name):
         raise Problem(404, "not_found", "no such page of this job's report")
     return _file(row, f"{PAGES_DIR}/{name}", "text/html")
 

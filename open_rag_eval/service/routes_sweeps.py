@@ -79,7 +79,8 @@ async def create(request: Request, body: intake.SweepRequest, who: Principal = D
     try:
         definition = await asyncio.to_thread(_define, settings, who.tenant, sweep_id, body)
     except OpenRagEvalError as error:
-        raise from_error(error, hide=str(settings.data_path)) from None
+        folder = intake.tenant_dir(settings, who.tenant) / "sweeps" / sweep_id
+        raise from_error(error, hide=[folder, settings.data_path]) from None
     async with engine_of(request).begin() as connection:
         await connection.execute(sweeps.insert().values(id=sweep_id, tenant=who.tenant, name=body.name,
                                                         definition=json.dumps(definition), created=time.time()))

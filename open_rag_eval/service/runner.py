@@ -32,6 +32,7 @@ from open_rag_eval.service import jobs
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.heartbeat import Heartbeat
 from open_rag_eval.service.loop_thread import LoopThread
+from open_rag_eval.service.paths import relative_text, served_files
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["Runner", "RunnerThread", "worker_name"]
@@ -125,7 +126,7 @@ class Runner:
                     with contextlib.suppress(BaseException):
                         await work
                     break
-            await self._settle(job_id, work, progress, stopped_by)
+            await self._settle(job, work, progress, stopped_by)
         except asyncio.CancelledError:  # the process is stopping: leave the claim to go stale, resume later
             work.cancel()
             with contextlib.suppress(BaseException):
@@ -149,7 +150,9 @@ class Runner:
         row = await jobs.get_job(self.engine, None, job_id)
         return "cancel" if row is not None and row["cancel_requested"] else "lost"
 
-    async def _settle(self, job_id: str, work: asyncio.Task[Any], progress: Progress, stopped_by: str | None) -> None:
+    async def _settle(self, job: dict[str, Any], work: asyncio.Task[Any], progress: Progress,
+                      stopped_by: str | None) -> None:
+        job_id = job["id"]
         self._shown.pop(job_id, None)
         usage = json.dumps(usage_snapshot(progress), sort_keys=True)
         final = json.dumps(progress_snapshot(progress), sort_keys=True)
@@ -165,7 +168,8 @@ class Runner:
             await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, progress=final,
                               results_dir=str(results_dir), verdict=verdict)
         else:
-            await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error, str(self.settings.data_path)),
+            folders = self.folders(json.loads(job["request"])["prepared"])
+            await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error, folders),
                               usage=usage, progress=final)
         self.finished += 1
 
@@ -179,13 +183,20 @@ class Runner:
             from open_rag_eval.sweeps.run import asweep
 
             outcome = await asweep(loaded, wrap_judge=wrap)
-            return outcome.output_dir, outcome.verdict
-        from open_rag_eval.report import write_report
-        from open_rag_eval.run import pipeline
+            output_dir, verdict = Path(outcome.output_dir), outcome.verdict
+        else:
+            from open_rag_eval.report import write_report
+            from open_rag_eval.run import pipeline
 
-        report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap,
-                                     write_report=write_report)
-        return report.output_dir, None
+            report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap,
+                                         write_report=write_report)
+            output_dir, verdict = Path(report.output_dir), None
+        await asyncio.to_thread(served_files, output_dir, self.folders(prepared), job["judge_profile"])
+        return output_dir, verdict
+
+    def folders(self, prepared: dict[str, Any]) -> list[str | Path]:
+        """The server folders a job's messages and files name relatively: its own, its config's, the data folder."""
+        return [prepared["job_dir"], prepared["base_dir"], self.settings.data_path]
 
 
 def _load(prepared: dict[str, Any]) -> Any:
@@ -195,14 +206,13 @@ def _load(prepared: dict[str, Any]) -> Any:
     return load_config_text(text, base_dir=Path(prepared["base_dir"]), file="job.yaml")
 
 
-def problem(error: BaseException, hide: str = "") -> dict[str, Any]:
+def problem(error: BaseException, hide: list[str | Path] | None = None) -> dict[str, Any]:
     """A failed job's error for clients: a stable code and the message without server paths or secrets."""
     from open_rag_eval.core.redaction import redact
 
     code = ERROR_CODES.get(exit_code(error), "failed") if isinstance(error, OpenRagEvalError) else "internal"
     detail = redact(str(error)) if isinstance(error, OpenRagEvalError) else "the run failed unexpectedly"
-    if hide:
-        detail = detail.replace(hide.rstrip("/") + "/", "").replace(hide, "")
+    detail = relative_text(detail, hide or [])
     if not isinstance(error, OpenRagEvalError):
         log.error("job failed unexpectedly", exc_info=error)
     return {"code": code, "detail": detail}

@@ -100,25 +100,32 @@ class Settings(_Strict):
 
 
 def _parts(url: str) -> tuple[str, str, int | None, str, bool] | None:
-    from urllib.parse import urlsplit
+    from urllib.parse import unquote, urlsplit
 
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in url):  # urlsplit drops tabs and newlines silently
+        return None
     try:
         split = urlsplit(url)
         port = split.port or {"http": 80, "https": 443}.get(split.scheme)
-    except ValueError:
+        path = unquote(split.path or "/", errors="strict")  # what the server receiving it will see
+    except ValueError:  # UnicodeDecodeError too
         return None
     if split.scheme not in ("http", "https") or not split.hostname:
         return None
-    return split.scheme, split.hostname.lower(), port, split.path or "/", "@" in split.netloc or "\\" in url
+    odd = "%" in path or "\\" in path or any(ord(char) < 0x20 for char in path)  # encoded twice, or a control
+    return split.scheme, split.hostname.lower(), port, path, "@" in split.netloc or "\\" in url or odd
 
 
 def _under(url: str, prefix: str) -> bool:
+    """Decoded and normalised first: ``/rag/%2e%2e/admin`` is ``/admin``, never under ``/rag/``."""
     candidate, allowed = _parts(url), _parts(prefix)
     if candidate is None or allowed is None or candidate[4]:
         return False
     path, root = candidate[3], allowed[3]
+    if {".", ".."} & set(path.split("/")):
+        return False
     inside = path.startswith(root) if root.endswith("/") else path == root or path.startswith(root + "/")
-    return candidate[:3] == allowed[:3] and inside and "/../" not in path + "/"
+    return candidate[:3] == allowed[:3] and inside
 
 
 def is_loopback(host: str) -> bool:
