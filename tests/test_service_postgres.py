@@ -41,11 +41,11 @@ def database() -> Any:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _workers(service: Service, n: int) -> list[subprocess.Popen[bytes]]:
+def _workers(service: Service, n: int, jobs: int = 2) -> list[subprocess.Popen[bytes]]:
     workers = []
     for i in range(n):
         log = (service.folder / f"worker{i}.log").open("ab")
-        workers.append(subprocess.Popen(service.command("worker", "--config", str(service.config), "--jobs", "2"), stdout=log,
+        workers.append(subprocess.Popen(service.command("worker", "--config", str(service.config), "--jobs", str(jobs)), stdout=log,
                                         stderr=subprocess.STDOUT, env=service.env))
         log.close()
     return workers

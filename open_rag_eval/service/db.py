@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from open_rag_eval.core.errors import StorageError
 
-__all__ = ["api_keys", "events", "jobs", "metadata", "migrate", "open_engine", "sweeps", "uploads", "work_items"]
+__all__ = ["api_keys", "events", "jobs", "judge_buckets", "judge_slots", "metadata", "migrate", "open_engine", "sweeps", "uploads", "work_items"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,23 @@ sweeps = sa.Table(
     sa.Column("name", sa.String(256), nullable=False),
     sa.Column("definition", sa.Text, nullable=False),
     sa.Column("created", sa.Float, nullable=False),
+)
+
+judge_slots = sa.Table(  # the deployment's judge budget: one row per concurrency slot of a profile endpoint
+    "judge_slots", metadata,
+    sa.Column("profile", sa.String(160), primary_key=True),
+    sa.Column("slot", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("holder", sa.String(32), nullable=True),  # the lease token of the call holding it
+    sa.Column("expires", sa.Float, nullable=True),  # renewed while the call runs
+)
+
+judge_buckets = sa.Table(  # requests and tokens per minute of a profile endpoint, drawn by compare-and-set
+    "judge_buckets", metadata,
+    sa.Column("profile", sa.String(160), primary_key=True),
+    sa.Column("kind", sa.String(16), primary_key=True),  # requests | tokens
+    sa.Column("level", sa.Float, nullable=False),
+    sa.Column("stamp", sa.Float, nullable=False),
+    sa.Column("version", sa.Integer, nullable=False),
 )
 
 

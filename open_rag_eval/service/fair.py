@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 __all__ = ["FairShare", "SharedJudge"]
@@ -67,10 +67,16 @@ class FairShare:
 
 
 class SharedJudge:
-    """A job's judge whose calls take a slot of the profile's ``FairShare`` first."""
+    """A job's judge whose calls take a slot of the profile's ``FairShare`` first; with ``budgets`` (one per
+    endpoint, ``service.budget``) each request to an endpoint also holds a slot of the deployment's budget."""
 
-    def __init__(self, inner: Any, share: FairShare, job: str) -> None:
+    def __init__(self, inner: Any, share: FairShare, job: str, budgets: Sequence[Any] = ()) -> None:
         self._inner, self._share, self._job = inner, share, job
+        if budgets:
+            from open_rag_eval.service.budget import BudgetedLimiter
+
+            for endpoint, budget in zip(getattr(inner, "endpoints", []), budgets):
+                endpoint.limiter = BudgetedLimiter(endpoint.limiter, budget)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

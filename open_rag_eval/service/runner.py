@@ -29,6 +29,7 @@ import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import OpenRagEvalError, exit_code
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.service import jobs
+from open_rag_eval.service.budget import DeploymentBudget, budgets_for
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.heartbeat import Heartbeat
 from open_rag_eval.service.loop_thread import LoopThread
@@ -54,6 +55,7 @@ class Runner:
         self.worker = worker or worker_name()
         self.active: dict[str, asyncio.Task[None]] = {}
         self.shares: dict[str, FairShare] = {}
+        self.budgets: dict[str, list[DeploymentBudget]] = {}  # profile -> one per endpoint (judge_budget: deployment)
         self.finished = 0
         self._shown: dict[str, dict[str, Any]] = {}  # job -> the progress last sent as an event
         self.heartbeat = Heartbeat(settings.db_url, self.worker, settings.runner.heartbeat_s)
@@ -63,6 +65,15 @@ class Runner:
             slots = int(self.settings.judge_profiles[profile].get("max_concurrency", 32))
             self.shares[profile] = FairShare(slots)
         return self.shares[profile]
+
+    def budget(self, profile: str) -> list[DeploymentBudget]:
+        """The deployment-wide budget of the profile's endpoints (none with ``runner.judge_budget: process``)."""
+        if self.settings.runner.judge_budget != "deployment":
+            return []
+        if profile not in self.budgets:
+            self.budgets[profile] = budgets_for(self.engine, profile, self.settings.judge_profiles[profile],
+                                                self.settings.runner.stale_after_s)
+        return self.budgets[profile]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Claim and run jobs until ``stop`` is set; running jobs are then interrupted (their claims are made
@@ -88,6 +99,9 @@ class Runner:
             await asyncio.gather(*self.active.values(), return_exceptions=True)
             await asyncio.to_thread(self.heartbeat.stop)
             await self._give_back(interrupted)
+            for budgets in self.budgets.values():
+                for budget in budgets:
+                    await budget.close()
 
     async def _give_back(self, job_ids: list[str]) -> None:
         """Stopping: the claims of the jobs this stop interrupted go stale at once, so another process (or the next
@@ -177,8 +191,8 @@ class Runner:
         request = json.loads(job["request"])
         prepared = request["prepared"]
         loaded = _load(prepared)
-        share = self.share(job["judge_profile"])
-        wrap = lambda judge: SharedJudge(judge, share, job["id"])  # noqa: E731
+        share, budget = self.share(job["judge_profile"]), self.budget(job["judge_profile"])
+        wrap = lambda judge: SharedJudge(judge, share, job["id"], budget)  # noqa: E731
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -39,6 +39,9 @@ class RunnerOptions(_Strict):
     poll_s: float = Field(0.5, gt=0, le=60)  # how often an idle runner looks for queued work
     heartbeat_s: float = Field(2.0, gt=0, le=600)  # how often a running job's claim is renewed
     stale_after_s: float = Field(30.0, gt=0, le=86_400)  # a claim not renewed for this long is taken over
+    # deployment: a judge profile's max_concurrency, requests and tokens per minute hold across every job, worker
+    # and replica sharing the database; process: per process (each process its own budget)
+    judge_budget: Literal["deployment", "process"] = "deployment"
 
 
 class Settings(_Strict):
