@@ -43,6 +43,8 @@ def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice
     judge.hold_after = 10  # then the job waits mid-run, both of its requests held, until the server is killed
     job = client.post("/v1/jobs", json={**body(outputs_jsonl(8)), "judge_profile": "external"}).json()["id"]
     wait_for(lambda: judge.held >= 2 and _cached(service.cache()) >= 10, 120)
+    # the first attempt's usage is stored with each heartbeat: wait for the one that saw every request sent
+    wait_for(lambda: client.get(f"/v1/jobs/{job}").json()["usage"].get("calls") == judge.stats.requests, 60)
     service.kill()
     judge.release()  # the held requests' caller is gone: they are answered to nobody
     judge.hold_after = None
@@ -55,6 +57,8 @@ def test_kill_9_mid_job_resumes_with_the_same_results_and_no_judgment_paid_twice
     statuses = [e["data"] for e in sse_events(client, f"/v1/jobs/{job}/events") if e["event"] == "status"]
     assert {"status": "running", "resumed": True} in statuses
     calls_after = judge.stats.requests - calls_before
+    assert done["usage"]["attempts"] == 2  # both attempts paid the judge: the usage adds them up
+    assert done["usage"]["calls"] == calls_before + calls_after  # every request the judge got, both attempts
     service.stop()
 
     # the same job uninterrupted: the CLI on the job's config with a fresh cache, counting the judge's calls

@@ -17,7 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from open_rag_eval.core.errors import StorageError
 
-__all__ = ["api_keys", "events", "jobs", "judge_buckets", "judge_slots", "metadata", "migrate", "open_engine", "sweeps", "uploads", "work_items"]
+__all__ = ["api_keys", "events", "jobs", "job_usage", "judge_buckets", "judge_slots", "metadata", "migrate", "open_engine", "sweeps", "uploads", "work_items"]
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,20 @@ judge_buckets = sa.Table(  # requests and tokens per minute of a profile endpoin
     sa.Column("level", sa.Float, nullable=False),
     sa.Column("stamp", sa.Float, nullable=False),
     sa.Column("version", sa.Integer, nullable=False),
+)
+
+job_usage = sa.Table(  # what the judge was paid per attempt of a job; kept when the job is deleted (billing)
+    "job_usage", metadata,
+    sa.Column("job_id", sa.String(32), primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("tenant", sa.String(128), nullable=False, index=True),
+    sa.Column("judge_profile", sa.String(128), nullable=True),
+    sa.Column("calls", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("prompt_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("completion_tokens", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("cost_usd", sa.Float, nullable=True),
+    sa.Column("data", sa.Text, nullable=False),  # the attempt's whole usage (cache hits, retries, failures...)
+    sa.Column("updated", sa.Float, nullable=False, index=True),
 )
 
 

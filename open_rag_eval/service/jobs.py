@@ -17,7 +17,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from open_rag_eval.service.db import events, jobs, work_items
+from open_rag_eval.service.db import events, job_usage, jobs, work_items
 
 __all__ = ["ACTIVE", "TERMINAL", "QuotaFull", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
            "new_id", "read_events", "release_claims"]
@@ -118,7 +118,7 @@ async def claim(engine: AsyncEngine, worker: str, stale_after_s: float) -> dict[
     ready = sa.or_(work_items.c.status == "queued",  # or a claim of another process that stopped renewing it
                    sa.and_(work_items.c.status == "claimed", work_items.c.heartbeat < now - stale_after_s,
                            work_items.c.claimed_by != worker))
-    query = sa.select(work_items.c.id, work_items.c.job_id, work_items.c.claimed_by).where(ready)
+    query = sa.select(work_items.c.id, work_items.c.job_id, work_items.c.claimed_by, work_items.c.attempts).where(ready)
     query = query.order_by(work_items.c.id).limit(1)
     async with engine.begin() as connection:
         if connection.dialect.name == "postgresql":
@@ -142,7 +142,7 @@ async def claim(engine: AsyncEngine, worker: str, stale_after_s: float) -> dict[
             runs=jobs.c.runs + 1))
         resumed = item["claimed_by"] is not None
         await add_event(connection, item["job_id"], "status", {"status": "running", "resumed": resumed})
-    return {**dict(job), "status": "running", "resumed": resumed}
+    return {**dict(job), "status": "running", "resumed": resumed, "attempt": item["attempts"] + 1}
 
 
 def _not_before(earlier: Any, now: float) -> Any:
@@ -151,15 +151,51 @@ def _not_before(earlier: Any, now: float) -> Any:
     return sa.case((earlier > now, earlier), else_=sa.literal(now, sa.Float))
 
 
+USAGE_SUMMED = ("calls", "cache_hits", "deduplicated", "retries", "failures", "prompt_tokens", "completion_tokens",
+                "cost_usd")
+
+
+async def record_usage(connection: AsyncConnection, job_id: str, attempt: int, usage: dict[str, Any]) -> str:
+    """Store this attempt's judge usage; returns the job's usage, every attempt summed (as JSON)."""
+    row = (await connection.execute(sa.select(jobs.c.tenant, jobs.c.judge_profile).where(jobs.c.id == job_id))).first()
+    if row is None or not usage:  # no judge opened (yet): nothing paid
+        attempts = (await connection.execute(sa.select(job_usage.c.data).where(job_usage.c.job_id == job_id)))
+        return json.dumps(sum_usage([json.loads(data) for data in attempts.scalars()]), sort_keys=True)
+    values = {"calls": int(usage.get("calls") or 0), "prompt_tokens": int(usage.get("prompt_tokens") or 0),
+              "completion_tokens": int(usage.get("completion_tokens") or 0), "cost_usd": usage.get("cost_usd"),
+              "data": json.dumps(usage, sort_keys=True), "updated": time.time()}
+    changed = await connection.execute(job_usage.update().where(
+        job_usage.c.job_id == job_id, job_usage.c.attempt == attempt).values(**values))
+    if not changed.rowcount:
+        await connection.execute(job_usage.insert().values(job_id=job_id, attempt=attempt, tenant=row.tenant,
+                                                           judge_profile=row.judge_profile, **values))
+    attempts = (await connection.execute(sa.select(job_usage.c.data).where(job_usage.c.job_id == job_id))).scalars()
+    return json.dumps(sum_usage([json.loads(data) for data in attempts]), sort_keys=True)
+
+
+def sum_usage(attempts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Attempts' usage added up (a cost stays null only when no attempt knew its cost)."""
+    if not attempts:
+        return {}
+    total: dict[str, Any] = {}
+    for name in USAGE_SUMMED:
+        known = [a[name] for a in attempts if a.get(name) is not None]
+        total[name] = (round(sum(known), 10) if name == "cost_usd" else sum(known)) if known else None
+    total["attempts"] = len(attempts)
+    return total
+
+
 async def heartbeat(engine: AsyncEngine, job_id: str, worker: str, progress: dict[str, Any],
-                    usage: dict[str, Any], event: dict[str, Any] | None) -> bool:
-    """Renew the claim and store the progress; False when the claim was lost or a cancel was requested."""
+                    usage: dict[str, Any], event: dict[str, Any] | None, attempt: int = 1) -> bool:
+    """Renew the claim and store the progress and this attempt's usage; False when the claim was lost or a
+    cancel was requested."""
     async with engine.begin() as connection:
         renewed = await connection.execute(work_items.update().where(
             work_items.c.job_id == job_id, work_items.c.claimed_by == worker, work_items.c.status == "claimed")
             .values(heartbeat=time.time()))
+        summed = await record_usage(connection, job_id, attempt, usage) if renewed.rowcount else None
         await connection.execute(jobs.update().where(jobs.c.id == job_id).values(
-            progress=json.dumps(progress, sort_keys=True), usage=json.dumps(usage, sort_keys=True)))
+            progress=json.dumps(progress, sort_keys=True), **({"usage": summed} if summed else {})))
         if event is not None:
             await add_event(connection, job_id, "progress", event)
         status = (await connection.execute(sa.select(jobs.c.status).where(jobs.c.id == job_id))).scalar()
@@ -178,7 +214,7 @@ async def _finish(connection: AsyncConnection, job_id: str, status: str, error: 
 
 
 async def finish(engine: AsyncEngine, job_id: str, worker: str, status: str, error: dict[str, Any] | None = None,
-                 **values: Any) -> bool:
+                 *, usage: dict[str, Any] | None = None, attempt: int = 1, **values: Any) -> bool:
     """Record the end of a run this worker still holds the claim of (False: another process took it over)."""
     async with engine.begin() as connection:
         held = (await connection.execute(sa.select(work_items.c.id).where(
@@ -186,6 +222,8 @@ async def finish(engine: AsyncEngine, job_id: str, worker: str, status: str, err
             work_items.c.status == "claimed"))).first()
         if held is None:
             return False
+        if usage is not None:
+            values["usage"] = await record_usage(connection, job_id, attempt, usage)
         await _finish(connection, job_id, status, error, **values)
     return True
 

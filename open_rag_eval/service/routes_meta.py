@@ -1,11 +1,12 @@
-"""``/healthz`` (the process answers), ``/readyz`` (the database answers and jobs can run), ``/v1/info``."""
+"""``/healthz`` (the process answers), ``/readyz`` (the database answers and jobs can run), ``/v1/info``,
+``/v1/usage`` (what the tenant's jobs paid the judge, for billing)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import sqlalchemy as sa
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 
 from open_rag_eval._version import __version__
@@ -52,3 +53,33 @@ async def info(request: Request, who: Principal = Depends(reader)) -> dict[str, 
         "database": "sqlite" if settings.sqlite else "postgresql",
         "auth": settings.auth,
     }
+
+
+@router.get("/v1/usage", tags=["meta"])
+async def usage(request: Request, who: Principal = Depends(reader),
+                since: float = Query(0.0, ge=0, le=1e11, description="from this time (Unix seconds, inclusive)"),
+                until: float | None = Query(None, ge=0, le=1e11, description="to this time (exclusive; default now)"),
+                ) -> dict[str, Any]:
+    """The judge usage of the tenant's jobs in a period, per judge profile and in total: calls, tokens, cost. Every
+    attempt of a job counts (a resumed job paid for each); an attempt counts in the period its usage was last
+    recorded in; deleting a job keeps its usage."""
+    from open_rag_eval.service.db import job_usage
+
+    query = sa.select(job_usage.c.judge_profile, sa.func.count(sa.distinct(job_usage.c.job_id)),
+                      sa.func.sum(job_usage.c.calls), sa.func.sum(job_usage.c.prompt_tokens),
+                      sa.func.sum(job_usage.c.completion_tokens), sa.func.sum(job_usage.c.cost_usd),
+                      sa.func.count(job_usage.c.cost_usd)).where(
+        job_usage.c.tenant == who.tenant, job_usage.c.updated >= since)
+    if until is not None:
+        query = query.where(job_usage.c.updated < until)
+    async with engine_of(request).connect() as connection:
+        rows = (await connection.execute(query.group_by(job_usage.c.judge_profile)
+                                         .order_by(job_usage.c.judge_profile))).all()
+    profiles = [{"judge_profile": profile, "jobs": int(n_jobs), "calls": int(calls or 0),
+                 "prompt_tokens": int(prompt or 0), "completion_tokens": int(completion or 0),
+                 "cost_usd": None if not priced else round(float(cost or 0.0), 10)}
+                for profile, n_jobs, calls, prompt, completion, cost, priced in rows]
+    total = {name: sum(p[name] for p in profiles) for name in ("jobs", "calls", "prompt_tokens", "completion_tokens")}
+    costs = [p["cost_usd"] for p in profiles if p["cost_usd"] is not None]
+    return {"tenant": who.tenant, "since": since, "until": until, "by_profile": profiles,
+            "total": {**total, "cost_usd": round(sum(costs), 10) if costs else None}}

@@ -134,7 +134,7 @@ class Runner:
                 await asyncio.wait({work}, timeout=min(self.settings.runner.heartbeat_s, PROGRESS_S))
                 if work.done():
                     break
-                if not await self._tick(job_id, progress):
+                if not await self._tick(job_id, progress, job.get("attempt", 1)):
                     stopped_by = await self._why_stopped(job_id)
                     work.cancel()
                     with contextlib.suppress(BaseException):
@@ -149,13 +149,13 @@ class Runner:
         finally:
             self.heartbeat.release(job_id)
 
-    async def _tick(self, job_id: str, progress: Progress) -> bool:
+    async def _tick(self, job_id: str, progress: Progress, attempt: int) -> bool:
         snapshot = progress_snapshot(progress)
         changed = snapshot != self._shown.get(job_id)
         self._shown[job_id] = snapshot
         try:
             return await jobs.heartbeat(self.engine, job_id, self.worker, snapshot, usage_snapshot(progress),
-                                        event=snapshot if changed else None)
+                                        event=snapshot if changed else None, attempt=attempt)
         except Exception as error:
             log.warning("job %s: heartbeat failed: %s", job_id, error)
             return True
@@ -168,23 +168,25 @@ class Runner:
                       stopped_by: str | None) -> None:
         job_id = job["id"]
         self._shown.pop(job_id, None)
-        usage = json.dumps(usage_snapshot(progress), sort_keys=True)
+        usage, attempt = usage_snapshot(progress), job.get("attempt", 1)
         final = json.dumps(progress_snapshot(progress), sort_keys=True)
         if stopped_by == "lost":
             log.warning("job %s: another worker took over its claim; this run stopped", job_id)
             return
         if stopped_by == "cancel" or work.cancelled():
-            await jobs.finish(self.engine, job_id, self.worker, "cancelled", usage=usage, progress=final)
+            await jobs.finish(self.engine, job_id, self.worker, "cancelled", usage=usage, attempt=attempt,
+                              progress=final)
             return
         error = work.exception()
         if error is None:
             results_dir, verdict = work.result()
-            await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, progress=final,
+            await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, attempt=attempt,
+                              progress=final,
                               results_dir=str(results_dir), verdict=verdict)
         else:
             folders = self.folders(json.loads(job["request"])["prepared"])
             await jobs.finish(self.engine, job_id, self.worker, "failed", problem(error, folders),
-                              usage=usage, progress=final)
+                              usage=usage, attempt=attempt, progress=final)
         self.finished += 1
 
     async def _execute(self, job: dict[str, Any], progress: Progress) -> tuple[Path, str | None]:
@@ -196,7 +198,7 @@ class Runner:
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
 
-            outcome = await asweep(loaded, wrap_judge=wrap)
+            outcome = await asweep(loaded, wrap_judge=wrap, progress=progress)  # its usage and progress too
             output_dir, verdict = Path(outcome.output_dir), outcome.verdict
         else:
             from open_rag_eval.report import write_report
