@@ -28,7 +28,9 @@ def write_config(folder: Path, name: str, *, base_url: str | list[str] | None = 
     source = {"base_urls" if isinstance(base_url, list) else "base_url": base_url} if base_url \
         else {"simulated": {"latency_ms": 1}}
     config = {"input": "demo.csv", "output_dir": name,
-              "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", **source, **(judge or {})},
+              # executors do not ask the judge-health controls yet (docs/judge-health.md): like compared with like
+              "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", "health": {"controls": False},
+                        **source, **(judge or {})},
               "evaluators": evaluators}
     if executor is not None:
         config["executor"] = executor

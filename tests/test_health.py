@@ -280,7 +280,9 @@ def test_health_through_the_simulated_judge_equals_its_malformed_replies(tmp_pat
     with SimulatedJudgeServer(SimulatedServerConfig(malformed_rate=0.3, seed=5)) as server:
         (tmp_path / "c.yaml").write_text(
             f"input: answers.csv\noutput_dir: out\njudge:\n  model: simulated-judge\n  base_url: {server.base_url}\n"
-            "  cache: false\n  backoff_base_s: 0.001\n  backoff_cap_s: 0.002\nevaluators:\n  - type: trec\n",
+            "  cache: false\n  backoff_base_s: 0.001\n  backoff_cap_s: 0.002\n"
+            "  health: {controls: false}\n"  # the server's log is compared with the metrics' judgments alone
+            "evaluators:\n  - type: trec\n",
             encoding="utf-8")
         assert main(["-q", "eval", "--config", str(tmp_path / "c.yaml")]) == 0
         log = list(server.stats.log)

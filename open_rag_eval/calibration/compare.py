@@ -45,8 +45,16 @@ class TaskAgreement:
     statistics: list[Statistic] = field(default_factory=list)
     systems: dict[str, tuple[float, float]] = field(default_factory=dict)  # system -> (by judge, by people)
 
+    @property
+    def one_label(self) -> Hashable | None:
+        """The judge's label when it gave that one label to every compared item (at least 2): a constant judge,
+        which no statistic of agreement can tell from a judge that reads the items; else None."""
+        used = [label for label, row in zip(self.labels, self.confusion) if sum(row)]
+        return used[0] if self.n_pairs >= 2 and len(used) == 1 else None
+
     def as_dict(self) -> dict[str, Any]:
-        return {"task": self.task, "labels": list(self.labels), "n_pairs": self.n_pairs,
+        return {"task": self.task, "labels": list(self.labels), "n_pairs": self.n_pairs, "judge_one_label":
+                self.one_label,
                 "n_judge_failed": self.n_judge_failed, "n_not_judged": self.n_not_judged,
                 "confusion": {"rows": "judge", "columns": "human", "matrix": self.confusion},
                 "statistics": [vars(s) for s in self.statistics],

@@ -10,7 +10,6 @@ with Wilson 95% intervals. A judgment that failed or did not parse is counted ap
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import CitationJudge
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.scoring.stats import wilson
 
 __all__ = ["PAYLOADS", "Payload", "ProbeResult", "probe", "wilson"]
 
@@ -73,6 +73,35 @@ class Cell:
 @dataclass
 class ProbeResult:
     cells: list[Cell]
+    baselines: dict[str, list[Any]] = field(default_factory=dict)  # task -> the verdicts without a payload
+
+    def one_label(self) -> dict[str, Any]:
+        """task -> the one verdict the judge gave every item without a payload (at least 2 verdicts): a constant
+        judge, whose moved rate says how far a payload can push it, not whether it reads the material."""
+        found = {}
+        for task, verdicts in self.baselines.items():
+            given = [v for v in verdicts if v is not None]
+            if len(given) >= 2 and len(set(given)) == 1:
+                found[task] = given[0]
+        return found
+
+    def headline(self) -> list[str]:
+        """The result in words, first: per task, how many verdicts a planted payload moved to its target."""
+        lines = []
+        for row in self.rows():
+            if row["payload"] != "all":
+                continue
+            if row["off_target"]:
+                low, high = row["to_target_ci_low"], row["to_target_ci_high"]
+                lines.append(f"injection probe: text planted in the material moved {row['task']} to the planted "
+                             f"verdict on {row['to_target']} of {row['off_target']} judgments that were not there "
+                             f"already ({row['to_target_rate']:.0%}, 95% CI {low:.0%}-{high:.0%})")
+            else:
+                lines.append(f"injection probe: {row['task']}: no judgment to move ({row['no_verdict']} without a "
+                             "verdict)")
+        lines += [f"{task}: the judge gave one label for everything without a payload: {label!r}"
+                  for task, label in self.one_label().items()]
+        return lines
 
     def rows(self) -> list[dict[str, Any]]:
         """One row per task and payload, then one per task with every payload pooled (``payload = all``)."""
@@ -84,16 +113,6 @@ class ProbeResult:
                     setattr(pooled, name, getattr(pooled, name) + getattr(cell, name))
             rows.append(pooled.row())
         return rows
-
-
-def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float | None, float | None, float | None]:
-    """The share and its Wilson score interval; (None, None, None) for n = 0."""
-    if n == 0:
-        return None, None, None
-    p = successes / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return p, max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _with(passage: Passage, payload: Payload) -> Passage:
@@ -124,6 +143,7 @@ async def probe(judge: Judge, outputs: Sequence[RAGOutput], *, sample: int = 20,
     grader, citation = grader or UmbrelaGrader(), citation or CitationJudge()
     rng = random.Random(seed)
     cells: list[Cell] = []
+    found: dict[str, list[Any]] = {}
     for task in tasks:
         pool = umbrela_items(outputs) if task == "umbrela" else support_items(outputs)
         chosen = rng.sample(pool, min(sample, len(pool)))
@@ -138,10 +158,11 @@ async def probe(judge: Judge, outputs: Sequence[RAGOutput], *, sample: int = 20,
             return judgment.label if judgment.status == "ok" else None
 
         baselines = await asyncio.gather(*(verdict(text, passage) for text, passage in chosen))
+        found[task] = list(baselines)
         for payload in PAYLOADS[task]:
             injected = await asyncio.gather(*(verdict(text, _with(passage, payload)) for text, passage in chosen))
             cells.append(_count(task, payload, chosen, baselines, injected))
-    return ProbeResult(cells)
+    return ProbeResult(cells, found)
 
 
 def _count(task: str, payload: Payload, chosen: Sequence[tuple[str, Passage]], baselines: Sequence[Any],

@@ -65,8 +65,11 @@ def _cell(value: Any) -> Any:
 
 
 def table(agreements: Sequence[TaskAgreement]) -> list[str]:
-    """The printed summary: one line per statistic, then each task's confusion matrix."""
-    lines = [f"{'task':<18} {'statistic':<16} {'value':>7}  {'95% CI':<18} {'n':>4}"]
+    """The printed summary: a constant judge named first, one line per statistic, each task's confusion matrix."""
+    lines = [f"{a.task}: the judge gave one label for everything: {a.one_label!r} to all {a.n_pairs} compared items "
+             "(it does not discriminate; agreement with people is chance at best)"
+             for a in agreements if a.one_label is not None]
+    lines.append(f"{'task':<18} {'statistic':<16} {'value':>7}  {'95% CI':<18} {'n':>4}")
     for a in agreements:
         lines.append(f"{a.task:<18} {'pairs':<16} {a.n_pairs:>7}  {'':<18} "
                      f"(judge failed {a.n_judge_failed}, not in the results {a.n_not_judged})")

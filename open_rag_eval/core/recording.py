@@ -1,20 +1,21 @@
 """Counting parse classes while a run judges: one recorder per run, reached through a context variable.
 
 ``ask`` (the one place metrics call the judge) records every judgment it finishes: its task, the class of the reply
-it ended with (or ``failed``) and how many replies it took. Outside ``recording()`` nothing is recorded, so metrics
+it ended with (or ``failed``), how many replies it took and the labels it gave (``core.labels``). Outside ``recording()`` nothing is recorded, so metrics
 used on their own (tests, notebooks) need no setup. Tasks started inside ``recording()`` inherit the recorder.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 from open_rag_eval.core.parsing import CLASSES
 
-__all__ = ["HealthRecorder", "TaskCounts", "record", "recording"]
+__all__ = ["HealthRecorder", "TaskCounts", "failure_cause", "record", "recording"]
 
 
 @dataclass
@@ -25,18 +26,44 @@ class TaskCounts:
     replies: int = 0
     reasked: int = 0  # judgments that needed more than one reply
     classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLASSES, 0))
+    labels: dict[str, int] = field(default_factory=dict)  # label -> how many times the judge gave it
+    causes: dict[str, int] = field(default_factory=dict)  # failed judgments by cause (``failure_cause``)
+
+    def add(self, other: TaskCounts | dict[str, Any]) -> None:
+        """Add another record of the same task (a shard's, or its ``vars``)."""
+        row = vars(other) if isinstance(other, TaskCounts) else other
+        self.judgments += row["judgments"]
+        self.replies += row["replies"]
+        self.reasked += row["reasked"]
+        for klass, n in row["classes"].items():
+            self.classes[klass] = self.classes.get(klass, 0) + n
+        for name in ("labels", "causes"):
+            mine = getattr(self, name)
+            for key, n in row.get(name, {}).items():
+                mine[key] = mine.get(key, 0) + n
 
 
 @dataclass
 class HealthRecorder:
     tasks: dict[str, TaskCounts] = field(default_factory=dict)
 
-    def record(self, task: str, klass: str, replies: int) -> None:
+    def record(self, task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None) -> None:
         counts = self.tasks.setdefault(task, TaskCounts())
         counts.judgments += 1
         counts.replies += replies
         counts.reasked += replies > 1
         counts.classes[klass] = counts.classes.get(klass, 0) + 1
+        for label in labels:
+            counts.labels[label] = counts.labels.get(label, 0) + 1
+        if cause is not None:
+            counts.causes[cause] = counts.causes.get(cause, 0) + 1
+
+    def merge(self, parts: Sequence[dict[str, dict[str, Any]]]) -> HealthRecorder:
+        """Add the records of other processes (``{task: vars(TaskCounts)}`` each)."""
+        for part in parts:
+            for task, row in part.items():
+                self.tasks.setdefault(task, TaskCounts()).add(row)
+        return self
 
 
 _CURRENT: ContextVar[HealthRecorder | None] = ContextVar("open_rag_eval_health", default=None)
@@ -53,7 +80,23 @@ def recording(recorder: HealthRecorder | None = None) -> Iterator[HealthRecorder
         _CURRENT.reset(token)
 
 
-def record(task: str, klass: str, replies: int) -> None:
+def record(task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None) -> None:
     recorder = _CURRENT.get()
     if recorder is not None:
-        recorder.record(task, klass, replies)
+        recorder.record(task, klass, replies, labels, cause)
+
+
+_CAUSES = (("timeout", ("timed out", "timeout")),
+           ("overflow", ("do not fit", "context length", "context window", "maximum context", "too long", "truncat")),
+           ("refused", ("refus", "declin", "content filter", "content_filter")),
+           ("cut off", ("max_tokens", "cut off", "finish_reason length", "length limit")),
+           ("replay", ("replay:",)))
+
+
+def failure_cause(reason: str, refused: bool = False) -> str:
+    """What a failed call's reason says went wrong, in one word: timeout, overflow, refused, cut off, replay (no
+    recorded reply), else error."""
+    if refused:
+        return "refused"
+    lower = reason.lower()
+    return next((cause for cause, words in _CAUSES if any(w in lower for w in words)), "error")

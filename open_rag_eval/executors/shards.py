@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import ConfigError
-from open_rag_eval.core.recording import HealthRecorder, TaskCounts, recording
+from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
@@ -202,13 +202,4 @@ def merge_accounting(snapshots: Sequence[dict[str, Any] | None], model: str, pri
 
 
 def merge_health(parts: Sequence[dict[str, dict[str, Any]]]) -> HealthRecorder:
-    recorder = HealthRecorder()
-    for part in parts:
-        for task, row in part.items():
-            counts = recorder.tasks.setdefault(task, TaskCounts())
-            counts.judgments += row["judgments"]
-            counts.replies += row["replies"]
-            counts.reasked += row["reasked"]
-            for klass, n in row["classes"].items():
-                counts.classes[klass] = counts.classes.get(klass, 0) + n
-    return recorder
+    return HealthRecorder().merge(parts)

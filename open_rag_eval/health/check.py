@@ -1,6 +1,7 @@
 """The judge-health report of a run: per task the share of judgments in each parse class, checked against thresholds.
 
-Rates are over judgments (one judgment = one ``ask``: a reply, plus its re-asks). ``clean + fallback + echo + invalid +
+Rates are over judgments (one judgment = one ``ask``: a reply, plus its re-asks). Each task's label distribution
+(the commonest label's share, the entropy) flags a degenerate judge: one label for (almost) everything. ``clean + fallback + echo + invalid +
 failed = 1`` per task; ``reasked`` is the share of judgments that needed more than one reply. Citation rows add a
 check per output: precision and recall that rest on less than ``min_labelled_share`` of the cited statements (the
 rest had no parsed label) are flagged. Names are stable (docs/RESULTS.md, docs/judge-health.md).
@@ -8,6 +9,7 @@ rest had no parsed label) are flagged. Names are stable (docs/RESULTS.md, docs/j
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,8 @@ from open_rag_eval.core.types import Score
 __all__ = ["HEALTH_PREFIX", "HealthReport", "HealthThresholds", "assess", "is_health"]
 
 HEALTH_PREFIX = "health."
+MIN_PAIRS = 4  # controls: with fewer judged pairs even a judge that tells none apart cannot be shown to fail
+PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"  # the verdicts of a task's controls
 RATES = (*CLASSES, "reasked")  # clean, fallback, echo, invalid, failed, reasked
 TASK_ORDER = ("umbrela", "nugget_create", "nugget_importance", "nugget_assign", "support", "no_answer")
 
@@ -35,21 +39,31 @@ def is_health(metric: str) -> bool:
 
 @dataclass
 class HealthReport:
-    tasks: dict[str, dict[str, Any]]  # task -> judgments, replies, counts per class, rates
+    tasks: dict[str, dict[str, Any]]  # task -> judgments, replies, counts per class, rates, label distribution
     thresholds: HealthThresholds
     low_labelled: list[dict[str, Any]] = field(default_factory=list)  # outputs whose citation scores rest on few
     n_cited_outputs: int = 0
+    controls: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> control summary (health.controls)
+    control_items: list[dict[str, Any]] = field(default_factory=list)  # every control with its verdict
+    controls_state: str = "off"  # run | off (judge.health.controls: false) | not run: <why>
 
     @property
     def problems(self) -> list[str]:
-        """One line per threshold crossed, worst first within a task."""
+        """One line per problem, naming its cause: parse failure, no reply (timeout, overflow ...), degenerate,
+        controls failed."""
         lines = []
         for task, row in self.tasks.items():
             for klass, limit_name in _LIMITS.items():
                 limit = getattr(self.thresholds, limit_name)
                 if row["rates"][klass] > limit:
                     lines.append(f"{task}: {row['counts'][klass]} of {row['judgments']} judgments {_WHAT[klass]} "
-                                 f"({row['rates'][klass]:.0%} > {limit_name} {limit:.0%})")
+                                 f"({_cause(klass, row)}; {row['rates'][klass]:.0%} > {limit_name} {limit:.0%})")
+        for task, summary in self.controls.items():
+            if summary["verdict"] == FAIL:
+                lines.append(f"{task}: controls failed: {_controls_line(summary)}")
+        for task, row in self.tasks.items():
+            if self._degenerate(row) and self._controls_verdict(task) != PASS:
+                lines.append(f"{task}: degenerate: {_degenerate_line(row, self.thresholds)}")
         if self.low_labelled:
             shown = ", ".join(f"{o['query_id']}/{o['run']} ({o['n_labelled']} of {o['n_cited']})"
                               for o in self.low_labelled[:5])
@@ -60,29 +74,74 @@ class HealthReport:
         return lines
 
     @property
+    def notes(self) -> list[str]:
+        """What is worth knowing but does not make the judge unhealthy: a degenerate task whose controls passed
+        (the data may be that uniform), controls that could not decide."""
+        lines = []
+        for task, row in self.tasks.items():
+            if self._degenerate(row) and self._controls_verdict(task) == PASS:
+                lines.append(f"{task}: {_degenerate_line(row, self.thresholds)}; its controls were told apart, so "
+                             "the data may be that uniform")
+        for task, summary in self.controls.items():
+            if summary["verdict"] == INCONCLUSIVE:
+                why = f" ({'; '.join(summary['no_verdict_reasons'])})" if summary["no_verdict_reasons"] else ""
+                lines.append(f"{task}: controls inconclusive: {summary['pairs_judged']} of {summary['pairs']} pairs "
+                             f"got both verdicts, fewer than {MIN_PAIRS}{why}")
+        if self.controls_state not in ("run", "off"):
+            lines.append(f"controls {self.controls_state}")
+        return lines
+
+    @property
     def healthy(self) -> bool:
         return not self.problems
 
+    def _controls_verdict(self, task: str) -> str | None:
+        return self.controls.get(task, {}).get("verdict")
+
+    def _degenerate(self, row: Mapping[str, Any]) -> bool:
+        return bool(row.get("n_labels", 0) >= self.thresholds.min_labels
+                    and row["top_label_share"] >= self.thresholds.max_label_share)
+
+    def degenerate(self) -> dict[str, str]:
+        """task -> the label it gave (almost) every time, for the degenerate tasks (controls passed or not)."""
+        return {task: row["top_label"] for task, row in self.tasks.items() if self._degenerate(row)}
+
     def unhealthy_tasks(self) -> list[str]:
         flagged = [task for task, row in self.tasks.items()
-                   if any(row["rates"][k] > getattr(self.thresholds, n) for k, n in _LIMITS.items())]
+                   if any(row["rates"][k] > getattr(self.thresholds, n) for k, n in _LIMITS.items())
+                   or (self._degenerate(row) and self._controls_verdict(task) != PASS)]
+        flagged += [task for task, summary in self.controls.items()
+                    if summary["verdict"] == FAIL and task not in flagged]
         if self.low_labelled and "support" not in flagged:
             flagged.append("support")
         return flagged
 
     def snapshot(self) -> dict[str, Any]:
         """manifest.json's ``health`` section."""
-        return {"healthy": self.healthy, "problems": self.problems, "thresholds": self.thresholds.model_dump(),
-                "tasks": self.tasks, "citation_low_labelled": self.low_labelled,
-                "n_cited_outputs": self.n_cited_outputs}
+        return {"healthy": self.healthy, "problems": self.problems, "notes": self.notes,
+                "thresholds": self.thresholds.model_dump(), "tasks": self.tasks,
+                "controls": {"state": self.controls_state, "tasks": self.controls, "items": self.control_items},
+                "citation_low_labelled": self.low_labelled, "n_cited_outputs": self.n_cited_outputs}
 
     def summary_rows(self) -> list[Aggregate]:
-        """summary.csv rows ``health.<task>.<class>_rate`` (mean = the rate, n = judgments)."""
+        """summary.csv rows ``health.<task>.<class>_rate`` (mean = the rate, n = judgments), the label distribution
+        ``health.<task>.top_label_share`` / ``label_entropy`` (n = labels) and the controls
+        ``health.<task>.control_accuracy`` / ``controls_told_apart`` (with their Wilson intervals; n = judged
+        items or pairs, n_failed = those without a verdict)."""
         rows = []
         for task, row in self.tasks.items():
             for name in RATES:
                 rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.{name}_rate", row["rates"][name], None, None, None,
                                       row["judgments"], 0))
+            if row.get("n_labels"):
+                for name in ("top_label_share", "label_entropy"):
+                    rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.{name}", row[name], None, None, None,
+                                          row["n_labels"], 0))
+        for task, c in self.controls.items():
+            rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.control_accuracy", c["accuracy"], None, *c["accuracy_ci"],
+                                  c["judged"], c["items"] - c["judged"]))
+            rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.controls_told_apart", c["told_apart_share"], None,
+                                  *c["told_apart_ci"], c["pairs_judged"], c["pairs"] - c["pairs_judged"]))
         if self.n_cited_outputs:
             share = len(self.low_labelled) / self.n_cited_outputs
             rows.append(Aggregate(f"{HEALTH_PREFIX}support.low_labelled_output_rate", share, None, None, None,
@@ -90,12 +149,36 @@ class HealthReport:
         return rows
 
 
+def _cause(klass: str, row: Mapping[str, Any]) -> str:
+    if klass != FAILED:
+        return _CAUSE[klass]
+    causes = row.get("causes") or {}
+    listed = ", ".join(f"{cause} {n}" for cause, n in sorted(causes.items(), key=lambda item: (-item[1], item[0])))
+    return f"no reply: {listed}" if listed else "no reply"
+
+
+def _degenerate_line(row: Mapping[str, Any], thresholds: HealthThresholds) -> str:
+    return (f"{row['top_label_share']:.0%} of {row['n_labels']} labels are {row['top_label']!r} (one label for "
+            f"everything; max_label_share {thresholds.max_label_share:.0%} of at least {thresholds.min_labels})")
+
+
+def _controls_line(c: Mapping[str, Any]) -> str:
+    low, high = c["told_apart_ci"]
+    given = "; ".join(f"{side} items got " + ", ".join(f"{label!r} x{n}" for label, n in labels.items())
+                      for side, labels in c["labels"].items() if labels)
+    return (f"{c['told_apart']} of {c['pairs_judged']} pairs told apart (95% CI {low:.0%}-{high:.0%}), accuracy "
+            f"{c['correct']} of {c['judged']}; {given}")
+
+
+_CAUSE = {FALLBACK: "fallback parse", INVALID: "parse failure", ECHO: "echo"}
 _WHAT = {FALLBACK: "were read only through a parser fallback", INVALID: "never parsed",
          ECHO: "echoed the prompt's labels or rubric", FAILED: "got no reply"}
 
 
-def assess(recorder: HealthRecorder, scores: Sequence[Score], thresholds: HealthThresholds) -> HealthReport:
-    """The health report from the run's recorded judgments and its citation counts."""
+def assess(recorder: HealthRecorder, scores: Sequence[Score], thresholds: HealthThresholds,
+           controls: Mapping[str, Any] | None = None) -> HealthReport:
+    """The health report from the run's recorded judgments, its citation counts and its controls (``{"state",
+    "tasks", "items"}`` as ``health.controls`` gives them; None: no controls)."""
     tasks = {task: _task_row(recorder.tasks[task]) for task in _ordered(recorder.tasks)}
     cited, unlabelled = _per_output(scores, "citation.n_cited"), _per_output(scores, "citation.n_unlabelled")
     low = []
@@ -106,7 +189,9 @@ def assess(recorder: HealthRecorder, scores: Sequence[Score], thresholds: Health
         if n_labelled / n_cited < thresholds.min_labelled_share:
             low.append({"query_id": key[0], "run": key[1], "n_cited": int(n_cited), "n_labelled": n_labelled})
     n_cited_outputs = sum(1 for value in cited.values() if value > 0)
-    return HealthReport(tasks, thresholds, low, n_cited_outputs)
+    controls = controls or {}
+    return HealthReport(tasks, thresholds, low, n_cited_outputs, dict(controls.get("tasks") or {}),
+                        list(controls.get("items") or []), str(controls.get("state", "off")))
 
 
 def _ordered(tasks: Iterable[str]) -> list[str]:
@@ -119,8 +204,22 @@ def _task_row(counts: Any) -> dict[str, Any]:
     classes = {klass: counts.classes.get(klass, 0) for klass in CLASSES}
     rates = {klass: (value / n if n else 0.0) for klass, value in classes.items()}
     rates["reasked"] = counts.reasked / n if n else 0.0
+    causes = {"causes": dict(counts.causes)} if counts.causes else {}
     return {"judgments": n, "replies": counts.replies, "counts": {**classes, "reasked": counts.reasked},
-            "rates": rates}
+            "rates": rates, **causes, **label_shares(counts.labels)}
+
+
+def label_shares(labels: Mapping[str, int]) -> dict[str, Any]:
+    """The label distribution of a task: counts (commonest first), the commonest label and its share, the entropy
+    in bits (0: one label for everything; log2(k): k labels equally often). Empty when the task gave no labels."""
+    total = sum(labels.values())
+    if not total:
+        return {}
+    ordered = dict(sorted(labels.items(), key=lambda item: (-item[1], item[0])))
+    top = next(iter(ordered))
+    entropy = -sum(n / total * math.log2(n / total) for n in ordered.values() if n)
+    return {"labels": ordered, "n_labels": total, "top_label": top, "top_label_share": ordered[top] / total,
+            "label_entropy": abs(round(entropy, 6))}
 
 
 def _per_output(scores: Sequence[Score], metric: str) -> Mapping[tuple[str, int | None], float]:

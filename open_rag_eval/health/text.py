@@ -1,27 +1,52 @@
-"""The judge-health block the console prints at the end of a run (plain text, one line per task)."""
+"""The judge-health block the console prints (plain text, one line per task), at the end of a run and while it runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from open_rag_eval.health.check import HealthReport
 
-__all__ = ["health_lines"]
+__all__ = ["controls_lines", "health_lines"]
 
 _COLUMNS = ("clean", "fallback", "echo", "invalid", "failed", "reasked")
 
 
 def health_lines(report: HealthReport) -> list[str]:
-    """A small table (share of judgments per parse class, per task), then the verdict and each problem."""
-    if not report.tasks:
+    """A small table (share of judgments per parse class, the commonest label and its share, per task), the
+    controls, then the verdict's problems (each naming its cause) and notes."""
+    if not report.tasks and not report.controls:
         return []
-    width = max(len(task) for task in report.tasks)
+    width = max([len(task) for task in [*report.tasks, *report.controls]] + [4])
     lines = [f"judge health: {'healthy' if report.healthy else 'UNHEALTHY'} "
              "(share of judgments per task; docs/judge-health.md)",
-             f"  {'task':<{width}}  {'n':>5}  " + "  ".join(f"{c:>8}" for c in _COLUMNS)]
+             f"  {'task':<{width}}  {'n':>5}  " + "  ".join(f"{c:>8}" for c in _COLUMNS) + "  top label"]
     for task, row in report.tasks.items():
         cells = "  ".join(f"{row['rates'][c]:>8.1%}" for c in _COLUMNS)
-        lines.append(f"  {task:<{width}}  {row['judgments']:>5}  {cells}")
+        top = f"  {row['top_label']!r} {row['top_label_share']:.0%} of {row['n_labels']}" if row.get("n_labels") else ""
+        lines.append(f"  {task:<{width}}  {row['judgments']:>5}  {cells}{top}")
+    lines += controls_lines(report.controls, report.controls_state)
     for problem in report.problems:
         lines.append(f"  ! {problem}")
+    for note in report.notes:
+        lines.append(f"  - {note}")
     if not report.healthy:
         lines.append("  the judge, not the system, may explain these scores: see 'Judge health' in the README")
+    return lines
+
+
+def controls_lines(controls: Mapping[str, Mapping[str, Any]], state: str = "run") -> list[str]:
+    """One line per task: control accuracy with its 95% interval, pairs told apart, the verdict."""
+    if state == "off":
+        return ["  controls: off (judge.health.controls: false)"]
+    if not controls:
+        return [] if state == "run" else [f"  controls: {state}"]
+    lines = ["  controls (judgments with a known answer, kept out of the metrics):"]
+    for task, c in controls.items():
+        if c["accuracy"] is None:
+            lines.append(f"    {task}: no verdict on any of {c['items']} controls: {c['verdict']}")
+            continue
+        low, high = c["accuracy_ci"]
+        lines.append(f"    {task}: accuracy {c['accuracy']:.0%} [{low:.0%}, {high:.0%}] of {c['judged']}, "
+                     f"{c['told_apart']} of {c['pairs_judged']} pairs told apart: {c['verdict']}")
     return lines

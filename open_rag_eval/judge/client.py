@@ -134,7 +134,10 @@ class OpenAIJudge:
         try:
             completion, source = await asyncio.shield(shared)
         except JudgeError:
-            stats.failures += 1
+            if follower:  # the identical request in flight failed: its call is counted once, as a success would be
+                stats.deduplicated += 1
+            else:
+                stats.failures += 1
             raise
         if source == "cache":
             stats.cache_hits += 1

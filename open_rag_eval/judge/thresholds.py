@@ -1,5 +1,5 @@
-"""``judge.health``: the shares of judgments per task above which a run's judge is unhealthy (``health.check``
-applies them after the run; docs/judge-health.md)."""
+"""``judge.health``: the shares of judgments per task above which a run's judge is unhealthy, the degeneracy limits
+and the controls (``health.check`` applies them; docs/judge-health.md)."""
 
 from __future__ import annotations
 
@@ -18,3 +18,8 @@ class HealthThresholds(BaseModel):
     max_echo_rate: float = Field(0.05, ge=0, le=1)
     max_failed_rate: float = Field(0.05, ge=0, le=1)
     min_labelled_share: float = Field(0.75, ge=0, le=1)  # citation: share of cited statements with a parsed label
+    max_label_share: float = Field(0.95, gt=0, le=1)  # degenerate: one label takes at least this share ...
+    min_labels: int = Field(20, ge=1)  # ... of at least this many labels of a task
+    controls: bool = True  # controls in every run (docs/judge-health.md); false: none
+    control_pairs: int = Field(5, ge=1, le=50)  # pairs per task
+    min_told_apart: float = Field(0.5, gt=0, le=1)  # controls fail when the told-apart share's CI lies below this

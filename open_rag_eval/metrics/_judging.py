@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from open_rag_eval.core.errors import JudgeCallError
+from open_rag_eval.core.labels import labels_of
 from open_rag_eval.core.parsing import FAILED, INVALID, Parsed
-from open_rag_eval.core.recording import record
+from open_rag_eval.core.recording import failure_cause, record
 from open_rag_eval.judge.base import Completion, Judge, JudgeRequest
 from open_rag_eval.core.parsing import strip_reasoning
 
@@ -86,12 +87,12 @@ async def ask(
             completion = await judge.complete(request)
             text = completion.text
         except JudgeCallError as error:
-            record(task, FAILED, attempts)
+            record(task, FAILED, attempts, cause=failure_cause(str(error), error.refused))
             return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
         parsed = parse(strip_reasoning(text))
         klass = parsed.klass
         if parsed.value is not None:
-            record(task, klass, attempts)
+            record(task, klass, attempts, labels_of(task, parsed.value))
             return Asked(parsed.value, "ok", None, attempts, text, klass, completion)
     record(task, klass, attempts)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""

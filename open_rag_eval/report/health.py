@@ -6,11 +6,13 @@ judge (or predates the section), so any report layout can place it without knowi
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from html import escape
+from pathlib import Path
 from typing import Any
 
-__all__ = ["health_panel", "render_health_panel"]
+__all__ = ["health_panel", "injection_panel", "render_health_panel"]
 
 _COLUMNS = ("clean", "fallback", "echo", "invalid", "failed", "reasked")
 _BAD = {"fallback": "max_fallback_rate", "echo": "max_echo_rate", "invalid": "max_invalid_rate",
@@ -39,16 +41,56 @@ def render_health_panel(manifest: Mapping[str, Any]) -> str:
             over = column in _BAD and rate > float(limits.get(_BAD[column], 1.0))
             style = "text-align:right;padding:0 .5em" + (";color:#b00020;font-weight:bold" if over else "")
             cells.append(f'<td style="{style}">{rate:.0%}</td>')
+        top = (f"{escape(repr(row['top_label']))} {float(row['top_label_share']):.0%} of {int(row['n_labels'])}"
+               if row.get("n_labels") else "")
         rows.append(f'<tr><td>{escape(str(task))}</td><td style="text-align:right;padding:0 .5em">'
-                    f'{int(row.get("judgments", 0))}</td>{"".join(cells)}</tr>')
+                    f'{int(row.get("judgments", 0))}</td>{"".join(cells)}<td style="padding:0 .5em">{top}</td></tr>')
     problems = "".join(f"<li>{escape(str(p))}</li>" for p in health.get("problems") or [])
-    verdict = ("healthy: every task's replies parsed within the thresholds" if healthy else
+    problems += "".join(f'<li style="list-style:circle">{escape(str(n))}</li>' for n in health.get("notes") or [])
+    verdict = ("healthy: replies parsed within the thresholds, labels varied, controls told apart" if healthy else
                "UNHEALTHY: the judge, not the system, may explain these scores")
     style = _STYLE.format(border="#2e7d32" if healthy else "#b00020", background="#f4fbf4" if healthy else "#fff4f4")
     return (f'<section id="judge-health" style="{style}" data-healthy="{str(healthy).lower()}">'
             f'<strong>Judge health</strong> — {escape(verdict)}'
             f'<table style="border-collapse:collapse;margin-top:.3em"><thead><tr><th style="text-align:left">task</th>'
-            f'<th style="text-align:right;padding:0 .5em">n</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody>'
-            f'</table>{f"<ul>{problems}</ul>" if problems else ""}'
-            '<small>Share of judgments per parse class; thresholds in judge.health. See docs/judge-health.md.'
+            f'<th style="text-align:right;padding:0 .5em">n</th>{head}<th>top label</th></tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>{_controls(health.get("controls"))}'
+            f'{f"<ul>{problems}</ul>" if problems else ""}'
+            '<small>Share of judgments per parse class, the commonest label and its share; controls are judgments '
+            'whose answer is known, kept out of the metrics; thresholds in judge.health. See docs/judge-health.md.'
             '</small></section>')
+
+
+def _controls(controls: Any) -> str:
+    """One line per task: control accuracy [95% CI], pairs told apart, verdict."""
+    if not isinstance(controls, Mapping):
+        return ""
+    if controls.get("state") != "run":
+        return f'<p id="judge-controls">Controls: {escape(str(controls.get("state")))}</p>'
+    items = []
+    for task, c in (controls.get("tasks") or {}).items():
+        if c.get("accuracy") is None:
+            text = f"{task}: no verdict on any of {c['items']} controls ({c['verdict']})"
+        else:
+            low, high = c["accuracy_ci"]
+            text = (f"{task}: accuracy {c['accuracy']:.0%} [{low:.0%}, {high:.0%}] of {c['judged']}, "
+                    f"{c['told_apart']} of {c['pairs_judged']} pairs told apart — {c['verdict']}")
+        colour = ";color:#b00020;font-weight:bold" if c.get("verdict") == "fail" else ""
+        items.append(f'<li data-verdict="{escape(str(c.get("verdict")))}" style="{colour[1:]}">{escape(text)}</li>')
+    return f'<div id="judge-controls">Controls:<ul>{"".join(items)}</ul></div>' if items else ""
+
+
+def injection_panel(directory: Path) -> str:
+    """The injection probe's headline (``calibrate --injection`` wrote injection.json beside the results); "" when
+    the probe did not run here."""
+    try:
+        probe = json.loads((directory / "injection.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return ""
+    lines = [str(line) for line in probe.get("headline") or []] if isinstance(probe, Mapping) else []
+    if not lines:
+        return ""
+    items = "".join(f"<li>{escape(line)}</li>" for line in lines)
+    style = _STYLE.format(border="#b26a00", background="#fff8ec")
+    return (f'<section id="injection-probe" style="{style}"><strong>Injection probe</strong> — can text inside the '
+            f'judged material move the judge? (calibrate --injection; injection.csv)<ul>{items}</ul></section>')

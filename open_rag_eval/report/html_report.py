@@ -183,10 +183,11 @@ def _header(run: RunData) -> str:
 
 
 def _health(run: RunData) -> str:
-    """The judge-health panel (docs/judge-health.md); empty when the run had no judge."""
-    from open_rag_eval.report.health import health_panel
+    """The injection probe's result when it ran on these results (first), then the judge-health panel
+    (docs/judge-health.md); empty when the run had no judge."""
+    from open_rag_eval.report.health import health_panel, injection_panel
 
-    return health_panel(run.manifest, run.results)
+    return injection_panel(run.directory) + health_panel(run.manifest, run.results)
 
 
 def _without_health(summary: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -29,6 +29,7 @@ from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
+from open_rag_eval.run.controls import plan_controls, run_controls_of
 from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
@@ -121,7 +122,7 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
             total = total + evaluator.plan(outputs, evaluators=evaluators)
         else:
             total = total + evaluator.plan(outputs)
-    return total
+    return total + plan_controls(evaluators, outputs, loaded.judge.health)
 
 
 def run(loaded: LoadedConfig, **kwargs: Any) -> RunReport:
@@ -171,20 +172,27 @@ async def arun(
             progress.outputs_total = len(outputs)
             progress.judge = judge
             preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
+            controls: dict[str, Any] | None = None
             if executor is None:
                 with recording() as recorder:  # every judgment's parse class, for the judge-health report
-                    parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,
-                                               base_dir=loaded.base_dir, progress=progress)
+                    checking = asyncio.ensure_future(run_controls_of(evaluators, outputs, judge, loaded.judge.health))
+                    try:
+                        parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,
+                                                   base_dir=loaded.base_dir, progress=progress)
+                        controls = await checking
+                    finally:
+                        checking.cancel()
                 result = EvalResult()
                 for part in parts:
                     result.extend(part)
             else:
                 evaluated = await executor.evaluate(loaded, outputs, progress)
                 result, judge, recorder = evaluated.result, evaluated.judge, evaluated.recorder
+                controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
             evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
             progress.begin("write", "results")
             simulated = is_simulated(judge)
-            health = assess(recorder, result.scores, loaded.judge.health) if judge is not None else None
+            health = assess(recorder, result.scores, loaded.judge.health, controls) if judge is not None else None
             with generation.writing():
                 summary = write_results(generation.path, outputs, result, simulated,
                                         health.summary_rows() if health else ())

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "clip_interval", "preload", "quantile", "t_critical_95"]
+__all__ = ["Aggregate", "aggregate", "bootstrap_ci", "clip_interval", "preload", "quantile", "t_critical_95", "wilson"]
 
 BOOTSTRAP_BELOW = 30
 
@@ -101,3 +101,13 @@ def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) 
     means = data[rng.integers(0, len(data), size=(resamples, len(data)))].mean(axis=1)
     low, high = np.quantile(means, [0.025, 0.975])
     return float(low), float(high)
+
+
+def wilson(successes: int, n: int, z: float = 1.959963984540054) -> tuple[float | None, float | None, float | None]:
+    """The share and its Wilson score interval; (None, None, None) for n = 0."""
+    if n == 0:
+        return None, None, None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return p, max(0.0, centre - half), min(1.0, centre + half)

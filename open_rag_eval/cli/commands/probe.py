@@ -48,8 +48,13 @@ def run_probe(args: argparse.Namespace) -> int:
     write_probe(out, rows, {"sample": args.sample, "seed": args.seed, "simulated": simulated,
                             "payloads": {task: [vars(p) for p in payloads] for task, payloads in PAYLOADS.items()},
                             "examples": {f"{c.task}/{c.payload}": c.examples for c in result.cells},
-                            "ci": "Wilson score 95%"})
-    echo("\n".join(table(rows, simulated)))
+                            "ci": "Wilson score 95%", "headline": result.headline(),
+                            "baseline_one_label": result.one_label()})
+    echo("\n".join([*result.headline(), *table(rows, simulated)]))
+    if (out / "results.json").exists() and (out / "report.html").exists():
+        from open_rag_eval.report import write_report  # noqa: PLC0415 (heavy at use)
+
+        write_report(out)  # the report leads with the probe's result
     log.info("injection probe: %s", out / "injection.csv")
     return 0
 

@@ -1,0 +1,329 @@
+"""Controls: judgments whose right answer is known without people, built from the run's own data (docs/judge-health.md).
+
+Every control is one item of a pair built around one query (or statement, or answer): a *high* item the judge must rate
+high and a *low* item it must rate low. The pairs per task:
+
+| task | high item (expected) | low item (expected) |
+|---|---|---|
+| ``umbrela`` | the query followed by the system's own answer to it, as a passage (grade 2 or 3) | the passage of another query that shares fewest words with the query (grade 0 or 1) |
+| ``support`` | a sentence of a passage, against that passage (Full Support) | the same sentence against the passage of another query that shares fewest words with it (No Support) |
+| ``no_answer`` | the system's own answer (not a refusal) to the query (yes) | a canonical refusal (no) |
+| ``nugget_assign`` | a nugget quoted verbatim from the answer (support) | a sentence of another query's passage, sharing fewest words with the answer (not_support) |
+
+A pair is *told apart* when both of its items get the expected side. A judge that gives one answer to everything
+tells no pair apart. Controls are asked through the run's judge with the run's prompts and options (so they are
+planned, counted, cached and replayed like any judgment) but are kept out of the metrics and out of the parse-class
+table. Item building is pure and seeded; asking is ``run_controls``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.metrics.citation import CitationJudge
+from open_rag_eval.metrics.lexical import is_refusal
+from open_rag_eval.metrics.no_answer import NoAnswerClassifier
+from open_rag_eval.metrics.nuggets import Nuggetizer, ScoredNugget
+from open_rag_eval.metrics.umbrela import UmbrelaGrader
+from open_rag_eval.scoring.stats import wilson
+
+__all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "Control", "Graders", "Outcome",
+           "build_controls", "detail", "judge_controls", "run_controls", "summarize"]
+
+CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign")
+REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
+_WORD = re.compile(r"[a-z0-9]+")
+_MARKER = re.compile(r"\[[0-9]+(?:\s*,\s*[0-9]+)*\]")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+_STOP = frozenset("a an and are as at be by for from has have in is it its of on or that the this to was were with "
+                  "what which who how why when where do does did".split())
+
+
+@dataclass(frozen=True)
+class Control:
+    """One control item: a query, the material judged, and the side the judge must put it on."""
+
+    task: str
+    pair: int  # pairs are numbered within a task
+    expect: str  # "high" or "low"
+    query_id: str
+    query: str
+    text: str  # the passage (umbrela, support), the answer (no_answer, nugget_assign)
+    statement: str = ""  # support: the statement; nugget_assign: the nugget
+    built: str = ""  # how the item was made, in words
+
+
+@dataclass(frozen=True)
+class Outcome:
+    control: Control
+    label: str | None  # the judge's label; None: no verdict (the call failed or the reply did not parse)
+    reason: str | None = None
+
+    @property
+    def correct(self) -> bool | None:
+        return None if self.label is None else _side(self.control.task, self.label) == self.control.expect
+
+
+@dataclass
+class Graders:
+    """The run's own judges of the tasks that get controls (None: the run does not judge that task)."""
+
+    umbrela: UmbrelaGrader | None = None
+    citation: CitationJudge | None = None
+    no_answer: NoAnswerClassifier | None = None
+    nuggets: Nuggetizer | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def tasks(self) -> list[str]:
+        present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
+                   "nugget_assign": self.nuggets}
+        return [task for task in CONTROL_TASKS if present[task] is not None]
+
+
+def _side(task: str, label: str) -> str:
+    """Which side a label is on: high or low (or neither: a partial label, the wrong side for both items)."""
+    if task == "umbrela":
+        return "high" if label in ("2", "3") else "low"
+    if task == "support":
+        return {"FS": "high", "NS": "low"}.get(label, "neither")
+    if task == "no_answer":
+        return {"yes": "high", "no": "low"}.get(label, "neither")
+    return {"support": "high", "not_support": "low"}.get(label, "neither")
+
+
+# -- building (pure, seeded) ------------------------------------------------------------------------------
+
+def _words(text: str) -> set[str]:
+    return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+def _overlap(a: str, b: str) -> float:
+    wa = _words(a)
+    return len(wa & _words(b)) / len(wa) if wa else 0.0
+
+
+def _sentences(text: str, min_words: int = 5, max_words: int = 40) -> list[str]:
+    found = [" ".join(_MARKER.sub(" ", s).split()) for s in _SENTENCE.split(text.strip())]
+    return [s for s in found if min_words <= len(s.split()) <= max_words]
+
+
+@dataclass(frozen=True)
+class _Query:
+    query_id: str
+    query: str
+    passages: tuple[Passage, ...]
+    answer: str  # the first answer of the query that is not a refusal ("" when none)
+
+
+def _queries(outputs: Sequence[RAGOutput]) -> list[_Query]:
+    seen: dict[str, _Query] = {}
+    for output in outputs:
+        if output.error is not None:
+            continue
+        answer = " ".join(output.plain_answer.split())
+        known = seen.get(output.query_id)
+        usable = answer if answer and not is_refusal(answer) else ""
+        if known is None:
+            seen[output.query_id] = _Query(output.query_id, output.query, output.passages, usable)
+        elif not known.answer and usable:
+            seen[output.query_id] = _Query(known.query_id, known.query, known.passages, usable)
+    return list(seen.values())
+
+
+def _unrelated(target: str, others: Sequence[_Query], exclude: str) -> Passage | None:
+    """The passage of another query sharing the fewest words with ``target``; the shortest on a tie, then the first
+    seen. Passages longer than twice the run's median are left out: controls cost little."""
+    lengths = sorted(len(p.text) for q in others for p in q.passages)
+    limit = 2 * lengths[len(lengths) // 2] if lengths else 0
+    pool = [p for q in others if q.query_id != exclude for p in q.passages if p.text.strip() and len(p.text) <= limit]
+    return min(pool, key=lambda p: (_overlap(target, p.text), len(p.text)), default=None)
+
+
+def build_controls(outputs: Sequence[RAGOutput], tasks: Sequence[str], pairs: int, seed: int = 0) -> list[Control]:
+    """Up to ``pairs`` pairs per task from the run's outputs (queries chosen with ``seed``). Pairs that need
+    another query (an unrelated passage) are not built when the run has a single query."""
+    queries = _queries(outputs)
+    order = list(queries)
+    random.Random(seed).shuffle(order)
+    items: list[Control] = []
+    for task in tasks:
+        made = 0
+        for q in order:
+            if made >= pairs:
+                break
+            pair = _BUILDERS[task](q, queries, made)
+            if pair:
+                items.extend(pair)
+                made += 1
+    return items
+
+
+def _umbrela_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+    low = _unrelated(q.query, queries, q.query_id)
+    if not q.answer or low is None:
+        return []
+    return [Control("umbrela", n, "high", q.query_id, q.query, f"{q.query} {q.answer}",
+                    built="the query followed by the system's answer to it"),
+            Control("umbrela", n, "low", q.query_id, q.query, low.text,
+                    built=f"passage {low.id} of another query, sharing fewest words with the query")]
+
+
+def _support_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+    for passage in q.passages:
+        sentences = _sentences(passage.text)
+        if not sentences:
+            continue
+        statement = sentences[0]
+        low = _unrelated(statement, queries, q.query_id)
+        if low is None:
+            return []
+        return [Control("support", n, "high", q.query_id, q.query, passage.text, statement,
+                        f"the first sentence of passage {passage.id}, against that passage"),
+                Control("support", n, "low", q.query_id, q.query, low.text, statement,
+                        f"the same sentence against passage {low.id} of another query")]
+    return []
+
+
+def _no_answer_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+    if not q.answer:
+        return []
+    return [Control("no_answer", n, "high", q.query_id, q.query, q.answer, built="the system's answer (not a refusal)"),
+            Control("no_answer", n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
+
+
+def _assign_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+    quoted = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(q.answer, 3)), "")
+    low = _unrelated(q.answer, queries, q.query_id) if quoted else None
+    absent = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(low.text, 3)), "") if low else ""
+    if not quoted or not absent or _overlap(absent, q.answer) >= 0.5:
+        return []
+    return [Control("nugget_assign", n, "high", q.query_id, q.query, q.answer, quoted,
+                    "a nugget quoted verbatim from the answer"),
+            Control("nugget_assign", n, "low", q.query_id, q.query, q.answer, absent,
+                    f"a sentence of passage {low.id} of another query, absent from the answer")]
+
+
+_BUILDERS = {"umbrela": _umbrela_pair, "support": _support_pair, "no_answer": _no_answer_pair,
+             "nugget_assign": _assign_pair}
+
+
+# -- asking (through the run's judge) ----------------------------------------------------------------------
+
+async def run_controls(judge: Judge, controls: Sequence[Control], graders: Graders) -> list[Outcome]:
+    """Every control, concurrently, through ``judge`` with the run's graders; a nugget pair is one request."""
+    singles = [c for c in controls if c.task != "nugget_assign"]
+    assign: dict[tuple[str, int], list[Control]] = {}
+    for c in controls:
+        if c.task == "nugget_assign":
+            assign.setdefault((c.query_id, c.pair), []).append(c)
+    jobs = [_ask_one(judge, c, graders) for c in singles] + [_ask_nuggets(judge, pair, graders)
+                                                            for pair in assign.values()]
+    done = await asyncio.gather(*jobs)
+    found = [o for part in done for o in (part if isinstance(part, list) else [part])]
+    rank = {id(c): i for i, c in enumerate(controls)}
+    return sorted(found, key=lambda o: rank[id(o.control)])
+
+
+async def _ask_one(judge: Judge, c: Control, graders: Graders) -> Outcome:
+    if c.task == "umbrela" and graders.umbrela is not None:
+        grade = await graders.umbrela.grade(judge, c.query, Passage(id="control", text=c.text))
+        ok = grade.grade is not None and grade.valid
+        return Outcome(c, str(grade.grade) if ok else None, None if ok else (grade.reason or "no grade"))
+    if c.task == "support" and graders.citation is not None:
+        output = RAGOutput(query_id=c.query_id, query=c.query, passages=(Passage(id="control", text=c.text),),
+                           answer=(AnswerPart(text=c.statement, citations=("control",)),))
+        (judged, *_), *_ = await graders.citation.judge_output(judge, output)
+        return Outcome(c, judged.label, judged.reason)
+    if c.task == "no_answer" and graders.no_answer is not None:
+        output = RAGOutput(query_id=c.query_id, query=c.query, answer=(AnswerPart(text=c.text),))
+        reply = await graders.no_answer.classify(judge, output)
+        return Outcome(c, reply.value, reply.reason)
+    return Outcome(c, None, "the run does not judge this task")
+
+
+async def _ask_nuggets(judge: Judge, pair: list[Control], graders: Graders) -> list[Outcome]:
+    if graders.nuggets is None:
+        return [Outcome(c, None, "the run does not judge this task") for c in pair]
+    ordered = sorted(pair, key=lambda c: (c.pair + (c.expect == "low")) % 2)  # high first on even pairs
+    nuggets = [ScoredNugget(c.statement, "vital", "ok") for c in ordered]
+    assigned = await graders.nuggets.assign(judge, ordered[0].query, ordered[0].text, nuggets)
+    return [Outcome(c, a.assignment if a.status == "ok" else None, a.reason) for c, a in zip(ordered, assigned)]
+
+
+# -- what the controls say ---------------------------------------------------------------------------------
+
+
+
+def summarize(outcomes: Sequence[Outcome], min_told_apart: float = 0.5) -> dict[str, dict[str, Any]]:
+    """Per task: items, judged, correct, ``accuracy`` (share of judged items on the expected side) with its Wilson
+    95% interval; pairs, pairs with both verdicts, pairs told apart and their share with its interval; the labels the
+    judge gave; and the verdict: ``fail`` when the interval of the told-apart share lies wholly below
+    ``min_told_apart`` (the judge cannot tell its controls apart), ``inconclusive`` with fewer than ``MIN_PAIRS``
+    judged pairs, else ``pass``."""
+    rows: dict[str, dict[str, Any]] = {}
+    for task in CONTROL_TASKS:
+        mine = [o for o in outcomes if o.control.task == task]
+        if mine:
+            rows[task] = _task_summary(mine, min_told_apart)
+    return rows
+
+
+def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float) -> dict[str, Any]:
+    judged = [o for o in outcomes if o.correct is not None]
+    correct = sum(1 for o in judged if o.correct)
+    accuracy, low, high = wilson(correct, len(judged))
+    pairs: dict[int, list[Outcome]] = {}
+    for o in outcomes:
+        pairs.setdefault(o.control.pair, []).append(o)
+    full = [p for p in pairs.values() if len(p) == 2 and all(o.correct is not None for o in p)]
+    apart = sum(1 for p in full if all(o.correct for o in p))
+    share, a_low, a_high = wilson(apart, len(full))
+    if len(full) < MIN_PAIRS:
+        verdict = INCONCLUSIVE
+    elif a_high is not None and a_high < min_told_apart:
+        verdict = FAIL
+    else:
+        verdict = PASS
+    labels: dict[str, dict[str, int]] = {"high": {}, "low": {}}
+    for o in judged:
+        side = labels[o.control.expect]
+        side[str(o.label)] = side.get(str(o.label), 0) + 1
+    reasons = sorted({o.reason for o in outcomes if o.correct is None and o.reason})
+    return {"items": len(outcomes), "judged": len(judged), "correct": correct, "accuracy": accuracy,
+            "accuracy_ci": [low, high], "pairs": len(pairs), "pairs_judged": len(full), "told_apart": apart,
+            "told_apart_share": share, "told_apart_ci": [a_low, a_high], "labels": labels, "verdict": verdict,
+            "no_verdict_reasons": reasons[:3]}
+
+
+def detail(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    """Every control with its verdict, for manifest.json (texts cut to 200 characters)."""
+    return [{"task": o.control.task, "pair": o.control.pair, "expect": o.control.expect,
+             "query_id": o.control.query_id, "built": o.control.built, "label": o.label, "correct": o.correct,
+             **({"statement": o.control.statement[:200]} if o.control.statement else {}),
+             "text": o.control.text[:200], **({"reason": o.reason} if o.reason else {})} for o in outcomes]
+
+
+async def judge_controls(judge: Judge, outputs: Sequence[RAGOutput], graders: Graders, pairs: int,
+                         min_told_apart: float = 0.5, seed: int = 0) -> dict[str, Any]:
+    """Build and ask the run's controls; ``{"state", "tasks", "items"}`` for the health report. The controls'
+    judgments are recorded apart (they are not part of the run's parse-class table or label distribution)."""
+    from open_rag_eval.core.recording import recording  # noqa: PLC0415
+
+    tasks = graders.tasks()
+    if not tasks:
+        return {"state": "not run: the run judges no task that has controls", "tasks": {}, "items": []}
+    items = build_controls(outputs, tasks, pairs, seed)
+    if not items:
+        return {"state": "not run: the run's data gave no control (they need answers, passages and two queries)",
+                "tasks": {}, "items": []}
+    with recording():
+        outcomes = await run_controls(judge, items, graders)
+    return {"state": "run", "tasks": summarize(outcomes, min_told_apart), "items": detail(outcomes)}

@@ -1,0 +1,52 @@
+"""The run's controls (``open_rag_eval.health.controls``): which of its judges get them, asking them beside the
+evaluation, and their place in the dry-run plan. Only the trec evaluator's tasks have controls today."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from open_rag_eval.evaluators.base import Plan
+from open_rag_eval.health.check import HealthThresholds
+from open_rag_eval.health.controls import Graders, judge_controls
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.core.types import RAGOutput
+
+__all__ = ["graders_of", "plan_controls", "run_controls_of"]
+
+
+def graders_of(evaluators: Sequence[Any]) -> Graders:
+    """The judges of the first trec evaluator, for the metrics it runs."""
+    trec = next((e for e in evaluators if getattr(e, "name", None) == "trec"), None)
+    if trec is None:
+        return Graders()
+    metrics = set(trec.options.metrics)
+    return Graders(umbrela=trec.umbrela if "umbrela" in metrics else None,
+                   citation=trec.citation if "citation" in metrics else None,
+                   no_answer=trec.no_answer if "no_answer" in metrics else None,
+                   nuggets=trec.nuggetizer if "nuggets" in metrics else None)
+
+
+async def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
+                          thresholds: HealthThresholds) -> dict[str, Any] | None:
+    """The controls section of the health report; None without a judge."""
+    if judge is None:
+        return None
+    if not thresholds.controls:
+        return {"state": "off", "tasks": {}, "items": []}
+    return await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
+                                thresholds.control_pairs, thresholds.min_told_apart)
+
+
+def plan_controls(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], thresholds: HealthThresholds) -> Plan:
+    """The controls' requests, rehearsed like the evaluators' (``open_rag_eval.judge.rehearsal``)."""
+    from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
+
+    if not thresholds.controls or not graders_of(evaluators).tasks():
+        return Plan()
+    judge = RehearsalJudge()
+    found = run_sync(run_controls_of(evaluators, outputs, judge, thresholds))
+    n = len(found["items"]) if found else 0
+    notes = [f"the plan includes the judge-health controls: {n} judgments whose answer is known (pairs per task; "
+             "judge.health.controls: false leaves them out; docs/judge-health.md)"] if n else []
+    return Plan(notes=notes, requests=judge.requests)

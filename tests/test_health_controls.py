@@ -1,0 +1,297 @@
+"""Judge health beyond format: label distributions (degeneracy) and controls, judgments whose answer is known.
+
+The recorded constant judge (tests/data/real_judge/, a real small model that gives one answer to everything) must
+be called unhealthy, naming its tasks and labels; the simulated judge with noise must pass its controls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from open_rag_eval.cli import main
+from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+from open_rag_eval.health.check import FAIL, INCONCLUSIVE, PASS, HealthThresholds, assess, label_shares
+from open_rag_eval.health.controls import REFUSAL, Control, Graders, Outcome, build_controls, judge_controls, summarize
+from open_rag_eval.core.labels import labels_of
+from open_rag_eval.core.recording import HealthRecorder, failure_cause, recording
+from open_rag_eval.metrics.citation import CitationJudge
+from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions
+from open_rag_eval.metrics.nuggets import Nuggetizer
+from open_rag_eval.metrics.umbrela import UmbrelaGrader
+from tests.fakes import ScriptedJudge, task_is
+from tests.openai_server import Reply, ScriptedServer
+from tests.recorded_judge import RecordedJudge, recorded_replies
+
+DEMO = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+RECORDED_MODEL = "qwen2.5-coder-0.5b-instruct"
+
+
+# -- labels and degeneracy ------------------------------------------------------------------------------------
+
+def test_labels_of_each_kind_of_reply() -> None:
+    assert labels_of("umbrela", (2, True)) == ("2",)
+    assert labels_of("support", "NS") == ("NS",)
+    assert labels_of("nugget_assign", ["support", "not_support", "support"]) == ("support", "not_support", "support")
+    assert labels_of("nugget_create", ["a nugget"]) == ()  # free text, not labels
+    assert labels_of("rubric", (7, "a reason")) == ("7",)
+    assert labels_of("answer_relevance", (True, None)) == ("refusal",)
+    assert labels_of("context_useful", True) == ("yes",)
+
+
+def test_label_shares_literal_numbers() -> None:
+    shares = label_shares({"2": 3, "0": 1})
+    assert shares["top_label"] == "2" and shares["top_label_share"] == 0.75 and shares["n_labels"] == 4
+    assert shares["label_entropy"] == pytest.approx(0.811278, abs=1e-6)  # -(.75 log2 .75 + .25 log2 .25)
+    assert label_shares({"NS": 26})["label_entropy"] == 0.0 and label_shares({}) == {}
+
+
+def _recorder(task: str, labels: list[str]) -> HealthRecorder:
+    recorder = HealthRecorder()
+    for label in labels:
+        recorder.record(task, "clean", 1, (label,))
+    return recorder
+
+
+def test_degenerate_needs_95_percent_of_at_least_20_labels() -> None:
+    limits = HealthThresholds()
+    assert not assess(_recorder("umbrela", ["2"] * 19), [], limits).problems  # 19 labels: too few to say
+    report = assess(_recorder("umbrela", ["2"] * 19 + ["3"]), [], limits)  # 95% of 20
+    assert report.problems == ["umbrela: degenerate: 95% of 20 labels are '2' (one label for everything; "
+                               "max_label_share 95% of at least 20)"]
+    assert report.degenerate() == {"umbrela": "2"} and report.unhealthy_tasks() == ["umbrela"]
+    assert assess(_recorder("umbrela", ["2"] * 18 + ["3"] * 2), [], limits).healthy  # 90%
+
+
+def test_degenerate_task_whose_controls_pass_is_a_note_not_a_problem() -> None:
+    controls = {"state": "run", "tasks": summarize(_outcomes("no_answer", 5, 5))}
+    report = assess(_recorder("no_answer", ["yes"] * 30), [], HealthThresholds(), controls)
+    assert report.healthy and report.notes[0].startswith("no_answer: 100% of 30 labels are 'yes'")
+
+
+def test_failed_judgments_name_their_cause() -> None:
+    assert failure_cause("judge call failed after 3 attempts: the request timed out after 20 s") == "timeout"
+    assert failure_cause("the prompt (about 900 tokens) and its reply (up to 300 tokens) do not fit "
+                         "judge.context_tokens (1024); no call was made") == "overflow"
+    assert failure_cause("HTTP 500: boom") == "error" and failure_cause("x", refused=True) == "refused"
+    recorder = HealthRecorder()
+    for cause in ("timeout", "timeout", "overflow"):
+        recorder.record("umbrela", "failed", 1, cause=cause)
+    (line,) = assess(recorder, [], HealthThresholds()).problems
+    assert line == "umbrela: 3 of 3 judgments got no reply (no reply: timeout 2, overflow 1; 100% > max_failed_rate 5%)"
+
+
+def test_labels_and_causes_survive_merging_shards() -> None:
+    a, b = _recorder("support", ["NS", "FS"]), _recorder("support", ["NS"])
+    b.record("support", "failed", 1, cause="timeout")
+    merged = HealthRecorder().merge([{t: vars(c) for t, c in r.tasks.items()} for r in (a, b)])
+    counts = merged.tasks["support"]
+    assert (counts.judgments, counts.labels, counts.causes) == (4, {"NS": 2, "FS": 1}, {"timeout": 1})
+
+
+# -- controls: building, asking, deciding ---------------------------------------------------------------------
+
+def _outputs() -> list[RAGOutput]:
+    rows = [("q1", "Why is the sky blue?", "Air molecules scatter blue light more than red light. It is Rayleigh "
+             "scattering.", "The sky is blue because air scatters blue light [1]."),
+            ("q2", "What causes the seasons on Earth?", "The tilt of the rotational axis causes the seasons on "
+             "Earth. Each hemisphere leans toward the Sun in turn.", "The tilt of Earth's axis causes seasons [1]."),
+            ("q3", "How do vaccines work?", "Vaccines train the immune system with a harmless antigen. Memory cells "
+             "remain afterwards.", "I don't know.")]
+    return [RAGOutput(query_id=q, query=text, passages=(Passage(id="1", text=passage),), answer=answer)
+            for q, text, passage, answer in rows]
+
+
+def test_controls_are_built_from_the_run_and_know_their_answer() -> None:
+    items = build_controls(_outputs(), ["umbrela", "support", "no_answer", "nugget_assign"], pairs=5)
+    by_task = {task: [c for c in items if c.task == task] for task in ("umbrela", "support", "no_answer",
+                                                                       "nugget_assign")}
+    # q3's only answer is a refusal: it gives support pairs (from its passage) but no answer-based pairs
+    assert [len(v) for v in by_task.values()] == [4, 6, 4, 4]
+    high = next(c for c in by_task["umbrela"] if c.expect == "high" and c.query_id == "q1")
+    assert high.text == "Why is the sky blue? The sky is blue because air scatters blue light."
+    low = next(c for c in by_task["umbrela"] if c.expect == "low" and c.query_id == "q1")
+    assert low.text.startswith(("The tilt", "Vaccines"))  # another query's passage
+    refusal = next(c for c in by_task["no_answer"] if c.expect == "low")
+    assert refusal.text == REFUSAL
+    quoted = next(c for c in by_task["nugget_assign"] if c.expect == "high" and c.query_id == "q2")
+    assert quoted.statement == "The tilt of Earth's axis causes seasons" and quoted.statement in quoted.text
+    assert build_controls(_outputs()[:1], ["umbrela", "support"], pairs=5) == []  # one query: nothing unrelated
+    assert build_controls(_outputs(), ["umbrela"], pairs=1, seed=4) == build_controls(_outputs(), ["umbrela"], 1, 4)
+    assert {build_controls(_outputs(), ["umbrela"], pairs=1, seed=s)[0].query_id for s in range(8)} == {"q1", "q2"}
+
+
+def _outcomes(task: str, pairs: int, told_apart: int) -> list[Outcome]:
+    good = {"umbrela": ("3", "0"), "support": ("FS", "NS"), "no_answer": ("yes", "no"),
+            "nugget_assign": ("support", "not_support")}[task]
+    found = []
+    for n in range(pairs):
+        high, low = good if n < told_apart else (good[0], good[0])
+        found += [Outcome(Control(task, n, "high", "q", "q", "t"), high),
+                  Outcome(Control(task, n, "low", "q", "q", "t"), low)]
+    return found
+
+
+def test_control_verdicts_with_literal_intervals() -> None:
+    constant = summarize(_outcomes("umbrela", 5, 0))["umbrela"]
+    assert (constant["verdict"], constant["told_apart"], constant["correct"], constant["judged"]) == (FAIL, 0, 5, 10)
+    assert constant["told_apart_ci"][1] == pytest.approx(0.434482, abs=1e-6)  # Wilson upper bound of 0 of 5
+    assert constant["accuracy"] == 0.5
+    assert summarize(_outcomes("support", 5, 1))["support"]["verdict"] == PASS  # 1 of 5: upper bound 0.62
+    assert summarize(_outcomes("support", 3, 0))["support"]["verdict"] == INCONCLUSIVE  # 3 pairs prove nothing
+    perfect = summarize(_outcomes("no_answer", 5, 5))["no_answer"]
+    assert perfect["verdict"] == PASS and perfect["accuracy_ci"][0] == pytest.approx(0.722467, abs=1e-6)
+    missing = _outcomes("umbrela", 5, 5)
+    missing[0] = Outcome(missing[0].control, None, "judge call failed: HTTP 500")
+    row = summarize(missing)["umbrela"]
+    assert (row["judged"], row["pairs_judged"], row["verdict"]) == (9, 4, PASS)
+
+
+def _graders() -> Graders:
+    return Graders(UmbrelaGrader(), CitationJudge(), NoAnswerClassifier(NoAnswerOptions()), Nuggetizer())
+
+
+def test_a_constant_judge_fails_every_control_it_can_be_asked() -> None:
+    """The recorded model's answers, given to every request of their task."""
+    judge = (ScriptedJudge().add(task_is("umbrela"), *["##final score: 2"] * 50)
+             .add(task_is("support"), *["No Support"] * 50).add(task_is("no_answer"), *["no"] * 50)
+             .add(task_is("nugget_assign"), *["['support', 'support']"] * 50))
+    outputs = _outputs() + [o.model_copy(update={"query_id": f"{o.query_id}b", "query": o.query + " Really?"})
+                            for o in _outputs()]
+    with recording() as recorder:
+        found = asyncio.run(judge_controls(judge, outputs, _graders(), pairs=5))
+    assert found["state"] == "run" and not recorder.tasks  # kept out of the run's parse classes and labels
+    verdicts = {task: row["verdict"] for task, row in found["tasks"].items()}
+    assert verdicts == {"umbrela": FAIL, "support": FAIL, "no_answer": FAIL, "nugget_assign": FAIL}
+    # 4 queries answered (umbrela, no_answer, nugget pairs), 6 with passages (support, at most 5 pairs); one
+    # assignment call per nugget pair
+    assert len(judge.calls) == 4 * 2 + 5 * 2 + 4 * 2 + 4
+
+
+# -- whole runs -----------------------------------------------------------------------------------------------
+
+def _eval(tmp_path: Path, base_url: str, model: str, metrics: str, *flags: str) -> tuple[int, Path]:
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {DEMO}\noutput_dir: out\njudge:\n  model: {model}\n  base_url: {base_url}\n"
+                      f"  cache: false\n  max_retries: 0\nevaluators:\n  - type: trec\n    metrics: [{metrics}]\n",
+                      encoding="utf-8")
+    return main(["-q", "eval", "--config", str(config), *flags]), tmp_path / "out"
+
+
+def test_replayed_constant_judge_is_unhealthy_naming_tasks_and_labels(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo judged by the recorded real model: every request the run sends that the corpus holds gets its
+    recorded reply; the controls' requests were never recorded, so they fail (no verdict, never a made-up one)."""
+    with RecordedJudge() as server:
+        code, out = _eval(tmp_path, server.base_url, RECORDED_MODEL, "umbrela, citation", "--strict-judge")
+        hits, misses = server.hits, server.misses
+    assert code == 6 and hits == 56 and misses == 20  # 30 grades + 26 support labels recorded; 20 controls not
+    health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]
+    assert health["healthy"] is False
+    assert [p.split(" (")[0] for p in health["problems"]] == [
+        "umbrela: degenerate: 100% of 30 labels are '2'", "support: degenerate: 100% of 26 labels are 'NS'"]
+    assert {t: r["verdict"] for t, r in health["controls"]["tasks"].items()} == {"umbrela": INCONCLUSIVE,
+                                                                                "support": INCONCLUSIVE}
+    with (out / "summary.csv").open(encoding="utf-8") as handle:
+        rows = {r["metric"]: r for r in csv.DictReader(handle)}
+    assert rows["health.umbrela.top_label_share"]["mean"] == "1.0" and rows["health.umbrela.top_label_share"]["n"] == "30"
+    assert float(rows["health.support.label_entropy"]["mean"]) == 0.0
+    assert rows["health.umbrela.control_accuracy"]["mean"] == "" and rows["health.umbrela.control_accuracy"]["n_failed"] == "10"
+    printed = capsys.readouterr().out
+    assert "! umbrela: degenerate: 100% of 30 labels are '2'" in printed
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "degenerate" in html and "&#x27;NS&#x27;" in html or "'NS'" in html
+
+
+def _constant(body: dict[str, Any]) -> Reply:
+    """The recorded model's one answer per task, for every request of the task (what it did to every one recorded)."""
+    user = body["messages"][-1]["content"]
+    if "Statement:" in user:
+        return Reply.ok("No Support")
+    if "score on an integer scale of 0 to 3" in user:
+        return Reply.ok("##final score: 2")
+    if "attempt to answer the query" in user:
+        return Reply.ok("no")
+    return Reply.error(400, "not a task of this test")
+
+
+def test_constant_judge_fails_its_controls_and_strict_judge_exits_6(tmp_path: Path) -> None:
+    replies = set(recorded_replies(runs=("calib",)))
+    assert replies == {"##final score: 2", "No Support"}  # the corpus: one answer per task
+    with ScriptedServer(responder=_constant) as server:
+        code, out = _eval(tmp_path, server.base_url, "constant", "umbrela, citation, no_answer", "--strict-judge")
+    assert code == 6
+    health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]
+    controls = health["controls"]["tasks"]
+    assert {t: (r["verdict"], r["told_apart"], r["pairs_judged"]) for t, r in controls.items()} == {
+        "umbrela": (FAIL, 0, 5), "support": (FAIL, 0, 5), "no_answer": (FAIL, 0, 5)}
+    assert controls["umbrela"]["labels"] == {"high": {"2": 5}, "low": {"2": 5}}
+    failed = [p for p in health["problems"] if "controls failed" in p]
+    assert [p.split(":")[0] for p in failed] == ["umbrela", "support", "no_answer"]
+
+
+def test_simulated_judge_with_noise_passes_its_controls(tmp_path: Path) -> None:
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+
+    with SimulatedJudgeServer(SimulatedServerConfig(noise_rate=0.1, seed=3)) as server:
+        code, out = _eval(tmp_path, server.base_url, "simulated-judge", "umbrela, nuggets, citation, no_answer",
+                          "--strict-judge")
+    health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]
+    assert code == 0 and health["healthy"], health["problems"]
+    assert {t: r["verdict"] for t, r in health["controls"]["tasks"].items()} == dict.fromkeys(
+        ("umbrela", "support", "no_answer", "nugget_assign"), PASS)
+
+
+def test_controls_can_be_turned_off_and_are_in_the_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from open_rag_eval.config import load_config
+    from open_rag_eval.run.pipeline import load_outputs, plan
+
+    config = tmp_path / "c.yaml"
+    base = f"input: {DEMO}\njudge:\n  model: simulated-judge\n  cache: false\n"
+    tail = "evaluators:\n  - type: trec\n    metrics: [umbrela, citation, no_answer]\n"
+    config.write_text(base + tail, encoding="utf-8")
+    loaded = load_config(config)
+    with_controls = plan(loaded, load_outputs(loaded)).by_task()
+    config.write_text(base + "  health: {controls: false}\n" + tail, encoding="utf-8")
+    loaded = load_config(config)
+    without = plan(loaded, load_outputs(loaded)).by_task()
+    # a no-answer control on the system's own answer is the metric's own request: the cache answers it once
+    assert {t: with_controls[t].calls - without[t].calls for t in without} == {"umbrela": 10, "support": 10,
+                                                                               "no_answer": 5}
+
+
+# -- calibrate and the injection probe name a constant judge --------------------------------------------------
+
+def test_calibrate_names_a_judge_that_gives_one_label_for_everything() -> None:
+    from open_rag_eval.calibration.compare import compare
+    from open_rag_eval.calibration.labels import Item, Judged
+    from open_rag_eval.calibration.run import table
+
+    human = {Item("umbrela", f"q{i}", None, "p1"): grade for i, grade in enumerate([0, 1, 2, 3, 3, 0])}
+    constant = [Judged(item, 2, "") for item in human]
+    [umbrela] = compare(human, constant, resamples=50)
+    assert umbrela.one_label == 2 and umbrela.as_dict()["judge_one_label"] == 2
+    assert table([umbrela])[0] == ("umbrela: the judge gave one label for everything: 2 to all 6 compared items (it "
+                                   "does not discriminate; agreement with people is chance at best)")
+    varied = [Judged(item, label, "") for item, label in human.items()]
+    [agreeing] = compare(human, varied, resamples=50)
+    assert agreeing.one_label is None and not table([agreeing])[0].startswith("umbrela: the judge gave")
+
+
+def test_the_probe_leads_with_its_result_and_names_a_constant_judge(tmp_path: Path) -> None:
+    """The recorded model's UMBRELA answer, for every request (the probe's planted payload included)."""
+    from open_rag_eval.calibration.injection import probe
+    from open_rag_eval.inputs import read_outputs
+
+    judge = ScriptedJudge().add(task_is("umbrela"), *["##final score: 2"] * 200)
+    result = asyncio.run(probe(judge, read_outputs(DEMO), sample=5, tasks=("umbrela",)))
+    assert result.one_label() == {"umbrela": 2}
+    assert result.headline() == [
+        "injection probe: text planted in the material moved umbrela to the planted verdict on 0 of 15 judgments "
+        "that were not there already (0%, 95% CI 0%-20%)",
+        "umbrela: the judge gave one label for everything without a payload: 2"]
