@@ -295,3 +295,77 @@ def test_the_probe_leads_with_its_result_and_names_a_constant_judge(tmp_path: Pa
         "injection probe: text planted in the material moved umbrela to the planted verdict on 0 of 15 judgments "
         "that were not there already (0%, 95% CI 0%-20%)",
         "umbrela: the judge gave one label for everything without a payload: 2"]
+
+
+def test_health_shows_during_the_run_naming_the_cause(tmp_path: Path) -> None:
+    """The recorded constant judge: the 24th judgment already shows the degenerate task, long before the end."""
+    from open_rag_eval.config import load_config
+    from open_rag_eval.core.progress import Event, Progress
+    from open_rag_eval.run.pipeline import run
+
+    seen: list[Event] = []
+
+    class Watching(Progress):
+        def notify(self, event: Event) -> None:
+            seen.append(event)
+            super().notify(event)
+
+    with RecordedJudge() as server:
+        config = tmp_path / "c.yaml"
+        config.write_text(f"input: {DEMO}\noutput_dir: out\njudge:\n  model: {RECORDED_MODEL}\n"
+                          f"  base_url: {server.base_url}\n  cache: false\n  max_retries: 0\nevaluators:\n"
+                          "  - type: trec\n    metrics: [umbrela, citation]\n", encoding="utf-8")
+        run(load_config(config), progress=Watching())
+    first = next(e for e in seen if "degenerate" in e.text)
+    assert first.kind == "health" and first.level == "warning"
+    assert first.text.startswith("judge health so far (") and "umbrela: degenerate: 100% of 24 labels are '2'" in first.text
+    assert int(first.text.split("(")[1].split()[0]) < 56  # before the run's 56 judgments were in
+    assert any("controls: umbrela inconclusive, support inconclusive" in e.text for e in seen)
+
+
+# -- judge.context_tokens counts the reply the task needs, not the cap ------------------------------------------
+
+def test_context_tokens_counts_the_reply_a_task_needs_not_its_cap() -> None:
+    from open_rag_eval.core.errors import JudgeCallError
+    from open_rag_eval.judge.rehearsal import expected_reply, reply_need
+    from open_rag_eval.judge.tokens import count_tokens
+    from tests.openai_server import config, outcome, with_judge
+
+    segments = "\n".join(f"[{i}] " + "solar panels turn light into electric power " * 6 for i in range(1, 6))
+    user = (f"Search Query: what is solar power?\nContext:\n{segments}\nSearch Query: what is solar power?\n"
+            "Initial Nugget List: []\nInitial Nugget List Length: 0\nOnly update the list of atomic nuggets (if "
+            "needed, else return as is). Do not explain. Always answer in short nuggets (not questions). List in the "
+            "form [\"a\", \"b\", ...] and a and b are in quotes. Make at most 30 nuggets.")
+    creation = ask_request("nugget_create", user, 4096)
+    # the method's reply: a list of 5 nuggets (one per passage), 61 tokens; a quarter more and 16 tokens of slack
+    assert count_tokens(expected_reply(creation)) == 61 and reply_need(creation, 4096) == 77 + 16
+    assert reply_need(creation, 50) == 50  # never beyond the cap
+    with ScriptedServer(default=Reply.ok('["solar panels turn light into power"]')) as server:
+        cfg = config(server.base_url, context_tokens=1024)
+        fits = with_judge(cfg, lambda judge: judge.complete(creation))  # ~520 prompt + 4,096 cap: sent, answered
+        long = with_judge(cfg, lambda judge: outcome(judge, ask_request("umbrela", "word " * 1000, 100)))
+    assert fits.text.startswith('["solar') and len(server.completions) == 1
+    # "##final score: 2" is 6 tokens: ceil(6 x 1.25) + 16 = 24, not the 100-token cap
+    assert isinstance(long, JudgeCallError) and "the reply its task needs (about 24 tokens)" in str(long)
+
+
+def ask_request(task: str, user: str, cap: int) -> Any:
+    from open_rag_eval.judge.base import JudgeRequest
+
+    return JudgeRequest.chat(task, user, params={"temperature": 0, "max_tokens": cap})
+
+
+def test_validate_and_the_dry_run_name_the_tasks_that_cannot_fit(tmp_path: Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: {DEMO}\noutput_dir: out\njudge:\n  model: simulated-judge\n  simulated: {{}}\n"
+                      "  context_tokens: 400\n  cache: false\nevaluators:\n  - type: trec\n"
+                      "    metrics: [umbrela, nuggets]\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert main(["validate", "--config", str(config)]) == 0
+    named = [r.getMessage() for r in caplog.records if "judge.context_tokens (400)" in r.getMessage()]
+    assert any("of 40 umbrela requests cannot fit with the reply the task needs" in m for m in named)
+    assert any("nugget_create requests cannot fit" in m for m in named)
+    assert not any("nugget_importance" in m for m in named)  # its prompts fit

@@ -7,7 +7,7 @@ used on their own (tests, notebooks) need no setup. Tasks started inside ``recor
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ class TaskCounts:
 @dataclass
 class HealthRecorder:
     tasks: dict[str, TaskCounts] = field(default_factory=dict)
+    watch: Callable[[HealthRecorder, str], None] | None = None  # called after each judgment (its task)
 
     def record(self, task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None) -> None:
         counts = self.tasks.setdefault(task, TaskCounts())
@@ -57,6 +58,8 @@ class HealthRecorder:
             counts.labels[label] = counts.labels.get(label, 0) + 1
         if cause is not None:
             counts.causes[cause] = counts.causes.get(cause, 0) + 1
+        if self.watch is not None:
+            self.watch(self, task)
 
     def merge(self, parts: Sequence[dict[str, dict[str, Any]]]) -> HealthRecorder:
         """Add the records of other processes (``{task: vars(TaskCounts)}`` each)."""

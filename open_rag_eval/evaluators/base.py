@@ -100,6 +100,14 @@ class Plan:
             expected.completion_tokens += round(task.completion_tokens * rate)
         return expected
 
+    def over_context(self, limit: int) -> dict[str, tuple[int, int]]:
+        """Per task, (requests that cannot fit ``limit`` context tokens with the reply they need, requests)."""
+        found: dict[str, tuple[int, int]] = {}
+        for call in self.requests.values():
+            over, n = found.get(call.task, (0, 0))
+            found[call.task] = (over + (call.context_need > limit), n + 1)
+        return {task: counts for task, counts in sorted(found.items()) if counts[0]}
+
     def total(self) -> TaskPlan:
         total = TaskPlan()
         for task in self.by_task().values():

@@ -39,6 +39,7 @@ from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.endpoints import Endpoint, pick
 from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
 from open_rag_eval.judge.limits import JudgeLimiter, Limiter, OutageBreaker, RetryPolicy, Sleep, parse_retry_after
+from open_rag_eval.judge.rehearsal import reply_need, rough_prompt_tokens
 from open_rag_eval.judge.replies import (
     Failure,
     Judgment,
@@ -232,7 +233,7 @@ class OpenAIJudge:
         hit = await self._cached(key)
         if hit is not None:
             return hit, "cache"
-        self._check_fits(request.messages, params)
+        self._check_fits(request, params)
         reply = await self._call_api(request.task, request.messages, params, request.priority, key)
         if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
             return reply, "cache"
@@ -241,14 +242,15 @@ class OpenAIJudge:
             await self.cache.put(key, entry)
         return Completion(reply.text, False, entry.prompt_tokens, entry.completion_tokens, reply.fingerprint), "api"
 
-    def _check_fits(self, messages: Sequence[Message], params: Mapping[str, Any]) -> None:
-        """With ``judge.context_tokens`` declared, a prompt that cannot fit with its reply fails without a call."""
+    def _check_fits(self, request: JudgeRequest, params: Mapping[str, Any]) -> None:
+        """With ``judge.context_tokens`` declared, a prompt that cannot fit with the reply its task needs (not the
+        whole reply cap: ``rehearsal.reply_need``) fails without a call."""
         if self.context_tokens is None:
             return
-        prompt, reply = _prompt_tokens(messages), _reply_tokens(params)
+        prompt, reply = _prompt_tokens(request.messages), reply_need(request, _reply_tokens(params))
         if prompt + reply > self.context_tokens:
-            raise JudgeCallError(f"the prompt (about {prompt} tokens) and its reply (up to {reply} tokens) do not fit "
-                                 f"judge.context_tokens ({self.context_tokens}); no call was made")
+            raise JudgeCallError(f"the prompt (about {prompt} tokens) and the reply its task needs (about {reply} "
+                                 f"tokens) do not fit judge.context_tokens ({self.context_tokens}); no call was made")
 
     async def _call_api(self, task: str, messages: Sequence[Message], params: dict[str, Any],
                         priority: int = 0, key: str | None = None) -> Judgment | Completion:
@@ -402,7 +404,7 @@ def _headers(api_key: str) -> dict[str, str]:
 
 def _prompt_tokens(messages: Sequence[Message]) -> int:
     """A rough count (4 characters a token, 4 per message): enough for pacing and the context budget."""
-    return sum(len(content) // 4 + 4 for _, content in messages)
+    return rough_prompt_tokens(messages)
 
 
 def _reply_tokens(params: Mapping[str, Any]) -> int:

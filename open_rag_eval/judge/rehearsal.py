@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
-from collections.abc import Coroutine, Hashable
+from collections.abc import Coroutine, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -40,7 +41,8 @@ from typing import Any, TypeVar
 from open_rag_eval.judge.base import Completion, JudgeRequest
 from open_rag_eval.judge.tokens import chat_tokens, count_tokens
 
-__all__ = ["NUGGETS_PER_PASSAGE", "PlannedCall", "RehearsalJudge", "expected_reply", "run_sync"]
+__all__ = ["NUGGETS_PER_PASSAGE", "PlannedCall", "RehearsalJudge", "context_need", "expected_reply", "reply_need",
+           "rough_prompt_tokens", "run_sync"]
 
 T = TypeVar("T")
 NUGGETS_PER_PASSAGE = 1
@@ -70,6 +72,25 @@ class PlannedCall:
     task: str
     prompt_tokens: int
     completion_tokens: int
+    context_need: int = 0  # what ``judge.context_tokens`` is checked against (``context_need``)
+
+
+def rough_prompt_tokens(messages: Sequence[tuple[str, str]]) -> int:
+    """A rough count (4 characters a token, 4 per message): the judge's pacing and context budget use it."""
+    return sum(len(content) // 4 + 4 for _, content in messages)
+
+
+def reply_need(request: JudgeRequest, cap: int = 0) -> int:
+    """The reply tokens a request needs: the size of the reply its method asks for (``expected_reply``), a quarter
+    more and 16 tokens of slack, never more than the reply cap (``max_tokens``; 0: none). Not the cap itself: a
+    4,096-token cap on a nugget list of 300 tokens would make every prompt look too long for a small context."""
+    need = math.ceil(count_tokens(expected_reply(request)) * 1.25) + 16
+    return min(need, cap) if cap > 0 else need
+
+
+def context_need(request: JudgeRequest, cap: int = 0) -> int:
+    """The context a request takes: its prompt (rough count) and the reply it needs."""
+    return rough_prompt_tokens(request.messages) + reply_need(request, cap)
 
 
 def expected_reply(request: JudgeRequest) -> str:
@@ -146,8 +167,9 @@ class RehearsalJudge:
                request.sample)
         call = self.requests.get(key)
         if call is None:
+            cap = request.params.get("max_tokens", request.params.get("max_completion_tokens", 0))
             call = PlannedCall(request.task, chat_tokens(content for _, content in request.messages),
-                               count_tokens(text))
+                               count_tokens(text), context_need(request, cap if isinstance(cap, int) else 0))
             self.requests[key] = call
         return Completion(text=text, prompt_tokens=call.prompt_tokens, completion_tokens=call.completion_tokens)
 

@@ -3,7 +3,7 @@ evaluation, and their place in the dry-run plan. Only the trec evaluator's tasks
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from open_rag_eval.evaluators.base import Plan
@@ -28,14 +28,19 @@ def graders_of(evaluators: Sequence[Any]) -> Graders:
 
 
 async def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
-                          thresholds: HealthThresholds) -> dict[str, Any] | None:
-    """The controls section of the health report; None without a judge."""
+                          thresholds: HealthThresholds,
+                          done: Callable[[dict[str, Any] | None], None] | None = None) -> dict[str, Any] | None:
+    """The controls section of the health report (None without a judge), also handed to ``done``."""
     if judge is None:
-        return None
-    if not thresholds.controls:
-        return {"state": "off", "tasks": {}, "items": []}
-    return await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
-                                thresholds.control_pairs, thresholds.min_told_apart)
+        found = None
+    elif not thresholds.controls:
+        found = {"state": "off", "tasks": {}, "items": []}
+    else:
+        found = await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
+                                     thresholds.control_pairs, thresholds.min_told_apart)
+    if done is not None:
+        done(found)
+    return found
 
 
 def plan_controls(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], thresholds: HealthThresholds) -> Plan:

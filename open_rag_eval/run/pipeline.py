@@ -27,6 +27,7 @@ from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.core.recording import HealthRecorder, recording
+from open_rag_eval.health.live import LiveHealth
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.run.controls import plan_controls, run_controls_of
@@ -40,7 +41,7 @@ from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import IDENTITY_FILE, RESUME_FILES
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
-__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "evaluate_all", "is_simulated",
+__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all", "is_simulated",
            "judge_session", "load_outputs", "plan", "run"]
 
 log = logging.getLogger(__name__)
@@ -122,7 +123,16 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
             total = total + evaluator.plan(outputs, evaluators=evaluators)
         else:
             total = total + evaluator.plan(outputs)
-    return total + plan_controls(evaluators, outputs, loaded.judge.health)
+    total = total + plan_controls(evaluators, outputs, loaded.judge.health)
+    return total + Plan(notes=context_notes(total, loaded.judge.context_tokens))
+
+
+def context_notes(planned: Plan, limit: int | None) -> list[str]:
+    """The tasks whose requests cannot fit ``judge.context_tokens`` with the reply they need, named."""
+    if limit is None:
+        return []
+    return [f"judge.context_tokens ({limit}): {over} of {n} {task} requests cannot fit with the reply the task needs; "
+            "they will fail without a call" for task, (over, n) in planned.over_context(limit).items()]
 
 
 def run(loaded: LoadedConfig, **kwargs: Any) -> RunReport:
@@ -174,8 +184,10 @@ async def arun(
             preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
             controls: dict[str, Any] | None = None
             if executor is None:
-                with recording() as recorder:  # every judgment's parse class, for the judge-health report
-                    checking = asyncio.ensure_future(run_controls_of(evaluators, outputs, judge, loaded.judge.health))
+                live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
+                with recording(HealthRecorder(watch=live)) as recorder:  # every judgment, for the health report
+                    checking = asyncio.ensure_future(run_controls_of(evaluators, outputs, judge, loaded.judge.health,
+                                                                     live.controls_done))
                     try:
                         parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,
                                                    base_dir=loaded.base_dir, progress=progress)

@@ -56,6 +56,10 @@ def _warnings(loaded: LoadedConfig) -> list[str]:
         if not all(map(is_local_url, urls)) and not os.environ.get(judge.api_key_env, "").strip():
             warnings.append(f"judge.api_key_env: the environment variable {judge.api_key_env} is not set; `eval` "
                             "will stop before judging (exit 2) until it holds the judge's API key")
+    if judge.context_tokens is not None:  # the requests are rehearsed (no call) to name the tasks that cannot fit
+        from open_rag_eval.run.pipeline import context_notes, load_outputs, plan
+
+        warnings += context_notes(plan(loaded, load_outputs(loaded)), judge.context_tokens)
     sweep, connector = loaded.config.sweep, loaded.config.connector
     if sweep is not None and connector is not None:
         from open_rag_eval.inputs import read_queries
