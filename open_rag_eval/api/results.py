@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from open_rag_eval.report.compare import Comparison
     from open_rag_eval.report.data import ResultSet
+    from open_rag_eval.run.status import RunStatus
     from open_rag_eval.scoring.verdict import Rule
 
 __all__ = ["Results"]
@@ -56,9 +57,17 @@ class Results:
         return bool(self.details().get("simulated"))
 
     @property
+    def status(self) -> RunStatus:
+        """Complete, or incomplete with its reasons (``run.status``): ``status.state`` is ``complete`` or
+        ``incomplete``, ``status.incomplete`` lists ``{metric, n_failed, reason}``, ``status.summary()`` says it."""
+        from open_rag_eval.run.status import RunStatus
+
+        return RunStatus.from_manifest(self.manifest)
+
+    @property
     def complete(self) -> bool:
         """False when a judged metric failed for every output (the CLI's exit 6)."""
-        return bool(self.manifest.get("complete", True))
+        return self.status.complete
 
     @property
     def metrics(self) -> list[str]:
@@ -172,7 +181,8 @@ class Results:
     def __repr__(self) -> str:
         rows = self.summary_rows()
         shown = ", ".join(f"{r['metric']}={r['mean']:.3f}" for r in rows[:4] if not math.isnan(r["mean"]))
-        return f"Results({len(self.rows())} rows, {len(rows)} metrics{': ' + shown if shown else ''})"
+        state = "" if self.complete else "; INCOMPLETE: " + self.status.summary()
+        return f"Results({len(self.rows())} rows, {len(rows)} metrics{': ' + shown if shown else ''}{state})"
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:

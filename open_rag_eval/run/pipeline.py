@@ -34,7 +34,8 @@ from open_rag_eval.run.controls import plan_controls, run_controls_of
 from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
-from open_rag_eval.run.results import failed_everywhere, write_results
+from open_rag_eval.run.results import write_results
+from open_rag_eval.run.status import RunStatus, run_status
 from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
 from open_rag_eval.run.checks import check_inputs_outside, output_folder
 from open_rag_eval.run.generation import Generation
@@ -57,6 +58,11 @@ class RunReport:
     outputs: list[RAGOutput]
     incomplete: list[dict[str, Any]] = field(default_factory=list)  # judged metrics that failed for every output
     health: HealthReport | None = None  # None when no judge was used
+
+    @property
+    def status(self) -> RunStatus:
+        """Complete, or incomplete with its reasons (``run.status``)."""
+        return RunStatus(tuple(self.incomplete))
 
 
 @dataclass
@@ -210,8 +216,8 @@ async def arun(
                                         health.summary_rows() if health else ())
             manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
             manifest["health"] = health.snapshot() if health is not None else None
-        incomplete = failed_everywhere(summary, result.scores)
-        manifest.update(complete=not incomplete, incomplete=incomplete)
+        status = run_status(summary, result.scores)
+        manifest.update(status.manifest_fields())
         with generation.writing():
             generation.write_json("manifest.json", manifest)
             generation.remove(IDENTITY_FILE)
@@ -221,7 +227,7 @@ async def arun(
                 _write_report(write_report, generation.path)
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
-    return RunReport(result, summary, out, manifest, simulated, outputs, incomplete, health)
+    return RunReport(result, summary, out, manifest, simulated, outputs, list(status.incomplete), health)
 
 
 GC_THRESHOLDS = (50_000, 20, 100)

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
-from open_rag_eval.core.catalogue import is_judged, metric_order
+from open_rag_eval.core.catalogue import metric_order
+from open_rag_eval.run.status import metric_status
 from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "failed_everywhere", "metric_order", "metric_status",
+__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "metric_order", "metric_status",
            "summarize", "write_results"]
 
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
@@ -57,31 +58,6 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
         else:
             values[score.metric].append(score.value)
     return [aggregate(m, values[m], failed[m], metric_range(m)) for m in metric_order([*values, *failed])]
-
-
-def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict[str, str]:
-    """``ok`` for a metric with at least one value; for a metric with none, the kind of its missing values:
-    ``failed`` (every judgment or model call for it went wrong), ``undefined`` or ``unavailable`` (not installed)."""
-    from open_rag_eval.core.missing import FAILED, kind
-
-    kinds: dict[str, Counter[str]] = defaultdict(Counter)
-    for score in scores:
-        if score.value is None:
-            kinds[score.metric][kind(score.error or "")] += 1
-    return {a.metric: "ok" if a.n else (kinds[a.metric].most_common(1)[0][0] if kinds[a.metric] else FAILED)
-            for a in summary}
-
-
-def failed_everywhere(summary: Sequence[Aggregate], scores: Sequence[Score]) -> list[dict[str, Any]]:
-    """Judged metrics that failed for every output, each with its count and commonest reason: an incomplete run."""
-    status = metric_status(summary, scores)
-    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == "failed" and is_judged(a.metric)}
-    reasons: dict[str, Counter[str]] = defaultdict(Counter)
-    for score in scores:
-        if score.metric in failed and score.error:
-            reasons[score.metric][score.error] += 1
-    return [{"metric": m, "n_failed": n, "reason": reasons[m].most_common(1)[0][0] if reasons[m] else None}
-            for m, n in failed.items()]
 
 
 def _cell(value: float | None) -> str:

@@ -34,7 +34,7 @@ body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d2430;background:#f6f7
 header{background:#1d2430;color:#fff;padding:.7em 1.4em}header a{color:#fff;margin-right:1.2em}
 main{padding:1.2em 1.4em;max-width:72em}table{border-collapse:collapse;width:100%;background:#fff}
 th,td{text-align:left;padding:.35em .6em;border-bottom:1px solid #e3e6ea}th{background:#eef0f3}
-.status{font-weight:600}.completed{color:#1a7f37}.failed{color:#c0262d}.cancelled,.cancelling{color:#8a6d00}
+.status{font-weight:600}.completed{color:#1a7f37}.failed,.incomplete{color:#c0262d}.cancelled,.cancelling{color:#8a6d00}
 .running{color:#0b5cad}.bar{background:#e3e6ea;height:.6em;width:12em;border-radius:.3em}
 .bar>span{display:block;height:100%;background:#0b5cad;border-radius:.3em}
 iframe{width:100%;height:80vh;border:1px solid #e3e6ea;background:#fff}.regression{color:#c0262d}
@@ -67,7 +67,7 @@ def _percent(view: dict[str, Any]) -> float:
     progress = view["progress"] or {}
     stages = [s for s in progress.get("stages", []) if s not in ("read", "fetch", "write")]
     total = (progress.get("outputs_total") or 0) * max(len(stages), 1)
-    if view["status"] == "completed":
+    if view["status"] in jobs.WITH_RESULTS:
         return 100.0
     done = sum(progress.get("done", {}).get(stage, 0) for stage in stages)
     return round(100.0 * done / total, 1) if total else 0.0
@@ -109,7 +109,7 @@ function show(p,status){const el=document.getElementById('status');if(status){el
 const es=new EventSource('/v1/jobs/'+id+'/events');
 es.addEventListener('progress',e=>show(JSON.parse(e.data),null));
 es.addEventListener('status',e=>{const d=JSON.parse(e.data);show(null,d.status);
- if(['completed','failed','cancelled'].includes(d.status)){ended=true;es.close();setTimeout(()=>location.reload(),300)}});
+ if(['completed','incomplete','failed','cancelled'].includes(d.status)){ended=true;es.close();setTimeout(()=>location.reload(),300)}});
 es.onerror=()=>{if(ended)es.close()};
 """
 
@@ -131,7 +131,7 @@ async def job_page(request: Request, job_id: str) -> Response:
             f"<p id=pct>{_percent(view)}%</p>")
     if view["error"]:
         body += f"<p id=error class=failed>{escape(view['error'].get('code', ''))}: {escape(view['error'].get('detail', ''))}</p>"
-    if view["status"] == "completed":
+    if view["status"] in jobs.WITH_RESULTS:
         links = " · ".join(f"<a href='/v1/jobs/{escape(job_id)}/{path}'>{label}</a>" for path, label in (
             ("results?format=csv", "results.csv"), ("results?format=json", "results.json"),
             ("summary", "summary.csv"), ("manifest", "manifest.json"), ("report", "report")))

@@ -19,10 +19,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from open_rag_eval.service.db import events, job_usage, jobs, work_items
 
-__all__ = ["ACTIVE", "TERMINAL", "QuotaFull", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
+__all__ = ["ACTIVE", "TERMINAL", "WITH_RESULTS", "QuotaFull", "add_event", "claim", "create_job", "finish", "get_job", "heartbeat", "list_jobs",
            "new_id", "read_events", "release_claims"]
 
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = ("completed", "incomplete", "failed", "cancelled")
+WITH_RESULTS = ("completed", "incomplete")  # finished with results written (incomplete: see its error, run.status)
 ACTIVE = ("queued", "running", "cancelling")
 
 

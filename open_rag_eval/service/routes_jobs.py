@@ -119,7 +119,7 @@ async def create(request: Request, body: intake.JobRequest, who: Principal = Dep
 
 @router.get("/v1/jobs")
 async def list_(request: Request, who: Principal = Depends(reader),
-                status: Literal["queued", "running", "completed", "failed", "cancelling", "cancelled"] | None = None,
+                status: Literal["queued", "running", "completed", "incomplete", "failed", "cancelling", "cancelled"] | None = None,
                 limit: int = Query(100, ge=1, le=1000),
                 before: float | None = Query(None, description="only jobs created before this time (the `created` "
                                              "of the last job of the previous page)")) -> dict[str, Any]:
@@ -183,8 +183,9 @@ async def _stream(request: Request, job_id: str, after: int) -> AsyncIterator[st
 
 
 def _results_dir(row: dict[str, Any]) -> Path:
-    if row["status"] != "completed" or not row["results_dir"]:
-        raise Problem(409, "not_ready", f"the job is {row['status']}; results exist once it is completed")
+    if row["status"] not in jobs.WITH_RESULTS or not row["results_dir"]:
+        raise Problem(409, "not_ready", f"the job is {row['status']}; results exist once it is completed "
+                      "(or incomplete)")
     return Path(row["results_dir"])
 
 
@@ -275,6 +276,6 @@ async def evaluate(request: Request, body: intake.JobRequest, who: Principal = D
     if row["status"] not in jobs.TERMINAL:
         return _accepted(row)
     view = job_view(row)
-    if row["status"] == "completed":
+    if row["status"] in jobs.WITH_RESULTS:
         view["results"] = json.loads((Path(row["results_dir"]) / "results.json").read_text(encoding="utf-8"))
     return JSONResponse(view, status_code=200)

@@ -28,6 +28,9 @@ import open_rag_eval.diagnosis.options  # noqa: F401
 import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import OpenRagEvalError, exit_code
 from open_rag_eval.core.progress import Progress
+from open_rag_eval.core.redaction import redact
+from open_rag_eval.run.status import ERROR_CODE as INCOMPLETE_CODE
+from open_rag_eval.run.status import RunStatus
 from open_rag_eval.service import jobs
 from open_rag_eval.service.budget import DeploymentBudget, budgets_for
 from open_rag_eval.service.fair import FairShare, SharedJudge
@@ -41,7 +44,7 @@ __all__ = ["Runner", "RunnerThread", "worker_name"]
 log = logging.getLogger(__name__)
 
 PROGRESS_S = 0.5  # how often a running job's progress is looked at (an event only when it changed)
-ERROR_CODES = {2: "bad_config", 3: "bad_input", 4: "judge_unavailable", 5: "storage", 1: "failed"}
+ERROR_CODES = {2: "bad_config", 3: "bad_input", 4: "judge_unavailable", 5: "storage", 6: INCOMPLETE_CODE, 1: "failed"}
 
 
 def worker_name() -> str:
@@ -179,8 +182,11 @@ class Runner:
             return
         error = work.exception()
         if error is None:
-            results_dir, verdict = work.result()
-            await jobs.finish(self.engine, job_id, self.worker, "completed", usage=usage, attempt=attempt,
+            results_dir, verdict, status = work.result()
+            state, why = ("completed", None) if status.complete else \
+                ("incomplete", {"code": INCOMPLETE_CODE, "detail": relative_text(
+                    redact(status.summary()), self.folders(json.loads(job["request"])["prepared"]))})
+            await jobs.finish(self.engine, job_id, self.worker, state, why, usage=usage, attempt=attempt,
                               progress=final,
                               results_dir=str(results_dir), verdict=verdict)
         else:
@@ -189,7 +195,7 @@ class Runner:
                               usage=usage, attempt=attempt, progress=final)
         self.finished += 1
 
-    async def _execute(self, job: dict[str, Any], progress: Progress) -> tuple[Path, str | None]:
+    async def _execute(self, job: dict[str, Any], progress: Progress) -> tuple[Path, str | None, RunStatus]:
         request = json.loads(job["request"])
         prepared = request["prepared"]
         loaded = _load(prepared)
@@ -199,16 +205,16 @@ class Runner:
             from open_rag_eval.sweeps.run import asweep
 
             outcome = await asweep(loaded, wrap_judge=wrap, progress=progress)  # its usage and progress too
-            output_dir, verdict = Path(outcome.output_dir), outcome.verdict
+            output_dir, verdict, status = Path(outcome.output_dir), outcome.verdict, RunStatus()
         else:
             from open_rag_eval.report import write_report
             from open_rag_eval.run import pipeline
 
             report = await pipeline.arun(loaded, limit=request.get("limit"), progress=progress, wrap_judge=wrap,
                                          write_report=write_report)
-            output_dir, verdict = Path(report.output_dir), None
+            output_dir, verdict, status = Path(report.output_dir), None, report.status
         await asyncio.to_thread(served_files, output_dir, self.folders(prepared), job["judge_profile"])
-        return output_dir, verdict
+        return output_dir, verdict, status
 
     def folders(self, prepared: dict[str, Any]) -> list[str | Path]:
         """The server folders a job's messages and files name relatively: its own, its config's, the data folder."""
@@ -224,8 +230,6 @@ def _load(prepared: dict[str, Any]) -> Any:
 
 def problem(error: BaseException, hide: list[str | Path] | None = None) -> dict[str, Any]:
     """A failed job's error for clients: a stable code and the message without server paths or secrets."""
-    from open_rag_eval.core.redaction import redact
-
     code = ERROR_CODES.get(exit_code(error), "failed") if isinstance(error, OpenRagEvalError) else "internal"
     detail = redact(str(error)) if isinstance(error, OpenRagEvalError) else "the run failed unexpectedly"
     detail = relative_text(detail, hide or [])

@@ -80,7 +80,13 @@ def _params(manifest: dict[str, Any]) -> dict[str, str]:
 
 
 def _tags(manifest: dict[str, Any], output_dir: Path) -> dict[str, str]:
-    return {"open_rag_eval.complete": str(manifest.get("complete", True)).lower(),
+    from open_rag_eval.run.status import RunStatus  # noqa: PLC0415
+
+    status = RunStatus.from_manifest(manifest)
+    from open_rag_eval.core.missing import scrub_paths  # noqa: PLC0415
+
+    reasons = {"open_rag_eval.incomplete": scrub_paths(status.summary())[:250]} if not status.complete else {}
+    return {"open_rag_eval.complete": str(status.complete).lower(), "open_rag_eval.status": status.state, **reasons,
             "open_rag_eval.simulated": str(bool(manifest.get("simulated"))).lower(),
             "open_rag_eval.results_dir": output_dir.name}
 

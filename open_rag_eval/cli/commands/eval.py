@@ -85,9 +85,11 @@ def run(args: argparse.Namespace) -> int:
                               executor=executor, write_report=write_report)
     print_summary(report)
     tracked = track_run(report.output_dir, tracking)
-    if report.incomplete:
-        log.error("%s", incomplete_line(report.incomplete, report.output_dir))
-        return 6
+    if not report.status.complete:
+        from open_rag_eval.run.status import EXIT_INCOMPLETE
+
+        log.error("%s", report.status.line(report.output_dir))
+        return EXIT_INCOMPLETE
     if args.strict_judge and report.health is not None and not report.health.healthy:
         log.error(
             "error: the judge is unhealthy and --strict-judge is set (exit 6); the results are written but rest on "
@@ -142,20 +144,3 @@ def track_run(output_dir: Path, options: Any, *, metrics: dict[str, float] | Non
         return 5
     log.info("tracked: %s run %s in experiment %r at %s", options.backend, run_id, options.experiment, where)
     return 0
-
-
-def incomplete_line(incomplete: list[dict[str, Any]], output_dir: Path) -> str:
-    """One line for a run whose judged metric(s) failed for every output: which (headline metrics first), and the
-    commonest reason."""
-    from collections import Counter
-
-    from open_rag_eval.report.headline import headline_metrics
-
-    headline = headline_metrics(item["metric"] for item in incomplete)
-    named = headline or [incomplete[0]["metric"]]
-    rest = len(incomplete) - len(named)
-    more = f" and {rest} more judged metric{'s' * (rest > 1)}" if rest else ""
-    reasons = Counter(item["reason"] for item in incomplete if item.get("reason"))
-    reason = f"; commonest reason: {reasons.most_common(1)[0][0]}" if reasons else ""
-    return (f"error: incomplete run: {', '.join(named)}{more} failed for every output{reason} (results written "
-            f"to {output_dir}, marked incomplete)")

@@ -22,7 +22,6 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from open_rag_eval.cli.console import ProgressDisplay, print_summary
-    from open_rag_eval.cli.commands.eval import incomplete_line
     from open_rag_eval.executors.array import merge_shards
     from open_rag_eval.core.progress import Progress
 
@@ -30,7 +29,9 @@ def run(args: argparse.Namespace) -> int:
     with ProgressDisplay(progress, stream=sys.stderr):
         report = asyncio.run(merge_shards(args.folders, args.output_dir, progress))
     print_summary(report)
-    if report.incomplete:
-        log.error("%s", incomplete_line(report.incomplete, report.output_dir))
-        return 6
+    if not report.status.complete:
+        from open_rag_eval.run.status import EXIT_INCOMPLETE
+
+        log.error("%s", report.status.line(report.output_dir))
+        return EXIT_INCOMPLETE
     return 0

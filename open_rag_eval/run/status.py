@@ -1,0 +1,95 @@
+"""One run status: complete, or incomplete with its reasons -- computed here, read by every door.
+
+A run is **incomplete** when a judged metric (the metric catalogue's ``judged`` families) failed for every output:
+its values are missing for a reason that is a failure (not undefined, not unavailable), so the run cannot speak
+for it. Each reason names the metric, how many values failed and the commonest failure. The CLI exits 6 on it
+(``EXIT_INCOMPLETE``), ``Results.status`` / ``Results.complete`` say it in Python, the service's job ends in its
+``incomplete`` state (error code ``incomplete``), tracking tags the run with it, and the report opens with it.
+manifest.json keeps it as ``complete`` and ``incomplete: [{metric, n_failed, reason}]``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from open_rag_eval.core.catalogue import is_judged
+from open_rag_eval.core.missing import FAILED, kind
+from open_rag_eval.core.types import Score
+from open_rag_eval.scoring.stats import Aggregate
+
+__all__ = ["COMPLETE", "ERROR_CODE", "EXIT_INCOMPLETE", "INCOMPLETE", "RunStatus", "metric_status", "run_status"]
+
+COMPLETE, INCOMPLETE = "complete", "incomplete"
+EXIT_INCOMPLETE = 6
+ERROR_CODE = "incomplete"  # the service's error code of an incomplete job
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    incomplete: tuple[dict[str, Any], ...] = ()  # {metric, n_failed, reason}: judged metrics failed everywhere
+
+    @property
+    def complete(self) -> bool:
+        return not self.incomplete
+
+    @property
+    def state(self) -> str:
+        return COMPLETE if self.complete else INCOMPLETE
+
+    @property
+    def metrics(self) -> list[str]:
+        return [str(item["metric"]) for item in self.incomplete]
+
+    def manifest_fields(self) -> dict[str, Any]:
+        return {"complete": self.complete, "incomplete": [dict(item) for item in self.incomplete]}
+
+    @classmethod
+    def from_manifest(cls, manifest: Mapping[str, Any]) -> RunStatus:
+        items = manifest.get("incomplete") or []
+        return cls(tuple(dict(item) for item in items if isinstance(item, Mapping)))
+
+    def summary(self) -> str:
+        """Which judged metrics failed for every output (headline metrics first) and the commonest reason."""
+        from open_rag_eval.core.catalogue import headline_columns  # noqa: PLC0415
+
+        if self.complete:
+            return "complete"
+        order = [c.pattern for c in headline_columns()]
+        headline = [m for m in order if m in self.metrics]
+        named = headline or [self.metrics[0]]
+        rest = len(self.incomplete) - len(named)
+        more = f" and {rest} more judged metric{'s' * (rest > 1)}" if rest else ""
+        reasons = Counter(str(item["reason"]) for item in self.incomplete if item.get("reason"))
+        reason = f"; commonest reason: {reasons.most_common(1)[0][0]}" if reasons else ""
+        return f"{', '.join(named)}{more} failed for every output{reason}"
+
+    def line(self, output_dir: Path | str) -> str:
+        """The CLI's error line for an incomplete run."""
+        return f"error: incomplete run: {self.summary()} (results written to {output_dir}, marked incomplete)"
+
+
+def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict[str, str]:
+    """``ok`` for a metric with at least one value; for a metric with none, the kind of its missing values:
+    ``failed`` (every judgment or model call for it went wrong), ``undefined``, ``skipped`` or ``unavailable``."""
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    for score in scores:
+        if score.value is None:
+            kinds[score.metric][kind(score.error or "")] += 1
+    return {a.metric: "ok" if a.n else (kinds[a.metric].most_common(1)[0][0] if kinds[a.metric] else FAILED)
+            for a in summary}
+
+
+def run_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> RunStatus:
+    """Complete, or incomplete with the judged metrics that failed for every output."""
+    status = metric_status(summary, scores)
+    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == FAILED and is_judged(a.metric)}
+    reasons: dict[str, Counter[str]] = defaultdict(Counter)
+    for score in scores:
+        if score.metric in failed and score.error:
+            reasons[score.metric][score.error] += 1
+    return RunStatus(tuple({"metric": m, "n_failed": n, "reason": reasons[m].most_common(1)[0][0] if reasons[m]
+                            else None} for m, n in failed.items()))
