@@ -21,8 +21,8 @@ from open_rag_eval.scoring.stats import wilson
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
 
 
-def one_run(folder: Path, seed: int, noise: float) -> tuple[dict[str, str], bool, list[str]]:
-    """The controls' verdict per task, whether the run was healthy, and its problems."""
+def one_run(folder: Path, seed: int, noise: float) -> tuple[dict[str, tuple[str, int]], bool, list[str]]:
+    """The controls' verdict and pairs told apart per task, whether the run was healthy, and its problems."""
     with SimulatedJudgeServer(SimulatedServerConfig(noise_rate=noise, seed=seed)) as server:
         config = folder / f"run{seed}.yaml"
         config.write_text(f"input: {DEMO}\noutput_dir: out{seed}\njudge:\n  model: simulated-judge\n"
@@ -31,7 +31,8 @@ def one_run(folder: Path, seed: int, noise: float) -> tuple[dict[str, str], bool
         report = run(load_config(config))
     health = report.health
     assert health is not None
-    return {task: row["verdict"] for task, row in health.controls.items()}, health.healthy, health.problems
+    return ({task: (row["verdict"], row["told_apart"]) for task, row in health.controls.items()}, health.healthy,
+            health.problems)
 
 
 def main() -> None:
@@ -41,18 +42,22 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     verdicts: Counter[tuple[str, str]] = Counter()
+    fewest: dict[str, int] = {}
     alarms = unhealthy = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed in range(args.runs):
             found, healthy, problems = one_run(Path(tmp), seed, args.noise)
-            verdicts.update(found.items())
-            alarms += any(v == "fail" for v in found.values())
+            verdicts.update((task, verdict) for task, (verdict, _) in found.items())
+            for task, (_, apart) in found.items():
+                fewest[task] = min(apart, fewest.get(task, apart))
+            alarms += any(verdict == "fail" for verdict, _ in found.values())
             unhealthy += not healthy
             if problems:
                 print(f"seed {seed}: " + " | ".join(problems))
     rate, low, high = wilson(alarms, args.runs)
     print(f"noise_rate {args.noise}, {args.runs} seeded runs of the demo (trec: umbrela, nuggets, citation, no_answer)")
     print(f"control verdicts (task, verdict: runs): {dict(sorted(verdicts.items()))}")
+    print(f"fewest pairs told apart in one run, per task (of 5; a task fails at 0): {fewest}")
     print(f"false alarms (some task's controls failed): {alarms} of {args.runs} = {rate:.1%} "
           f"(Wilson 95% CI {low:.1%}-{high:.1%})")
     print(f"runs called unhealthy for any reason: {unhealthy} of {args.runs}")

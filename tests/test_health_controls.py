@@ -24,6 +24,8 @@ from open_rag_eval.metrics.citation import CitationJudge
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions
 from open_rag_eval.metrics.nuggets import Nuggetizer
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
+from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
+from open_rag_eval.run.controls import graders_of
 from tests.fakes import ScriptedJudge, task_is
 from tests.openai_server import Reply, ScriptedServer
 from tests.recorded_judge import RecordedJudge, recorded_replies
@@ -160,17 +162,22 @@ def test_a_constant_judge_fails_every_control_it_can_be_asked() -> None:
     """The recorded model's answers, given to every request of their task."""
     judge = (ScriptedJudge().add(task_is("umbrela"), *["##final score: 2"] * 50)
              .add(task_is("support"), *["No Support"] * 50).add(task_is("no_answer"), *["no"] * 50)
-             .add(task_is("nugget_assign"), *["['support', 'support']"] * 50))
+             .add(task_is("nugget_assign"), *["['support', 'support']"] * 50)
+             .add(task_is("context_useful"), *['{"useful": 1}'] * 50))
     outputs = _outputs() + [o.model_copy(update={"query_id": f"{o.query_id}b", "query": o.query + " Really?"})
                             for o in _outputs()]
+    graders = _graders()
+    graders.useful = graders_of([GenerationEvaluator(GenerationOptions(metrics=["context_precision"]))]).useful
     with recording() as recorder:
-        found = asyncio.run(judge_controls(judge, outputs, _graders(), pairs=5))
+        found = asyncio.run(judge_controls(judge, outputs, graders, pairs=5))
     assert found["state"] == "run" and not recorder.tasks  # kept out of the run's parse classes and labels
     verdicts = {task: row["verdict"] for task, row in found["tasks"].items()}
-    assert verdicts == {"umbrela": FAIL, "support": FAIL, "no_answer": FAIL, "nugget_assign": FAIL}
+    assert verdicts == {"umbrela": FAIL, "support": FAIL, "no_answer": FAIL, "nugget_assign": FAIL,
+                        "context_useful": FAIL}
+    assert found["tasks"]["context_useful"]["labels"] == {"high": {"yes": 4}, "low": {"yes": 4}}
     # 4 queries answered (umbrela, no_answer, nugget pairs), 6 with passages (support, at most 5 pairs); one
     # assignment call per nugget pair
-    assert len(judge.calls) == 4 * 2 + 5 * 2 + 4 * 2 + 4
+    assert len(judge.calls) == 4 * 2 + 5 * 2 + 4 * 2 + 4 + 4 * 2
 
 
 # -- whole runs -----------------------------------------------------------------------------------------------
@@ -245,6 +252,7 @@ def test_simulated_judge_with_noise_passes_its_controls(tmp_path: Path) -> None:
     assert code == 0 and health["healthy"], health["problems"]
     assert {t: r["verdict"] for t, r in health["controls"]["tasks"].items()} == dict.fromkeys(
         ("umbrela", "support", "no_answer", "nugget_assign"), PASS)
+    assert health["controls"]["tasks"]["umbrela"]["accuracy"] >= 0.8
 
 
 def test_controls_can_be_turned_off_and_are_in_the_dry_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

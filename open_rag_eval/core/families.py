@@ -124,12 +124,21 @@ register(Family("consistency.judge", "Judge test-retest", "the same judgments as
       lower=True),
 ), judged=True, evaluator="consistency"))
 
-register(Family("health", "Judge health", "summary.csv only: the parse class of the judge's replies, per task", (
+register(Family("health", "Judge health", "summary.csv only: the parse class of the judge's replies, their labels "
+                "and the controls, per task", (
     C("health.<task>.clean_rate", "share of the task's replies that parsed cleanly"),
     C("health.<task>.<fallback|echo|invalid|failed|reasked>_rate", "share of the task's replies of that class",
       lower=True),
     C("health.support.low_labelled_output_rate", "share of outputs whose cited statements are mostly unlabelled",
       lower=True),
+    C("health.<task>.top_label_share", "share of the task's labels that are its commonest label (degenerate: one "
+      "label for >= 95% of >= 20)", lower=True),
+    C("health.<task>.label_entropy", "entropy in bits of the task's label distribution (0: one label for "
+      "everything)", range=None),
+    C("health.<task>.control_accuracy", "share of the task's controls (judgments whose answer is known) judged on "
+      "the right side, with its Wilson 95% interval"),
+    C("health.<task>.controls_told_apart", "share of the task's control pairs told apart (both items right), with "
+      "its Wilson 95% interval"),
 )))
 
 register(Family("faithfulness", "Faithfulness (claims checked against the passages)",

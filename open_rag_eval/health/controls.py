@@ -9,6 +9,7 @@ high and a *low* item it must rate low. The pairs per task:
 | ``support`` | a sentence of a passage, against that passage (Full Support) | the same sentence against the passage of another query that shares fewest words with it (No Support) |
 | ``no_answer`` | the system's own answer (not a refusal) to the query (yes) | a canonical refusal (no) |
 | ``nugget_assign`` | a nugget quoted verbatim from the answer (support) | a sentence of another query's passage, sharing fewest words with the answer (not_support) |
+| ``context_useful`` | the answer itself as the passage, for that answer (useful) | the passage of another query sharing fewest words with the answer (not useful) |
 
 A pair is *told apart* when both of its items get the expected side. A judge that gives one answer to everything
 tells no pair apart. Controls are asked through the run's judge with the run's prompts and options (so they are
@@ -21,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.metrics.citation import CitationJudge
 from open_rag_eval.metrics.lexical import is_refusal
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier
@@ -38,7 +40,7 @@ from open_rag_eval.scoring.stats import wilson
 __all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "Control", "Graders", "Outcome",
            "build_controls", "detail", "judge_controls", "run_controls", "summarize"]
 
-CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign")
+CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
 _WORD = re.compile(r"[a-z0-9]+")
 _MARKER = re.compile(r"\[[0-9]+(?:\s*,\s*[0-9]+)*\]")
@@ -80,11 +82,12 @@ class Graders:
     citation: CitationJudge | None = None
     no_answer: NoAnswerClassifier | None = None
     nuggets: Nuggetizer | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    # the generation family's context usefulness: (judge, question, answer, passage) -> the judge's 0/1
+    useful: Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None = None
 
     def tasks(self) -> list[str]:
         present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
-                   "nugget_assign": self.nuggets}
+                   "nugget_assign": self.nuggets, "context_useful": self.useful}
         return [task for task in CONTROL_TASKS if present[task] is not None]
 
 
@@ -94,7 +97,7 @@ def _side(task: str, label: str) -> str:
         return "high" if label in ("2", "3") else "low"
     if task == "support":
         return {"FS": "high", "NS": "low"}.get(label, "neither")
-    if task == "no_answer":
+    if task in ("no_answer", "context_useful"):
         return {"yes": "high", "no": "low"}.get(label, "neither")
     return {"support": "high", "not_support": "low"}.get(label, "neither")
 
@@ -211,8 +214,18 @@ def _assign_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
                     f"a sentence of passage {low.id} of another query, absent from the answer")]
 
 
+def _useful_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+    low = _unrelated(q.answer, queries, q.query_id) if q.answer else None
+    if low is None:
+        return []
+    return [Control("context_useful", n, "high", q.query_id, q.query, q.answer, q.answer,
+                    "the answer itself as the passage"),
+            Control("context_useful", n, "low", q.query_id, q.query, low.text, q.answer,
+                    f"passage {low.id} of another query, sharing fewest words with the answer")]
+
+
 _BUILDERS = {"umbrela": _umbrela_pair, "support": _support_pair, "no_answer": _no_answer_pair,
-             "nugget_assign": _assign_pair}
+             "nugget_assign": _assign_pair, "context_useful": _useful_pair}
 
 
 # -- asking (through the run's judge) ----------------------------------------------------------------------
@@ -246,6 +259,9 @@ async def _ask_one(judge: Judge, c: Control, graders: Graders) -> Outcome:
         output = RAGOutput(query_id=c.query_id, query=c.query, answer=(AnswerPart(text=c.text),))
         reply = await graders.no_answer.classify(judge, output)
         return Outcome(c, reply.value, reply.reason)
+    if c.task == "context_useful" and graders.useful is not None:
+        useful = await graders.useful(judge, c.query, c.statement, c.text)
+        return Outcome(c, None if useful.value is None else ("yes" if useful.value else "no"), useful.reason)
     return Outcome(c, None, "the run does not judge this task")
 
 

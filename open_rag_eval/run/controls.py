@@ -1,15 +1,17 @@
 """The run's controls (``open_rag_eval.health.controls``): which of its judges get them, asking them beside the
-evaluation, and their place in the dry-run plan. Only the trec evaluator's tasks have controls today."""
+evaluation, and their place in the dry-run plan: the trec evaluator's tasks and the generation family's context
+usefulness."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from open_rag_eval.evaluators.base import Plan
 from open_rag_eval.health.check import HealthThresholds
 from open_rag_eval.health.controls import Graders, judge_controls
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["graders_of", "plan_controls", "run_controls_of"]
@@ -17,14 +19,28 @@ __all__ = ["graders_of", "plan_controls", "run_controls_of"]
 
 def graders_of(evaluators: Sequence[Any]) -> Graders:
     """The judges of the first trec evaluator, for the metrics it runs."""
+    graders = Graders(useful=_useful_of(evaluators))
     trec = next((e for e in evaluators if getattr(e, "name", None) == "trec"), None)
     if trec is None:
-        return Graders()
+        return graders
     metrics = set(trec.options.metrics)
-    return Graders(umbrela=trec.umbrela if "umbrela" in metrics else None,
-                   citation=trec.citation if "citation" in metrics else None,
-                   no_answer=trec.no_answer if "no_answer" in metrics else None,
-                   nuggets=trec.nuggetizer if "nuggets" in metrics else None)
+    graders.umbrela = trec.umbrela if "umbrela" in metrics else None
+    graders.citation = trec.citation if "citation" in metrics else None
+    graders.no_answer = trec.no_answer if "no_answer" in metrics else None
+    graders.nuggets = trec.nuggetizer if "nuggets" in metrics else None
+    return graders
+
+
+def _useful_of(evaluators: Sequence[Any]) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None:
+    """Context usefulness as the first generation evaluator with context precision asks it."""
+    from open_rag_eval.metrics.claims import ClaimSession  # noqa: PLC0415
+
+    generation = next((e for e in evaluators if getattr(e, "name", None) == "generation"
+                       and "context_precision" in getattr(e, "metrics", {})), None)
+    if generation is None:
+        return None
+    metric = generation.metrics["context_precision"]
+    return lambda judge, question, answer, passage: metric._useful(ClaimSession(judge), question, answer, passage)
 
 
 async def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
