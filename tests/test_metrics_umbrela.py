@@ -73,7 +73,7 @@ def test_result_scores_u1_and_a_failed_grade_only_hides_what_needs_it() -> None:
 def test_unpadded_precision_beyond_the_list_is_missing_with_reason() -> None:
     scores, _ = umbrela_result(make_output(n_passages=4), _grades([1, 1, 2, 0]), UmbrelaOptions(pad=False), [5])
     p5 = next(s for s in scores if s.metric == "umbrela.p@5")
-    assert p5.value is None and "k exceeds" in (p5.error or "")
+    assert p5.value is None and "fewer than k documents" in (p5.error or "")
 
 
 def test_a_declined_request_and_a_transport_failure_are_both_no_grade() -> None:

@@ -128,3 +128,17 @@ def test_run_consistency_false_scores_the_first_run_only() -> None:
         outputs, Context(judge=judge)))
     assert {score.run for score in result.scores} == {1}
     assert len([c for c in judge.calls if c.task == "umbrela"]) == 1  # 3 with every run
+
+
+def test_a_json_schema_reply_is_read_as_its_value_and_anything_else_as_text() -> None:
+    from open_rag_eval.metrics.structured import VECTARA, as_text, params
+
+    sent = params("umbrela", "vectara")
+    assert sent["stream"] is False and sent["response_format"]["json_schema"]["name"] == "UMBRELAScore"
+    assert VECTARA["umbrela"]["json_schema"]["schema"]["$defs"]["UMBRELAScoreValues"]["enum"] == ["0", "1", "2", "3"]
+    assert as_text('{"score": "2"}', sent) == "2"
+    assert as_text('{"nuggets": ["a \\"b\\"", "c"]}', sent) == '["a \\"b\\"", "c"]'
+    assert as_text("##final score: 2", sent) == "##final score: 2"  # not JSON: read as text
+    assert as_text('{"score": "2", "why": "x"}', sent) == '{"score": "2", "why": "x"}'  # not the schema's object
+    assert as_text('{"score": "2"}', {}) == '{"score": "2"}'  # no schema asked: untouched
+    assert params("umbrela", "text") == {}

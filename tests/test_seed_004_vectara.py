@@ -22,6 +22,7 @@ from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.metrics.citation import CitationJudge, citation_result
 from open_rag_eval.metrics.nuggets import Nuggetizer
+from open_rag_eval.metrics.structured import VECTARA as VECTARA_FORMATS
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.scoring.dispersion import dispersion
 from open_rag_eval.scoring.ranges import metric_range
@@ -72,7 +73,8 @@ def test_umbrela_sampling_parameters_are_vectaras() -> None:
     passage = Passage(id="p1", text="passage about x")
     asyncio.run(UmbrelaGrader(vectara().umbrela).grade(judge, "what is x", passage))
     assert dict(judge.calls[-1].params) == {"temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5,
-                                            "frequency_penalty": 0.0, "seed": 42}  # no max_tokens: vectara sets none
+                                            "frequency_penalty": 0.0, "seed": 42,  # no max_tokens: vectara sets none
+                                            "response_format": VECTARA_FORMATS["umbrela"], "stream": False}
     system, user = judge.calls[-1].messages
     assert system == ("system", VECTARA_SYSTEM) and user[1].endswith("format of: a single integer without any reasoning.\n    ")
     asyncio.run(UmbrelaGrader(TrecOptions().umbrela).grade(judge, "what is y", passage))
@@ -133,7 +135,8 @@ def test_citation_precision_per_cited_passage() -> None:
     assert theirs["citation.recall"] == pytest.approx(1 / 3)  # s1 = 0.5, s2 = 0.5, s3 = 0
     assert theirs["citation.f1"] == pytest.approx(0.352941, abs=1e-6)
     assert len(judge.calls) == 3
-    assert all(dict(call.params) == {"temperature": 0.0, "seed": 42} for call in judge.calls)
+    assert all(dict(call.params) == {"temperature": 0.0, "seed": 42, "response_format": VECTARA_FORMATS["support"],
+                                     "stream": False} for call in judge.calls)
     assert all(call.messages[0] == ("system", VECTARA_SYSTEM) for call in judge.calls)  # vectara's prompt and system
     assert not any("Alpha: Alpha text." in call.messages[-1][1] for call in judge.calls)  # no title shown
 

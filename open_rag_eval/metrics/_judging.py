@@ -27,6 +27,7 @@ from open_rag_eval.core.parsing import FAILED, INVALID, Parsed
 from open_rag_eval.core.recording import failure_cause, record
 from open_rag_eval.judge.base import Completion, Judge, JudgeRequest
 from open_rag_eval.core.parsing import strip_reasoning
+from open_rag_eval.metrics.structured import as_text
 
 __all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
 
@@ -89,7 +90,7 @@ async def ask(
         except JudgeCallError as error:
             record(task, FAILED, attempts, cause=failure_cause(str(error), error.refused))
             return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
-        parsed = parse(strip_reasoning(text))
+        parsed = parse(strip_reasoning(as_text(text, request.params)))  # a JSON-schema reply: its value
         klass = parsed.klass
         if parsed.value is not None:
             record(task, klass, attempts, labels_of(task, parsed.value))

@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from open_rag_eval.core.parsing import classify_support
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
+from open_rag_eval.metrics.structured import ResponseFormat
+from open_rag_eval.metrics.structured import params as structured_params
 from open_rag_eval.metrics.lexical import sources_entries
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, support_scores, support_scores_per_passage
@@ -51,6 +53,7 @@ class CitationOptions(BaseModel):
     passage_text: Literal["title_and_text", "text"] = "title_and_text"  # text: no title (vectara)
     temperature: float = Field(0.1, ge=0, le=2)  # the organisers' script; vectara 0.0
     seed: int | None = None
+    response_format: ResponseFormat = "text"  # vectara: its JSON schema (metrics.structured)
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class CitationJudge:
         shown = citation_text(passage) if self.options.passage_text == "title_and_text" else passage.text
         user = template.render(statement=statement, citation=shown)
         profile, temperature, seed = self.options.parse, self.options.temperature, self.options.seed
-        extra = {} if seed is None else {"seed": seed}
+        extra = ({} if seed is None else {"seed": seed}) | structured_params("support", self.options.response_format)
         system = load(SYSTEMS[self.options.prompt]).text if self.options.prompt in SYSTEMS else None
         # vectara's prompt asks for full_support / partial_support / no_support: read as the TREC labels
         words = (lambda text: text.replace("_", " ")) if self.options.prompt == "vectara" else (lambda text: text)

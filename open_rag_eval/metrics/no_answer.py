@@ -14,6 +14,8 @@ from pydantic import BaseModel, ConfigDict
 
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
+from open_rag_eval.metrics.structured import ResponseFormat
+from open_rag_eval.metrics.structured import params as structured_params
 from open_rag_eval.core.parsing import classify_no_answer
 from open_rag_eval.prompts import load
 from open_rag_eval.core.types import Detail, RAGOutput, Score
@@ -27,6 +29,7 @@ class NoAnswerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     system: Literal["none", "vectara"] = "none"  # vectara: its judge's system message (profile vectara)
+    response_format: ResponseFormat = "text"  # vectara: its JSON schema (metrics.structured)
 
 
 @dataclass
@@ -37,9 +40,10 @@ class NoAnswerClassifier:
         template = load("no_answer.vectara")
         system = load("vectara.parse_system").text if self.options.system == "vectara" else None
         user = template.render(query=output.query, answer=output.plain_answer)
+        formats = structured_params("no_answer", self.options.response_format)
         return await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("no_answer", user, system=system, params={"temperature": t, "seed": 42},
+            lambda t, s: JudgeRequest.chat("no_answer", user, system=system, params={"temperature": t, "seed": 42, **formats},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
             classify_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)

@@ -21,6 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from open_rag_eval.core.parsing import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
+from open_rag_eval.metrics.structured import ResponseFormat
+from open_rag_eval.metrics.structured import params as structured_params
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.trec import nugget_scores, select_nuggets
 from open_rag_eval.core.types import Detail, RAGOutput, Score
@@ -58,6 +60,7 @@ class NuggetOptions(BaseModel):
     seed: int | None = None  # fixed sampling seed of every nugget call (vectara: 42)
     prompts: Literal["castorini", "vectara"] = "castorini"  # whose prompt texts (vectara's: 3-grade assignment only)
     max_tokens: int | None = Field(MAX_TOKENS, ge=1)  # None: not sent (vectara sets no limit)
+    response_format: ResponseFormat = "text"  # vectara: its JSON schemas (metrics.structured)
 
     @model_validator(mode="after")
     def _vectara_grades(self) -> NuggetOptions:
@@ -114,6 +117,7 @@ class Nuggetizer:
             params["max_tokens"] = self.options.max_tokens
         if self.options.seed is not None:
             params["seed"] = self.options.seed
+        params.update(structured_params(task, self.options.response_format))
         return JudgeRequest.chat(task, user, system=load(system).text, params=params, prompt_version=version,
                                  sample=sample, priority=Priority.CHAIN)
 

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from open_rag_eval.core.parsing import FAILED, classify_umbrela, worst
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
+from open_rag_eval.metrics.structured import ResponseFormat
+from open_rag_eval.metrics.structured import params as structured_params
 from open_rag_eval.prompts import Template, load
 from open_rag_eval.scoring.trec import umbrela_scores
 from open_rag_eval.core.types import Detail, Passage, RAGOutput, Score
@@ -53,6 +55,7 @@ class UmbrelaOptions(BaseModel):
     presence_penalty: float = Field(0.0, ge=-2, le=2)
     seed: int | None = None
     max_tokens: int | None = Field(MAX_TOKENS, ge=1)  # None: not sent (vectara sets no limit)
+    response_format: ResponseFormat = "text"  # vectara: its JSON schema (metrics.structured)
 
     def params(self) -> dict[str, float | int]:
         """The sampling parameters of every UMBRELA call (temperature included)."""
@@ -61,6 +64,7 @@ class UmbrelaOptions(BaseModel):
                                           "presence_penalty": self.presence_penalty}
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
+        params.update(structured_params("umbrela", self.response_format))
         return params if self.seed is None else {**params, "seed": self.seed}
 
 
@@ -147,7 +151,7 @@ def _values(grades: Sequence[Grade], options: UmbrelaOptions, k_values: Sequence
         if missing is not None and not _determined(name, value, failed or 0):
             result[name] = missing
         elif value is None:
-            result[name] = "no passages" if name == "mean" else "k exceeds the number of passages (pad: false)"
+            result[name] = "no passages" if name == "mean" else "undefined: fewer than k documents were retrieved (pad: false, as vectara)"
         else:
             result[name] = float(value)
     return result

@@ -4,8 +4,8 @@ Each entry below is an evaluator option; docs/profiles.md sets every one beside 
 differs. What the profile deliberately does NOT copy (no number is ever invented): a metric whose judge call failed
 is missing with its reason, never the neutral 0.5 vectara's evaluator writes; a citation of a passage the output
 does not contain is No Support (never skipped, so it cannot raise precision); an unparseable UMBRELA reply is grade 0
-marked invalid and counted; empty vital or okay groups divide by their true size. Its prompt texts are used, but
-read as plain text (it asks the API for structured JSON output; our parsers read the same labels from text).
+marked invalid and counted; empty vital or okay groups divide by their true size. Its prompt texts and its JSON-schema
+reply formats are sent as it sends them; a reply is read by our parsers (the schema's value, or plain text).
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ VECTARA = Profile(
             "umbrela": {
                 # its UMBRELA sampling: the penalties are swapped relative to castorini's umbrela
                 "temperature": 0.0, "top_p": 1.0, "presence_penalty": 0.5, "frequency_penalty": 0.0, "seed": SEED,
-                "pad": False,  # P@k is omitted when k exceeds the number of passages
+                "pad": False,  # P@k and AP@k are omitted (undefined) when k exceeds the number of passages
                 "prompt": "vectara",  # its re-wrapped prompt, asking for a single integer
                 "max_tokens": None,  # it sets no reply limit
+                "response_format": "vectara",  # its JSON schema (an enum of the grades), stream: false
             },
             "nuggets": {
                 "creation": "iterative",  # every relevant passage in one context, refined up to `iterations` times
@@ -39,6 +40,7 @@ VECTARA = Profile(
                 "seed": SEED,
                 "prompts": "vectara",  # its creator, scorer and assigner texts (sentinel instructions included)
                 "max_tokens": None,
+                "response_format": "vectara",
             },
             "citation": {
                 "variant": "all_citations",  # every citation of every statement is judged
@@ -46,8 +48,10 @@ VECTARA = Profile(
                 "passage_text": "text",  # the passage as retrieved, without a title
                 "temperature": 0.0, "seed": SEED,
                 "prompt": "vectara",  # labels full_support / partial_support / no_support
+                "response_format": "vectara",
             },
-            "no_answer": {"system": "vectara"},  # the prompt is vectara's in every profile; add its system message
+            # the no-answer prompt is vectara's in every profile; the profile adds its system message and reply format
+            "no_answer": {"system": "vectara", "response_format": "vectara"},
             "hallucination": {
                 "premise_max_chars": 8192,  # the passages joined by a space, cut at 8,192 characters
                 "long_inputs": "truncate",
