@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CONFIG = """
 results_folder: "."
 generated_answers: "answers.csv"
-judge: {{model: simulated-judge, base_url: "{url}", cache: false}}
+judge: {{model: simulated-judge, base_url: "{url}", cache: false, health: {{controls: false}}}}
 evaluator:
   - type: "TRECEvaluator"
     options:
