@@ -295,7 +295,7 @@ def test_third_party_progress_bars_are_switched_off_and_restored(monkeypatch: py
     assert "3/3" in loud.stderr  # the check above can fail
 
 
-def _outage_config(tmp_path: Path, base_url: str) -> Path:
+def _outage_config(tmp_path: Path, base_url: str, cache: str = "cache.sqlite") -> Path:
     from tests.test_pipeline import CSV
 
     (tmp_path / "answers.csv").write_text(CSV, encoding="utf-8")
@@ -303,7 +303,7 @@ def _outage_config(tmp_path: Path, base_url: str) -> Path:
     config.write_text(
         "input: answers.csv\noutput_dir: out\n"
         f"judge: {{model: gpt-4o, base_url: '{base_url}', api_key_env: CONSOLE_TEST_KEY, max_retries: 4,\n"
-        "        backoff_base_s: 0.01, backoff_cap_s: 0.02, outage_after_failures: 3, cache: cache.sqlite}\n"
+        f"        backoff_base_s: 0.01, backoff_cap_s: 0.02, outage_after_failures: 3, cache: {cache}}}\n"
         "evaluators: [{type: trec, metrics: [umbrela, no_answer]}]\n", encoding="utf-8")
     return config
 
@@ -321,6 +321,19 @@ def test_an_unreachable_judge_ends_with_one_error_line_and_no_retry_lines(tmp_pa
     errors = [line for line in lines if line.startswith("error:")]
     assert len(errors) == 1 and "503" in errors[0] and "re-run the same command to resume" in errors[0]
     assert lines[-1] == errors[0] and len(lines) <= 6, done.stderr
+
+
+def test_without_a_cache_a_stopped_run_does_not_promise_to_resume(tmp_path: Path) -> None:
+    with ScriptedServer(default=Reply.error(503, "overloaded")) as server:
+        config = _outage_config(tmp_path, server.base_url, cache="false")
+        done = subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", str(config)],
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                              env={**os.environ, "CONSOLE_TEST_KEY": "sk-test"})
+    assert done.returncode == 4, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "kept in the cache" not in errors[0] and "resume" not in errors[0]
+    assert errors[0].endswith("(nothing judged was kept: judge.cache is false, so a re-run judges everything "
+                              "again)"), errors[0]
 
 
 def test_plain_progress_of_a_run_in_a_pipe(tmp_path: Path) -> None:

@@ -92,6 +92,20 @@ def test_planned_calls_and_prompt_tokens_within_ten_percent_of_the_run(tmp_path:
     assert real["total"]["retries"] == 0 and real["total"]["failures"] == 0
 
 
+def test_without_a_cache_the_run_sends_what_the_dry_run_plans(tmp_path: Path) -> None:
+    """cache: false keeps nothing on disk, yet one run still asks each identical request once: test-retest's
+    sample 0 is the evaluator's own judgment, not a second call (which made 18% more calls than planned)."""
+    config = _demo(tmp_path)
+    config["judge"]["cache"] = False
+    loaded = load_config(_write(tmp_path, "config.yaml", config))
+    plan = pipeline.plan(loaded, pipeline.load_outputs(loaded))
+    real = pipeline.run(loaded).manifest["accounting"]
+    for task in EXACT:
+        assert plan.by_task()[task].calls == real["tasks"][task]["calls"], task
+    assert abs(plan.total().calls - real["total"]["calls"]) <= 0.10 * real["total"]["calls"]
+    assert not (tmp_path / ".open-rag-eval").exists() and not list(tmp_path.rglob("*.sqlite"))
+
+
 def test_retest_repeats_are_in_the_plan(tmp_path: Path) -> None:
     config = _demo(tmp_path)
     without = _demo(tmp_path)

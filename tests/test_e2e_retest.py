@@ -68,3 +68,33 @@ def test_generation_judge_noise_shows_as_flips_and_a_steady_judge_shows_none(tmp
     assert float(noisy["consistency.judge.rubric.flip_rate"]) > 0.1
     assert float(noisy["consistency.judge.claim_verify.flip_rate"]) > 0.0
     assert float(noisy["consistency.judge.context_useful.alpha"]) < 1.0
+
+
+def _summary(folder: Path) -> dict[str, str]:
+    with (folder / "summary.csv").open(encoding="utf-8") as handle:
+        return {row["metric"]: row["mean"] for row in csv.DictReader(handle)}
+
+
+def test_a_resumed_run_with_the_noisy_judge_gives_the_numbers_of_a_whole_run(tmp_path: Path) -> None:
+    """The resumed run finds the evaluator's judgments (sample 0) in the cache and asks only the retest samples:
+    the simulated judge's noise depends on each request, not on the requests it saw before, so the numbers equal
+    those of one uninterrupted run."""
+    shutil.copy(DATA, tmp_path / "answers.csv")
+
+    def config(name: str, cache: str, retest: bool) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(
+            f"input: answers.csv\noutput_dir: {name}\njudge:\n  model: simulated-judge\n  cache: {cache}\n"
+            "  simulated: {seed: 2, noise_rate: 0.4}\nevaluators:\n  - type: trec\n    metrics: [umbrela, citation]\n"
+            + ("  - type: consistency\n    metrics: [dispersion]\n    judge_repeats: 3\n" if retest else ""),
+            encoding="utf-8")
+        return path
+
+    assert main(["-q", "eval", "--config", str(config("whole", "whole.sqlite", True))]) == 0
+    assert main(["-q", "eval", "--config", str(config("first", "resumed.sqlite", False))]) == 0  # stopped here
+    assert main(["-q", "eval", "--config", str(config("resumed", "resumed.sqlite", True))]) == 0
+    whole, resumed = _summary(tmp_path / "whole"), _summary(tmp_path / "resumed")
+    assert float(whole["consistency.judge.umbrela.flip_rate"]) > 0.0  # the judge is noisy
+    assert {m: v for m, v in resumed.items() if m.startswith("consistency.judge.")} == \
+        {m: v for m, v in whole.items() if m.startswith("consistency.judge.")}
+    assert resumed["citation.f1"] == whole["citation.f1"] and resumed["umbrela.mean"] == whole["umbrela.mean"]

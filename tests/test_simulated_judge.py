@@ -332,6 +332,27 @@ def test_simulate_judge_command_rejects_a_bad_rate() -> None:
     assert main(["simulate-judge", "--port", "0", "--error-rate", "2"]) == 2
 
 
+@pytest.mark.parametrize(("port", "message"), [
+    ("99999", "argument --port: a port is 0 to 65535 (0 picks a free one), got 99999"),
+    ("-1", "argument --port: a port is 0 to 65535 (0 picks a free one), got -1"),
+    ("eighty", "argument --port: expected a whole number from 0 to 65535, got 'eighty'"),
+])
+def test_simulate_judge_refuses_a_port_that_is_not_one_without_a_traceback_or_a_hang(port: str, message: str) -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "simulate-judge", "--port", port],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.splitlines()[-1] == f"open-rag-eval simulate-judge: error: {message}"
+
+
+def test_a_server_that_cannot_bind_says_why_instead_of_hanging() -> None:
+    server = SimulatedJudgeServer(SimulatedServerConfig(), port=70000)
+    with pytest.raises(OSError, match="port must be 0-65535"):
+        server.start()
+
+
 def test_perturb_moves_each_verdict_to_a_neighbour() -> None:
     from open_rag_eval.judge.sim_answer import perturb
 

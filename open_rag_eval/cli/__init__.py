@@ -65,12 +65,20 @@ def register_sections() -> None:
     import open_rag_eval.tracking.options  # noqa: F401, PLC0415
 
 
-def error_line(error: BaseException) -> str:
-    """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped."""
+def error_line(error: BaseException, cached: bool = True) -> str:
+    """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped.
+    ``cached``: whether the run's judge keeps its replies (``judge.cache`` is not false), so a re-run resumes."""
     line = "error: " + "\\n".join(redact(str(error)).splitlines())
     if isinstance(error, JudgeUnavailable):
-        line += " (everything judged so far is kept in the cache; re-run the same command to resume)"
+        line += f" ({resume_hint(cached)})"
     return line
+
+
+def resume_hint(cached: bool) -> str:
+    """What a re-run of a stopped run does: resume from the cache, or judge everything again."""
+    if cached:
+        return "everything judged so far is kept in the cache; re-run the same command to resume"
+    return "nothing judged was kept: judge.cache is false, so a re-run judges everything again"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,14 +118,14 @@ def _run(args: argparse.Namespace) -> int:
         register_sections()
         return int(args._run(args) or 0)
     except OpenRagEvalError as error:
-        log.error("%s", error_line(error))
+        log.error("%s", error_line(error, getattr(args, "judge_cached", True)))
         return exit_code(error)
     except OSError as error:  # a file problem no command turned into its own message: still one line, exit 5
         where = f"{error.filename}: " if error.filename else ""
         log.error("%s", error_line(StorageError(f"{where}{error.strerror or error}")))
         return 5
     except KeyboardInterrupt:
-        log.error("interrupted; everything judged so far is kept in the cache, re-run to resume")
+        log.error("interrupted; %s", resume_hint(getattr(args, "judge_cached", True)))
         return 130
 
 

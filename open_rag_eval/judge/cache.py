@@ -116,3 +116,30 @@ class JudgeCache:
         with self._lock, self._read_lock:
             self._reader.close()
             self._db.close()
+
+
+class MemoryCache:
+    """The cache of a run with ``judge.cache: false``: nothing is kept on disk or after the run, but within the run
+    an identical request is still asked once (test-retest's sample 0 is the evaluator's own judgment), so the run
+    sends what ``--dry-run`` plans."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, CachedCompletion] = {}
+
+    def get_sync(self, key: str) -> CachedCompletion | None:
+        return self._entries.get(key)
+
+    def put_sync(self, key: str, entry: CachedCompletion) -> None:
+        self._entries[key] = entry
+
+    async def get(self, key: str) -> CachedCompletion | None:
+        return self._entries.get(key)
+
+    async def put(self, key: str, entry: CachedCompletion) -> None:
+        self._entries[key] = entry
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def close(self) -> None:
+        self._entries.clear()

@@ -34,7 +34,7 @@ from open_rag_eval import __version__
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
-from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, cache_key, cache_path
+from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, MemoryCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.endpoints import Endpoint, pick
 from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
@@ -83,7 +83,7 @@ class OpenAIJudge:
     """Implements the ``Judge`` protocol. Use ``open_judge(config, ...)`` to build one from a config."""
 
     def __init__(self, *, model: str, base_url: str, api_key: str, limiter: JudgeLimiter,
-                 cache: JudgeCache | None = None, retry: RetryPolicy | None = None,
+                 cache: JudgeCache | MemoryCache | None = None, retry: RetryPolicy | None = None,
                  breaker: OutageBreaker | None = None, accounting: Accounting | None = None,
                  params: Mapping[str, Any] | None = None, drop_params: Sequence[str] = (),
                  timeout_s: float = 60.0, max_reply_bytes: int = 8_000_000,
@@ -234,6 +234,8 @@ class OpenAIJudge:
         if hit is not None:
             return hit, "cache"
         self._check_fits(request, params)
+        if self.simulated and request.sample:  # the simulated judge draws a sample's noise from its request alone
+            params = {**params, "user": f"sample-{request.sample}"}  # (not from how often it saw the body)
         reply = await self._call_api(request.task, request.messages, params, request.priority, key)
         if isinstance(reply, Completion):  # another process cached it while this call waited for a slot
             return reply, "cache"
@@ -478,8 +480,8 @@ def is_local_url(url: str) -> bool:
     return address.is_loopback or address.is_private or address.is_unspecified
 
 
-def _open_cache(setting: str | bool, base_dir: Path) -> JudgeCache | None:
+def _open_cache(setting: str | bool, base_dir: Path) -> JudgeCache | MemoryCache | None:
     if setting is False:
-        return None
+        return MemoryCache()  # nothing kept after the run; within it, one request is asked once
     path = cache_path(setting, base_dir)
     return None if path is None else JudgeCache(path)

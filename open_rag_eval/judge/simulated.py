@@ -158,8 +158,8 @@ class SimulatedJudgeServer:
             )
             self.port = self._server.sockets[0].getsockname()[1]
             self._loop = loop
-        except OSError as error:
-            self._startup_error = error
+        except (OSError, OverflowError, ValueError) as error:  # in use, not ours, or not a port at all
+            self._startup_error = error if isinstance(error, OSError) else OSError(str(error))
             loop.close()
             ready.set()
             return

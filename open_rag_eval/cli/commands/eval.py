@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
+        args.judge_cached = loaded.judge.cache is not False  # what a stopped run leaves to resume from
         if args.shard is not None:
             return _run_shard(loaded, args)
         tracking = tracking_options(loaded, args.track)

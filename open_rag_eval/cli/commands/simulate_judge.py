@@ -13,7 +13,7 @@ log = logging.getLogger(__name__)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0 picks a free one; default 8000)")
+    parser.add_argument("--port", type=_port, default=8000, help="port 0-65535 (0 picks a free one; default 8000)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="mean latency per completion")
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="latency varies uniformly by +- this")
     parser.add_argument("--error-rate", type=float, default=0.0, help="share of requests answered 429/500")
@@ -22,6 +22,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-after", type=float, default=1.0, help="Retry-After seconds on 429 (<0: none)")
     parser.add_argument("--api-key-env", default=None, help="require the key held by this environment variable")
     parser.add_argument("--seed", type=int, default=0)
+
+
+def _port(text: str) -> int:
+    """A TCP port: a whole number from 0 to 65535 (argparse turns the error into one usage line, exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number from 0 to 65535, got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0 to 65535 (0 picks a free one), got {port}")
+    return port
 
 
 def _config(args: argparse.Namespace) -> object:
@@ -54,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         base_url = server.start()
     except OSError as error:
-        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {error.strerror}", path="--port") from None
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}",
+                          path="--port") from None
     log.info("simulated judge (scores mean nothing) listening on %s -- set judge.base_url to it; Ctrl-C stops", base_url)
     try:
         threading.Event().wait()
