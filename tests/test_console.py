@@ -199,6 +199,28 @@ def test_live_display_snapshot_of_parts_and_a_health_event() -> None:
     ])
 
 
+def test_before_a_part_has_a_rate_the_judge_queue_gives_a_lower_bound() -> None:
+    """Citations wait behind the critical path: no part rate yet, but the judge's queued requests at the rate it
+    takes requests give a time the stage cannot beat; once every part has a rate, the later of the two is shown."""
+    clock = Clock()
+    run = EightyOutputs(clock)
+    judge = Judge()
+    judge.pending = 300  # type: ignore[attr-defined]
+    run.progress.judge = judge
+    display = ProgressDisplay(run.progress, io.StringIO(), tty=False, clock=clock)
+    judge.accounting.task("umbrela").calls = 10
+    run.play(10)
+    assert display.stage_detail("trec", clock.now).endswith("· ETA measuring")  # the first sight of the judge
+    judge.accounting.task("umbrela").calls = 110
+    run.play(12)  # 100 requests taken in 2 s: 300 queued are 6 s at least
+    assert display.stage_detail("trec", clock.now) == ("0/80 outputs · umbrela 45/80 · nuggets 0/80 · citation 0/80"
+                                                       " · ETA ≥ 6.0s (300 judge requests queued)")
+    judge.accounting.task("support").calls = 1890
+    judge.pending = 10  # type: ignore[attr-defined]
+    run.play(36)  # 2000 requests in 28 s: 10 queued are 0.1 s; the parts say 2.9 s
+    assert display.stage_detail("trec", clock.now).endswith("· citation 51/80 · ETA 2.9s")
+
+
 def test_plain_lines_show_each_event_once_a_warning_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     progress = EightyOutputs(clock).progress

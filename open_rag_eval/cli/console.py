@@ -1,8 +1,10 @@
 """What the CLI shows a person: live progress, the dry-run plan, the final summary.
 
 Progress: on a terminal, a live display (rich) with a line per stage -- read, fetch, each evaluator, write --
-its counts, rate and ETA, the judge's calls by task with retries and cost so far, and the local models at
-work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
+its counts (each part of an evaluator counted as it finishes outputs), rate and ETA (the slowest part at its own
+observed rate; before every part has one, a lower bound: the judge's queued requests at the rate it takes them),
+the latest line of each event kind (judge health), the judge's calls by task with retries and cost so far, and
+the local models at work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
 judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
 off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back). With
 -v every retry line shows as well.
@@ -148,6 +150,7 @@ class ProgressDisplay:
         self._undo_quiet: Callable[[], None] = lambda: None
         self._judge_snapshot: dict[str, Any] | None = None
         self._events_shown: dict[str, Event] = {}
+        self._answered_first: tuple[float, int] | None = None  # (when, judge requests answered) at the first reply
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -278,14 +281,42 @@ class ProgressDisplay:
                 rate = p.counts.get(stage, Count()).rate(now)
                 text += f" · {rate:.1f}/s" if rate else ""
             if total > done:
-                eta = p.eta(stage, now)
-                text += " · ETA measuring" if eta is None else f" · ETA {_duration(eta)}"
+                text += self._eta(stage, now)
             return f"{text}{' · ' + step if step else ''}"
         if end is not None:
             return f"done in {_duration(end - (start or end))}"
         if start is not None:
             return f"{step or 'working'} ({_duration(now - start)})"
         return "waiting"
+
+    def _eta(self, stage: str, now: float) -> str:
+        """The time left: the slowest part at its own observed rate, and never less than the judge requests
+        already queued at the judge's observed rate (alone it is a lower bound: later requests are not asked yet)."""
+        parts, queued = self.progress.eta(stage, now), self._judge_queue(now)
+        if queued is None:
+            return " · ETA measuring" if parts is None else f" · ETA {_duration(parts)}"
+        wait, pending = queued
+        if parts is None:
+            return f" · ETA ≥ {_duration(wait)} ({pending} judge requests queued)"
+        return f" · ETA {_duration(max(parts, wait))}"
+
+    def _judge_queue(self, now: float) -> tuple[float, int] | None:
+        """(seconds, requests) for the judge's queued requests at the rate it has taken requests on (since the
+        display first saw one taken)."""
+        pending = getattr(self.progress.judge, "pending", None)
+        snapshot = self._judge()
+        if not isinstance(pending, int) or not pending or not snapshot:
+            return None
+        total = snapshot["total"]
+        answered = total["calls"] + total["cache_hits"]  # started: in steady state they start as others end
+        if self._answered_first is None:
+            if answered > 0:
+                self._answered_first = (now, answered)
+            return None
+        start, first = self._answered_first
+        if now - start < 1.0 or answered <= first:
+            return None
+        return pending / ((answered - first) / (now - start)), pending
 
     def stage_rows(self, now: float) -> list[tuple[str, str, str]]:
         """(mark, stage, detail) per stage: ✓ finished, ▸ running, · waiting."""

@@ -118,6 +118,12 @@ class OpenAIJudge:
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
         self.relay: CallRelay | None = None  # set: every call with a cache key is made by the relay
 
+    @property
+    def pending(self) -> int:
+        """Distinct requests asked and not yet answered (queued for a slot or in flight): the judge work the run
+        has already asked for, which a progress display turns into a lower bound of the time left."""
+        return len(self._inflight)
+
     # -- the Judge protocol ------------------------------------------------------------------------------------
 
     async def complete(self, request: JudgeRequest) -> Completion:
