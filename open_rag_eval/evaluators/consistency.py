@@ -206,6 +206,14 @@ class ConsistencyEvaluator:
         return names  # judge test-retest rows are not skipped with the query: they need only one run
 
     def _rouge(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
+        try:
+            return self._rouge_scores(kept, details)
+        except MissingDependency as error:  # its package is not installed: unavailable, said once, the run goes on
+            log.error("consistency ROUGE is missing for every query: %s", error)
+            return [Score(query_id=qid, run=None, metric=f"{PREFIX}.{name}", error=str(error))
+                    for qid in kept for name in self.options.rouge.names()]
+
+    def _rouge_scores(self, kept: dict[str, list[RAGOutput]], details: dict[str, dict[str, Any]]) -> list[Score]:
         scores: list[Score] = []
         for qid, runs in kept.items():
             by_pair = rouge_pairs([_sentences(o) for o in runs], self.options.rouge) \

@@ -25,7 +25,7 @@ from open_rag_eval.metrics._judging import ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession
 from open_rag_eval.core.families import ANSWER_RELEVANCE, ANSWER_RELEVANCE_JUDGED
 from open_rag_eval.core.parsing import parse_json_object
-from open_rag_eval.metrics.embedding import EmbeddingOptions, embed
+from open_rag_eval.metrics.embedding import EmbeddingOptions, embed_or_reason
 from open_rag_eval.prompts import load
 from open_rag_eval.scoring.generation import answer_relevance, cosine
 from open_rag_eval.core.types import Detail, RAGOutput, Score
@@ -53,7 +53,10 @@ class AnswerSimilarity:
             return [Score.failed(output, SIMILARITY_SCORE, EMPTY_ANSWER)], []
         if planning(session):
             return [Score.failed(output, SIMILARITY_SCORE, PLANNED)], []
-        first, second = await embed([answer, reference.strip()], self.options)
+        vectors = await embed_or_reason([answer, reference.strip()], self.options)
+        if isinstance(vectors, str):
+            return [Score.failed(output, SIMILARITY_SCORE, vectors)], []
+        first, second = vectors
         value = cosine(first, second)
         if value is None:
             return [Score.failed(output, SIMILARITY_SCORE, ZERO_VECTOR)], []
@@ -162,7 +165,9 @@ class AnswerRelevance:
             return Score.ok(output, QUESTIONS_SCORE, 0.0)
         if planning(session):
             return Score.failed(output, QUESTIONS_SCORE, PLANNED)
-        vectors = await embed([output.query, *questions], self.options.embedding)
+        vectors = await embed_or_reason([output.query, *questions], self.options.embedding)
+        if isinstance(vectors, str):
+            return Score.failed(output, QUESTIONS_SCORE, vectors)
         detail["similarities"] = [cosine(vectors[0], v) for v in vectors[1:]]
         value = answer_relevance(vectors[0], vectors[1:], noncommittal=False)
         return Score.ok(output, QUESTIONS_SCORE, value) if value is not None else \

@@ -15,6 +15,7 @@ Models are loaded once per process (keyed by name and device); inference runs in
 from __future__ import annotations
 
 import asyncio
+import logging
 import json
 import os
 import threading
@@ -26,9 +27,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from open_rag_eval.core.errors import MissingDependency, ModelUnavailable
+from open_rag_eval.core.missing import UNAVAILABLE, kind
 from open_rag_eval.metrics.similarity import PACKAGED_MODEL, packaged_model_dir
 
-__all__ = ["EmbeddingOptions", "embed", "embed_sync"]
+__all__ = ["EmbeddingOptions", "embed", "embed_or_reason", "embed_sync"]
+
+log = logging.getLogger(__name__)
 
 
 class EmbeddingOptions(BaseModel):
@@ -118,3 +122,19 @@ def embed_sync(texts: Sequence[str], options: EmbeddingOptions | None = None) ->
 async def embed(texts: Sequence[str], options: EmbeddingOptions | None = None) -> list[list[float]]:
     """``embed_sync`` in a worker thread."""
     return await asyncio.to_thread(embed_sync, list(texts), options)
+
+
+async def embed_or_reason(texts: Sequence[str], options: EmbeddingOptions | None = None) -> list[list[float]] | str:
+    """``embed``, or why the embedding model cannot run here (its package is not installed, its weights are not
+    on disk): the metric's value is then unavailable with that reason, as HHEM's is, and the run goes on."""
+    try:
+        return await embed(texts, options)
+    except (MissingDependency, ModelUnavailable) as error:
+        reason = str(error) if kind(str(error)) == UNAVAILABLE else f"unavailable here: {error}"
+        if reason not in _SAID:  # once a run, not once an output
+            _SAID.add(reason)
+            log.error("embedding metrics are unavailable: %s", reason)
+        return reason
+
+
+_SAID: set[str] = set()
