@@ -131,3 +131,21 @@ def test_registering_a_family_is_one_declaration() -> None:
         catalogue._lookup.cache_clear()
     with pytest.raises(ValueError, match="must start with"):
         catalogue.register(Family("zz_bad", "t", "d", (Column("other.x", "d"),)))
+
+
+def test_intervals_are_clipped_to_what_each_metric_can_take() -> None:
+    # the lexical shares got intervals above 1 (1.028) when a separate list of ranges forgot them
+    from open_rag_eval.scoring.stats import aggregate
+
+    values = [1.0] * 97 + [0.0] * 3  # enough values for the t interval (small samples are bootstrapped)
+    for metric in ("lexical.grounded", "lexical.keyword_coverage", "rubric.coherence", "criteria.tone",
+                   "answer_relevance.judged", "rag_guide.overall", "golden.hit@10"):
+        assert catalogue.value_bounds(metric) == (0.0, 1.0), metric
+        stats = aggregate(metric, values, bounds=catalogue.value_bounds(metric))
+        assert stats.ci95_high is not None and stats.ci95_high <= 1.0, metric
+    unclipped = aggregate("lexical.grounded", values)
+    assert unclipped.ci95_high is not None and unclipped.ci95_high > 1.0  # the case the bound exists for
+    assert catalogue.value_bounds("consistency.judge.umbrela.alpha") is None  # alpha can go below 0
+    assert catalogue.value_bounds("consistency.bertscore_f1") is None
+    assert catalogue.value_bounds("latency.ms") is None and catalogue.value_bounds("no.such_metric") is None
+    assert catalogue.value_bounds("consistency.umbrela.mean.median") == (0.0, 3.0)

@@ -25,7 +25,7 @@ from open_rag_eval.metrics.nuggets import Nuggetizer
 from open_rag_eval.metrics.structured import VECTARA as VECTARA_FORMATS
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.scoring.dispersion import dispersion
-from open_rag_eval.scoring.ranges import metric_range
+from open_rag_eval.core.catalogue import value_bounds as metric_range
 from open_rag_eval.scoring.stats import aggregate
 from open_rag_eval.scoring.trec import nugget_scores, support_scores, support_scores_per_passage, umbrela_scores
 from open_rag_eval.run.results import summarize

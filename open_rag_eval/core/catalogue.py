@@ -15,6 +15,7 @@ alternatives and any other ``<name>`` for one name part.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import Literal
 
 __all__ = ["Column", "Family", "axis_range", "column", "declared", "display_name", "families", "family",
            "family_of", "family_title", "headline_columns", "is_count", "is_dispersion", "is_judged", "is_tally",
-           "lower_is_better", "markdown_table", "metric_order", "plot_defaults", "register", "short_name"]
+           "lower_is_better", "markdown_table", "metric_order", "plot_defaults", "register", "short_name", "value_bounds"]
 
 Kind = Literal["score", "count", "tally"]  # a tally counts what went wrong: shown as a note, never a row of zeros
 UNIT: tuple[float, float] = (0.0, 1.0)
@@ -44,6 +45,7 @@ class Column:
     headline: int = 0  # position among the headline cards (1 first); 0: not a headline number
     target: float | None = None  # the headline card's target (docs/report.md)
     plot: bool = False  # drawn by ``plot`` unless metrics are named
+    bound: bool = True  # ``range`` is what the values can take (an interval is clipped to it), not only an axis
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -199,6 +201,24 @@ def lower_is_better(metric: str) -> bool:
         return stat in UNBOUNDED_STATS or lower_is_better(base)
     found = column(metric)
     return found is not None and found.lower
+
+
+_LOCATION_STATS = ("mean", "median", "min", "max")  # a spread statistic in the metric's own units
+_NON_NEGATIVE_STATS = ("std", "variance", "iqr", "range", "cv")
+
+
+def value_bounds(metric: str) -> tuple[float, float] | None:
+    """The values a metric can take, so that an interval of its mean never claims values it cannot have; None
+    where that is not certain (Krippendorff's alpha and rescaled BERTScore can go negative; counts and times are
+    unbounded; a name the catalogue does not declare). A spread's location statistics take their metric's bounds,
+    its std, variance, IQR, range and CV are never negative."""
+    if is_dispersion(metric):
+        base, stat = _base(metric)
+        if stat in _LOCATION_STATS:
+            return value_bounds(base)
+        return (0.0, math.inf) if stat in _NON_NEGATIVE_STATS else None
+    found = column(metric)
+    return found.range if found is not None and found.bound else None
 
 
 def axis_range(metric: str) -> tuple[float, float] | None:

@@ -111,7 +111,7 @@ register(Family("consistency", "Consistency across runs", "the runs of one query
     C("consistency.<rouge1|rouge2|rougeL|rougeLsum>_<precision|recall>",
       "with rouge.measures: ROUGE precision or recall, the earlier run of a pair the reference"),
     C("consistency.bertscore_f1", "mean BERTScore F1 over each pair of runs", "BERTScore F1 across runs",
-      plot=True),
+      plot=True, bound=False),  # rescaled BERTScore can go below 0
     C(f"consistency.<metric>.<{_STATS}>", "a metric's spread across the runs of a query (std and variance over "
       "n - ddof)"),
 ), evaluator="consistency"))
@@ -119,7 +119,8 @@ register(Family("consistency", "Consistency across runs", "the runs of one query
 register(Family("consistency.judge", "Judge test-retest", "the same judgments asked again, labels compared", (
     C(f"consistency.judge.<{_RETEST_KINDS}>.flip_rate", "share of items whose labels are not all equal",
       lower=True),
-    C(f"consistency.judge.<{_RETEST_KINDS}>.alpha", "Krippendorff's alpha over the repeats"),
+    C(f"consistency.judge.<{_RETEST_KINDS}>.alpha", "Krippendorff's alpha over the repeats",
+      bound=False),  # below 0 when the judge disagrees with itself more than chance
     C(f"consistency.judge.<{_RETEST_KINDS}>.crossing", "share of items whose labels cross the threshold",
       lower=True),
 ), judged=True, evaluator="consistency"))

@@ -19,8 +19,7 @@ from typing import Any
 
 from open_rag_eval.core.errors import MissingDependency
 from open_rag_eval.report.data import ResultSet
-from open_rag_eval.core.catalogue import axis_range, display_name
-from open_rag_eval.scoring.ranges import metric_range
+from open_rag_eval.core.catalogue import axis_range, display_name, value_bounds
 from open_rag_eval.scoring.stats import aggregate
 
 __all__ = ["mean_ci", "overall_ci", "plot_consistency", "plot_forest", "plot_history", "plot_metrics", "plot_trec", "short_label"]
@@ -89,7 +88,7 @@ def _finish(fig: Any, plt: Any, sets: Sequence[ResultSet], title: str, path: Pat
 
 def mean_ci(metric: str, values: Sequence[float]) -> tuple[float, float | None, float | None]:
     """(mean, CI low, CI high) of the values: our 95% interval, within the metric's range; no CI below 2 values."""
-    stats = aggregate(metric, values, bounds=metric_range(metric))
+    stats = aggregate(metric, values, bounds=value_bounds(metric))
     return float(stats.mean or 0.0), stats.ci95_low, stats.ci95_high
 
 

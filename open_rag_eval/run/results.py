@@ -11,9 +11,8 @@ from typing import Any, TextIO
 
 from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
-from open_rag_eval.core.catalogue import metric_order
+from open_rag_eval.core.catalogue import metric_order, value_bounds
 from open_rag_eval.run.status import metric_status
-from open_rag_eval.scoring.ranges import metric_range
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
@@ -57,7 +56,7 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
             failed[score.metric] += 1
         else:
             values[score.metric].append(score.value)
-    return [aggregate(m, values[m], failed[m], metric_range(m)) for m in metric_order([*values, *failed])]
+    return [aggregate(m, values[m], failed[m], value_bounds(m)) for m in metric_order([*values, *failed])]
 
 
 def _cell(value: float | None) -> str:

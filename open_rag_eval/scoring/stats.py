@@ -2,7 +2,7 @@
 
 The 95% CI is Student's t interval from 30 values up; below that, where a t interval of a bounded score often
 leaves the possible range, it is the percentile bootstrap (2,000 resamples, seed 0: the same values give the same CI).
-Given the metric's range (``bounds``, see ``scoring.ranges``), the interval is clipped to it: a mean of scores in
+Given the metric's range (``bounds``, the catalogue's ``value_bounds``), the interval is clipped to it: a mean of scores in
 [0, 1] never gets an interval reaching past 1.
 """
 
