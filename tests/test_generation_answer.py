@@ -185,7 +185,7 @@ def test_a_dry_run_plans_without_embedding(monkeypatch: pytest.MonkeyPatch) -> N
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("a dry run must not embed")
 
-    monkeypatch.setattr(answer, "embed", refuse)
+    monkeypatch.setattr(answer, "embed_or_reason", refuse)
     options = GenerationOptions(metrics=["answer_correctness", "answer_similarity"],  # type: ignore[arg-type]
                                 answer_correctness={"blend": True})
     plan = GenerationEvaluator(options).plan([output()])
