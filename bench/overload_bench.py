@@ -25,6 +25,7 @@ from typing import Any
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge
+from open_rag_eval.judge.settings import JudgeSettings
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, OutageBreaker, RetryPolicy
 
 REPLY = {"id": "x", "object": "chat.completion", "created": 0, "model": "slow", "system_fingerprint": "fp_slow",
@@ -93,9 +94,9 @@ class SlowServer:
 
 async def _run(base_url: str, args: argparse.Namespace, adaptive: bool) -> dict[str, Any]:
     limiter = Limiter(AdaptiveConcurrency(args.concurrency, adaptive=adaptive))
-    judge = OpenAIJudge(model="slow", base_url=base_url, api_key="none", limiter=limiter,
-                        retry=RetryPolicy(max_retries=args.retries, base_s=0.2, cap_s=2.0),
-                        breaker=OutageBreaker(10**9), timeout_s=args.timeout)
+    settings = JudgeSettings("slow", (base_url,), api_key="none", timeout_s=args.timeout,
+                             retry=RetryPolicy(max_retries=args.retries, base_s=0.2, cap_s=2.0))
+    judge = OpenAIJudge(settings, limiters=[limiter], breaker=OutageBreaker(10**9))
     ok = failed = 0
     started = time.monotonic()
     async with judge:

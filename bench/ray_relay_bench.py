@@ -29,6 +29,7 @@ from typing import Any
 import ray
 
 from open_rag_eval.executors.relay import Outcome, Relay, RelayClient
+from open_rag_eval.judge.transports import Call
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.replies import Judgment, Usage
 
@@ -52,7 +53,7 @@ class Waiting(Relay):
         super().__init__(JudgeConfig(model="bench", base_url="http://127.0.0.1:9/v1", cache=False), ".")
         self.latency_s = latency_s
 
-    async def _outcome(self, key: str, endpoint: int, payload: bytes) -> Outcome:
+    async def _outcome(self, call: Call) -> Outcome:
         self.counts["calls"] += 1
         await asyncio.sleep(self.latency_s)
         return JUDGMENT
@@ -64,7 +65,7 @@ class Worker:
                   ) -> float:
         gate = asyncio.Semaphore(in_flight)
         client = RelayClient(relays, tag) if mode == "batched" else None
-        payload = b"{}" * 512
+        prompt = "{}" * 512
 
         async def one(i: int) -> None:
             async with gate:
@@ -75,7 +76,8 @@ class Worker:
                     await relays[0].call.remote(latency_s)
                 else:
                     assert client is not None
-                    await client.ask(hashlib.sha256(f"{tag}-{i}".encode()).hexdigest(), 0, payload)
+                    key = hashlib.sha256(f"{tag}-{i}".encode()).hexdigest()
+                    await client.send(Call(key, "umbrela", (("user", prompt),), {}))
 
         started = time.perf_counter()
         await asyncio.gather(*(one(i) for i in range(calls)))

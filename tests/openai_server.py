@@ -27,7 +27,8 @@ from open_rag_eval.judge.client import OpenAIJudge, open_judge
 from open_rag_eval.judge.config import JudgeConfig
 from tests.loopback import send_json
 
-__all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "completion_body", "config", "outcome", "with_judge"]
+__all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "azure_gate", "completion_body", "config",
+           "outcome", "with_judge"]
 
 
 def completion_body(content: str | None, *, prompt_tokens: int = 10, completion_tokens: int = 2,
@@ -108,6 +109,26 @@ class Reply:
         return cls(200, "", (("Content-Encoding", encoding),), raw=payload)
 
 
+def azure_gate(deployment: str, api_version: str, key: str) -> Gate:
+    """Azure OpenAI's door: ``/openai/deployments/DEPLOYMENT/chat/completions?api-version=VERSION`` with the key in
+    the ``api-key`` header, or the status Azure answers (404 for another deployment or no api-version, 401 for a
+    missing or wrong key)."""
+
+    def gate(seen: Seen) -> Reply | None:
+        path, _, query = seen.path.partition("?")
+        headers = {name.lower(): value for name, value in seen.headers.items()}
+        if path != f"/openai/deployments/{deployment}/chat/completions":
+            return Reply.error(404, "The API deployment for this resource does not exist.", code="DeploymentNotFound")
+        if f"api-version={api_version}" not in query.split("&"):
+            return Reply.error(404, "Resource not found")
+        if headers.get("api-key") != key:
+            return Reply.error(401, "Access denied due to invalid subscription key or wrong API endpoint.",
+                               code="401")
+        return None
+
+    return gate
+
+
 @dataclass(frozen=True)
 class Seen:
     """One request as the server saw it."""
@@ -119,6 +140,7 @@ class Seen:
 
 
 Responder = Callable[[dict[str, Any]], Reply]
+Gate = Callable[["Seen"], "Reply | None"]  # looks at a request before the script: a reply refuses it, None lets it in
 ECHO_KEY = "<<bearer token>>"  # in a reply's body: replaced by the token the request carried
 
 
@@ -129,8 +151,9 @@ class _Server(ThreadingHTTPServer):
 
 class ScriptedServer:
     def __init__(self, script: Iterable[Reply] = (), *, default: Reply | None = None,
-                 responder: Responder | None = None) -> None:
+                 responder: Responder | None = None, gate: Gate | None = None) -> None:
         self._script: deque[Reply] = deque(script)
+        self.gate = gate
         self.default = default or Reply.ok()
         self.responder = responder
         self.requests: list[Seen] = []
@@ -141,12 +164,16 @@ class ScriptedServer:
         self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), daemon=True)
 
     @property
+    def origin(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self.origin}/v1"
 
     @property
     def completions(self) -> list[Seen]:
-        return [seen for seen in self.requests if seen.path.endswith("/chat/completions")]
+        return [seen for seen in self.requests if seen.path.partition("?")[0].endswith("/chat/completions")]
 
     def push(self, *replies: Reply) -> None:
         with self._lock:
@@ -191,9 +218,11 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             body = json.loads(raw or b"{}")
-            server._enter(Seen(time.monotonic(), self.path, dict(self.headers.items()), body))
+            seen = Seen(time.monotonic(), self.path, dict(self.headers.items()), body)
+            server._enter(seen)
             try:
-                reply = server._next_reply(body)
+                refused = server.gate(seen) if server.gate is not None else None
+                reply = refused if refused is not None else server._next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)
                 self._send(reply, self.headers.get("Authorization", "").removeprefix("Bearer "))

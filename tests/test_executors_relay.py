@@ -21,10 +21,11 @@ from open_rag_eval.judge.base import Completion
 from open_rag_eval.judge.cache import JudgeCache
 from open_rag_eval.judge.client import open_judge
 from open_rag_eval.judge.replies import Failure, Judgment
+from open_rag_eval.judge.transports import Call
 from tests.openai_server import Reply, ScriptedServer, ask, config
 
 KEY = hashlib.sha256(b"one request").hexdigest()
-PAYLOAD = b'{"model":"test-model","messages":[{"role":"user","content":"grade this"}]}'
+CALL = Call(KEY, "umbrela", (("user", "grade this"),), {})
 
 
 class Held(ScriptedServer):
@@ -71,9 +72,9 @@ def test_two_asks_for_one_key_pay_one_call_and_an_ask_after_it_pays_none(held: H
 
     async def scenario() -> None:
         relay = Relay(config(held.base_url), str(tmp_path), cache=cache)
-        await relay.submit("a", [(KEY, 0, PAYLOAD)])
+        await relay.submit("a", [CALL])
         await until(lambda: held.in_flight == 1)  # the call is at the endpoint
-        await relay.submit("b", [(KEY, 0, PAYLOAD)])  # the same key, asked by another worker
+        await relay.submit("b", [CALL])  # the same key, asked by another worker
         assert relay.pending() == {"a": 1, "b": 1}
         held.gate.set()
         first, second = await relay.collect("a", 60), await relay.collect("b", 60)
@@ -82,11 +83,11 @@ def test_two_asks_for_one_key_pay_one_call_and_an_ask_after_it_pays_none(held: H
         assert isinstance(reply, Judgment) and reply.text == "##final score: 2"
         assert len(held.completions) == 1
         assert cache.get_sync(KEY) is not None and cache.get_sync(KEY).text == "##final score: 2"  # type: ignore[union-attr]
-        await relay.submit("c", [(KEY, 0, PAYLOAD)])  # just after the call completed: from memory, not paid
+        await relay.submit("c", [CALL])  # just after the call completed: from memory, not paid
         assert await relay.collect("c", 60) == [(KEY, reply)]
         assert relay.stats() == {"calls": 1, "joined": 1, "recent": 1, "in_flight": 0}
         fresh = Relay(config(held.base_url), str(tmp_path), cache=cache)  # nothing in memory: the cache has it
-        await fresh.submit("d", [(KEY, 0, PAYLOAD)])
+        await fresh.submit("d", [CALL])
         [(_, hit)] = await fresh.collect("d", 60)
         assert isinstance(hit, Completion) and hit.cached and hit.text == "##final score: 2"
         assert len(held.completions) == 1 and fresh.stats()["cached"] == 1
@@ -104,16 +105,16 @@ def test_a_failed_call_reaches_every_asker_and_nothing_is_cached(tmp_path: Path)
 
     async def scenario(server: Held) -> None:
         relay = Relay(config(server.base_url), str(tmp_path), cache=cache)
-        await relay.submit("a", [(KEY, 0, PAYLOAD)])
+        await relay.submit("a", [CALL])
         await until(lambda: server.in_flight == 1)
-        await relay.submit("b", [(KEY, 0, PAYLOAD)])
+        await relay.submit("b", [CALL])
         server.gate.set()
         first, second = await relay.collect("a", 60), await relay.collect("b", 60)
         assert first == second
         failure = first[0][1]
         assert isinstance(failure, Failure) and failure.kind == "fail" and "bad request" in failure.reason
         assert len(cache) == 0 and not relay.recent
-        await relay.submit("c", [(KEY, 0, PAYLOAD)])  # a failure is not remembered: asked again, called again
+        await relay.submit("c", [CALL])  # a failure is not remembered: asked again, called again
         [(_, again)] = await relay.collect("c", 60)
         assert again == failure and len(server.completions) == 2
         await relay.aclose()
@@ -131,7 +132,7 @@ def test_a_call_whose_asker_went_away_is_still_cached(held: Held, tmp_path: Path
     async def scenario() -> None:
         relay = Relay(config(held.base_url), str(tmp_path), cache=cache)
         client = RelayClient([Handle(relay)], "worker")
-        asking = asyncio.ensure_future(client.ask(KEY, 0, PAYLOAD))
+        asking = asyncio.ensure_future(client.send(CALL))
         await until(lambda: held.in_flight == 1)
         asking.cancel()  # the asking worker is gone
         await asyncio.gather(asking, return_exceptions=True)

@@ -219,8 +219,7 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
     def run(adaptive: bool) -> tuple[list[Any], int, list[int], int]:
         server, seen = _slow_then_fast(slow=slow_replies, delay_s=1.5)
         with server:
-            # retries enough that no request runs out of them on the 40 slow replies alone (which request meets
-            # which slow reply depends on scheduling), nor when a loaded machine makes a quick reply late too
+            # retries enough that no request runs out of them for other reasons than its timeouts
             cfg = config(server.base_url, max_concurrency=8, timeout_s=0.25, max_retries=slow_replies + 8,
                          adaptive_concurrency=adaptive)
             holder: dict[str, int] = {}
@@ -236,8 +235,10 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
 
     adaptive, peak_adaptive, seen_adaptive, limit_after = run(True)
     fixed, peak_fixed, seen_fixed, _ = run(False)
+    # a request meets at most three timeouts (0.25 s twice, then 0.5 s) before it fails saying so
     failed = [str(r) for r in adaptive + fixed if not hasattr(r, "text")]
-    assert not failed and all(r.text == "2" for r in adaptive) and all(r.text == "2" for r in fixed), failed
+    assert all(r.text == "2" for r in adaptive + fixed if hasattr(r, "text"))
+    assert all("timed out 3 times (deadlines 0.25s, 0.25s, 0.5s)" in reason for reason in failed), failed
     # with the limit halved on timeouts, the server holds far fewer abandoned requests at once
     # the limit halves per wave of timeouts (8, 4, 2, 1): the server holds about 8 + 4 + 2 + 1 x (1.5 / 0.25)
     # abandoned requests at most, against 8 more every 0.25 s without adaptation (capped by the 40 slow ones)

@@ -34,7 +34,8 @@ def test_snapshot_numbers_per_task_and_total() -> None:
     snapshot = accounting.snapshot()
     assert snapshot["tasks"]["umbrela"] == {
         "calls": 2, "cache_hits": 0, "deduplicated": 0, "retries": 0, "failures": 0,
-        "prompt_tokens": 1500, "completion_tokens": 300, "usage_unknown": 0, "cost_usd": 0.000405}
+        "prompt_tokens": 1500, "completion_tokens": 300, "usage_unknown": 0, "abandoned": 0,
+        "abandoned_prompt_tokens": 0, "cost_usd": 0.000405}
     assert snapshot["tasks"]["support"]["cost_usd"] == 0.0
     assert snapshot["total"]["cache_hits"] == 3 and snapshot["total"]["cost_usd"] == 0.000405
     assert snapshot["fingerprints"] == ["fp_a", "fp_b"]
@@ -61,7 +62,8 @@ def test_accounting_through_the_client() -> None:
     assert snapshot["model"] == "gpt-4o"
     assert snapshot["tasks"]["umbrela"] | {} == {
         "calls": 1, "cache_hits": 0, "deduplicated": 0, "retries": 1, "failures": 0,
-        "prompt_tokens": 2000, "completion_tokens": 10, "usage_unknown": 0, "cost_usd": 0.0051}
+        "prompt_tokens": 2000, "completion_tokens": 10, "usage_unknown": 0, "abandoned": 0,
+        "abandoned_prompt_tokens": 0, "cost_usd": 0.0051}
     assert snapshot["tasks"]["support"]["cost_usd"] == 0.00026
     assert snapshot["total"]["cost_usd"] == 0.00536
     assert snapshot["fingerprints"] == ["fp_other", "fp_test"]

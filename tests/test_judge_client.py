@@ -16,6 +16,7 @@ import pytest
 
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeUnavailable, exit_code
 from open_rag_eval.judge.accounting import Accounting
+from open_rag_eval.judge.settings import JudgeSettings
 from open_rag_eval.judge.client import OpenAIJudge, open_judge, strip_reasoning
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, OutageBreaker, RetryPolicy, TokenBucket
 from tests.openai_server import Reply, ScriptedServer, ask, config, outcome, with_judge
@@ -43,8 +44,9 @@ def _judge_with_sleeps(server: ScriptedServer, sleeps: list[float], **retry: flo
     async def record(seconds: float) -> None:
         sleeps.append(seconds)
 
-    return OpenAIJudge(model="test-model", base_url=server.base_url, api_key="k", limiter=Limiter.create(4),
-                       retry=RetryPolicy(max_retries=3, base_s=0.001, cap_s=0.002, **retry), sleep=record)
+    settings = JudgeSettings("test-model", (server.base_url,), api_key="k",
+                             retry=RetryPolicy(max_retries=3, base_s=0.001, cap_s=0.002, **retry))
+    return OpenAIJudge(settings, limiters=[Limiter.create(4)], sleep=record)
 
 
 def _run_with_sleeps(script: list[Reply], **retry: float) -> tuple[object, list[float], ScriptedServer]:
@@ -109,7 +111,8 @@ def test_connection_refused_fails_after_retries_with_reason() -> None:
     assert str(error) == f"judge call failed after 3 attempts: cannot connect to http://127.0.0.1:{port}/v1"
     assert snapshot["total"] | {"cost_usd": None} == {
         "calls": 1, "cache_hits": 0, "deduplicated": 0, "retries": 2, "failures": 1,
-        "prompt_tokens": 0, "completion_tokens": 0, "usage_unknown": 0, "cost_usd": None}
+        "prompt_tokens": 0, "completion_tokens": 0, "usage_unknown": 0, "abandoned": 0, "abandoned_prompt_tokens": 0,
+            "cost_usd": None}
 
 
 def test_malformed_body_is_retried() -> None:
@@ -207,8 +210,8 @@ def test_requests_per_minute_paces_arrivals() -> None:
     bucket = TokenBucket(1200, burst_s=0.05)  # 20 requests/s, a burst of 1
 
     async def many(server: ScriptedServer) -> None:
-        judge = OpenAIJudge(model="m", base_url=server.base_url, api_key="k",
-                            limiter=Limiter(AdaptiveConcurrency(8), requests=bucket))
+        judge = OpenAIJudge(JudgeSettings("m", (server.base_url,), api_key="k"),
+                            limiters=[Limiter(AdaptiveConcurrency(8), requests=bucket)])
         async with judge:
             await asyncio.gather(*(judge.complete(ask(f"q{i}")) for i in range(6)))
 
@@ -315,9 +318,8 @@ def test_adaptive_concurrency_lowers_on_429_then_recovers() -> None:
     script = [Reply.error(429, retry_after="0")] + [Reply.ok(str(i)) for i in range(40)]
 
     async def main(server: ScriptedServer) -> list[int]:
-        judge = OpenAIJudge(model="m", base_url=server.base_url, api_key="k", limiter=limiter,
-                            retry=RetryPolicy(base_s=0.001, cap_s=0.002), breaker=OutageBreaker(),
-                            accounting=Accounting("m"))
+        settings = JudgeSettings("m", (server.base_url,), api_key="k", retry=RetryPolicy(base_s=0.001, cap_s=0.002))
+        judge = OpenAIJudge(settings, limiters=[limiter], breaker=OutageBreaker(), accounting=Accounting("m"))
         async with judge:
             await judge.complete(ask("first"))
             lowered = limiter.concurrency.limit

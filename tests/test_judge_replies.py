@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 
 from open_rag_eval.core.errors import JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.base import Completion
-from open_rag_eval.judge.client import OpenAIJudge
+from open_rag_eval.judge.client import OpenAIJudge, open_transport
+from open_rag_eval.judge.settings import JudgeSettings
 from open_rag_eval.judge.config import is_simulated_fingerprint, simulated_fingerprint
 from open_rag_eval.judge.limits import Limiter, RetryPolicy
 from open_rag_eval.judge.replies import Failure, Judgment, classify_body
@@ -216,9 +217,11 @@ def _mock_judge(body: Any) -> OpenAIJudge:
     async def no_sleep(seconds: float) -> None:
         return None
 
-    return OpenAIJudge(model="gpt-4o-mini", base_url="http://judge.test/v1", api_key="k", limiter=Limiter.create(2),
-                       retry=RetryPolicy(max_retries=1), sleep=no_sleep,
-                       http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(handler)))
+    judge_settings = JudgeSettings("gpt-4o-mini", ("http://judge.test/v1",), api_key="k",
+                                   retry=RetryPolicy(max_retries=1))
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(handler))
+    return OpenAIJudge(judge_settings, limiters=[Limiter.create(2)], sleep=no_sleep,
+                       transport=open_transport(judge_settings, http_client=http))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -33,7 +33,9 @@ from open_rag_eval.judge.base import Completion
 from open_rag_eval.judge.cache import CachedCompletion
 from open_rag_eval.judge.client import OpenAIJudge, cached_completion, open_judge, recorded
 from open_rag_eval.judge.config import JudgeConfig
+from open_rag_eval.judge.http11 import Reply
 from open_rag_eval.judge.replies import Failure, Judgment
+from open_rag_eval.judge.transports import Call
 
 __all__ = ["RECENT", "Outcome", "Relay", "RelayClient", "RemoteCache", "attach", "route"]
 
@@ -69,12 +71,13 @@ class Relay:
         self.seen: dict[str, float] = {}
         self.counts: Counter[str] = Counter()  # calls, cached, joined, recent
 
-    async def submit(self, asker: str, asks: Sequence[tuple[str, int, bytes]]) -> None:
-        """Take ``asks`` (cache key, endpoint index, request body); their outcomes go to ``asker``'s outbox."""
+    async def submit(self, asker: str, asks: Sequence[Call]) -> None:
+        """Take ``asks`` (attempts of judge requests); their outcomes go to ``asker``'s outbox."""
         now = time.monotonic()
         self.seen[asker] = now
         self._forget_stale(now)
-        for key, endpoint, payload in asks:
+        for call in asks:
+            key = call.key
             if key in self.recent:
                 self.recent.move_to_end(key)
                 self.counts["recent"] += 1
@@ -84,7 +87,7 @@ class Relay:
             if key in self.inflight:
                 self.counts["joined"] += 1
                 continue
-            self.inflight[key] = asyncio.get_running_loop().create_task(self._call(key, endpoint, payload))
+            self.inflight[key] = asyncio.get_running_loop().create_task(self._call(call))
 
     async def collect(self, asker: str, wait_s: float = POLL_S) -> list[tuple[str, Outcome]]:
         """The outcomes ready for ``asker``, waiting up to ``wait_s`` for the first."""
@@ -107,9 +110,10 @@ class Relay:
 
     # -- one call --------------------------------------------------------------------------------------------
 
-    async def _call(self, key: str, endpoint: int, payload: bytes) -> None:
+    async def _call(self, call: Call) -> None:
+        key = call.key
         try:
-            outcome: Outcome = await self._outcome(key, endpoint, payload)
+            outcome: Outcome = await self._outcome(call)
         except Exception as error:  # noqa: BLE001 - a cache that fails, a judge that cannot open: to the askers
             outcome = error
         if isinstance(outcome, (Judgment, Completion)):  # in the cache already: remembered, then forgotten in flight
@@ -120,17 +124,18 @@ class Relay:
         for asker in self.waiting.pop(key, []):
             self._deliver(asker, key, outcome)
 
-    async def _outcome(self, key: str, endpoint: int, payload: bytes) -> Outcome:
+    async def _outcome(self, call: Call) -> Outcome:
         judge = self._open()
-        if self.cache is not None and (hit := cached_completion(await self.cache.get(key))) is not None:
+        if self.cache is not None and (hit := cached_completion(await self.cache.get(call.key))) is not None:
             self.counts["cached"] += 1
             return hit
         self.counts["calls"] += 1
-        reply = await judge.send(payload, endpoint)
+        answer = await judge.transport.send(call)
+        reply = judge.read(answer) if isinstance(answer, Reply) else answer
         if isinstance(reply, Judgment):
             reply, entry = recorded(reply, judge.model)
             if self.cache is not None:
-                await self.cache.put(key, entry)
+                await self.cache.put(call.key, entry)
         return reply
 
     def _open(self) -> OpenAIJudge:
@@ -161,20 +166,24 @@ class Relay:
 
 
 class RelayClient:
-    """A judge's face of the relays (the judge client's ``CallRelay``): asks batched, outcomes collected."""
+    """The judge's transport through the relays (``judge.transports.Transport``): asks batched, outcomes collected.
+    The relay looks in the run's cache before it calls and caches the judgment it gets (``caches``)."""
+
+    caches = True
 
     def __init__(self, relays: Sequence[Any], asker: str, *, window_s: float = WINDOW_S) -> None:
         self.relays, self.asker, self.window_s = list(relays), asker, window_s
-        self._asks: list[list[tuple[str, int, bytes]]] = [[] for _ in self.relays]
+        self._asks: list[list[Call]] = [[] for _ in self.relays]
         self._futures: dict[str, list[asyncio.Future[Outcome]]] = {}
         self._flushing: asyncio.Task[None] | None = None
         self._polls: list[asyncio.Task[None] | None] = [None for _ in self.relays]
 
-    async def ask(self, key: str, endpoint: int, payload: bytes) -> Judgment | Failure | Completion:
+    async def send(self, call: Call) -> Judgment | Failure | Completion:
+        key = call.key
         index = route(key, len(self.relays))
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         self._futures.setdefault(key, []).append(future)
-        self._asks[index].append((key, endpoint, payload))
+        self._asks[index].append(call)
         if self._flushing is None or self._flushing.done():
             self._flushing = asyncio.get_running_loop().create_task(self._flush())
         poll = self._polls[index]
@@ -195,8 +204,8 @@ class RelayClient:
             for (index, asks), result in zip(batches, sent):
                 if isinstance(result, BaseException):
                     failure = _lost(index, result)
-                    for key, _, _ in asks:
-                        self._resolve(key, failure)
+                    for call in asks:
+                        self._resolve(call.key, failure)
 
     async def _collect(self, index: int) -> None:
         relay = self.relays[index]
@@ -216,6 +225,9 @@ class RelayClient:
             if not future.done():
                 future.set_result(outcome)
 
+    async def aclose(self) -> None:
+        """Nothing to close: the relays outlive the worker."""
+
 
 def _lost(index: int, error: BaseException) -> Failure:
     log.warning("judge relay %d unreachable: %s", index, str(error).splitlines()[0][:300] if str(error) else error)
@@ -223,9 +235,9 @@ def _lost(index: int, error: BaseException) -> Failure:
 
 
 def attach(judge: Any, client: RelayClient | None) -> None:
-    """Route ``judge``'s calls through the relays (a simulated judge is not relayed: it charges nothing)."""
+    """Make the relays ``judge``'s transport (a simulated judge is not relayed: it charges nothing)."""
     if client is not None and isinstance(judge, OpenAIJudge) and not judge.simulated:
-        judge.relay = client
+        judge.transport = client
 
 
 class RemoteCache:

@@ -61,6 +61,10 @@ class TaskStats:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     usage_unknown: int = 0  # replies without valid token counts: the cost of a priced model is then unknown
+    # attempts given up on (timed out): the server may still have processed them, so their prompt tokens (our
+    # estimate) are work done for nothing -- and, for a paid endpoint, possibly billed
+    abandoned: int = 0
+    abandoned_prompt_tokens: int = 0
 
     def add(self, other: TaskStats) -> None:
         for name, value in asdict(other).items():
@@ -90,6 +94,12 @@ class Accounting:
             stats.completion_tokens += completion_tokens
         if isinstance(fingerprint, str) and fingerprint:
             self.fingerprints.add(fingerprint)
+
+    def abandoned(self, task: str, prompt_tokens: int) -> None:
+        """One attempt given up on (a timeout) whose prompt, of about ``prompt_tokens``, the server may still read."""
+        stats = self.task(task)
+        stats.abandoned += 1
+        stats.abandoned_prompt_tokens += prompt_tokens
 
     def cost(self, stats: TaskStats) -> float | None:
         if self.price is None or stats.usage_unknown:

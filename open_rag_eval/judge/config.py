@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from open_rag_eval.judge.thresholds import HealthThresholds
 
-__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "Endpoint", "JudgeConfig", "Price", "SimulatedJudgeConfig",
+__all__ = ["SIMULATED_FINGERPRINT_PREFIX", "AzureConfig", "Endpoint", "JudgeConfig", "Price", "SimulatedJudgeConfig",
            "is_simulated_fingerprint", "simulated_fingerprint"]
 
 
@@ -70,6 +70,15 @@ class Endpoint(_Strict):
     max_concurrency: int | None = Field(None, ge=1, le=4096)  # default: judge.max_concurrency
 
 
+class AzureConfig(_Strict):
+    """The endpoint is an Azure OpenAI resource: ``judge.base_url`` is its address (https://NAME.openai.azure.com);
+    requests go to ``/openai/deployments/DEPLOYMENT/chat/completions?api-version=API_VERSION`` with the key in
+    the ``api-key`` header."""
+
+    api_version: str = Field(min_length=1)
+    deployment: str | None = Field(None, min_length=1)  # default: judge.model
+
+
 class JudgeConfig(_Strict):
     model: str = "gpt-4o-mini"
     base_url: str | None = None  # any OpenAI-compatible endpoint; OPENAI_BASE_URL is honoured when unset
@@ -103,6 +112,9 @@ class JudgeConfig(_Strict):
     outage_after_s: float = Field(300.0, gt=0)
     # judge health: shares of judgments per task above which the run warns (eval --strict-judge: exit 6)
     health: HealthThresholds = Field(default_factory=HealthThresholds)
+    azure: AzureConfig | None = None  # the endpoint is Azure OpenAI (deployment paths, api-version, api-key header)
+    # "json_schema": ask OpenAI-compatible servers for a reply matching each task's JSON schema (response_format)
+    structured: Literal["json_schema"] | None = None
     # record every HTTP exchange with the endpoint to this JSONL file, or answer from such a file offline
     record: str | None = None
     replay: str | None = None

@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import httpx2
@@ -30,6 +30,7 @@ __all__ = ["Http11Pool", "Reply", "proxied"]
 MAX_HEADER_LINES = 200
 MAX_IDLE = 100
 _NO_BODY = {204, 304}
+_OWN_HEADERS = {b"accept-encoding", b"connection", b"transfer-encoding"}  # the pool sets or refuses these
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
@@ -105,6 +106,26 @@ class Http11Pool:
                     return await self._exchange(request, reuse=False)
         except TimeoutError:
             raise httpx2.ReadTimeout(f"no complete reply within {self.deadline_s:g}s") from None
+
+    async def send(self, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes, *,
+                   deadline_s: float | None = None) -> Reply:
+        """POST ``body`` to ``target`` (path and query) of this origin with these headers (the SDK's request, which
+        names its Host and Content-Length); ``deadline_s`` replaces the pool's deadline for this request."""
+        lines = [b"POST " + (target or b"/") + b" HTTP/1.1"]
+        lines += [name + b": " + value for name, value in headers if name.lower() not in _OWN_HEADERS]
+        lines.append(b"Accept-Encoding: " + ACCEPT_ENCODING.encode("ascii"))
+        if not any(name.lower() == b"content-length" for name, _ in headers):
+            lines.append(b"Content-Length: " + str(len(body)).encode("ascii"))
+        request = b"\r\n".join(lines) + b"\r\n\r\n" + body
+        deadline = self.deadline_s if deadline_s is None else deadline_s
+        try:
+            async with asyncio.timeout(deadline):
+                try:
+                    return await self._exchange(request, reuse=True)
+                except _Stale:
+                    return await self._exchange(request, reuse=False)
+        except TimeoutError:
+            raise httpx2.ReadTimeout(f"no complete reply within {deadline:g}s") from None
 
     async def aclose(self) -> None:
         self._closed = True

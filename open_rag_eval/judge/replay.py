@@ -2,7 +2,8 @@
 
 ``judge.record: FILE`` appends one line per HTTP exchange with the real endpoint; ``judge.replay: FILE`` answers
 the same requests from the file, through the same client code (classification, retries, parsing), so a real
-model's behaviour can be tested without the model. One line::
+model's behaviour can be tested without the model. Both are transports of the judge client
+(``judge.transports``): ``ReplayTransport`` answers from the file, ``RecordingTransport`` wraps the SDK transport. One line::
 
     {"key": "<sha256>", "task": "umbrela", "model": "...",
      "request": {"messages": [[role, content], ...], "params": {...}, "prompt_version": "...", "sample": 0},
@@ -18,7 +19,6 @@ the ``retry-after`` and ``content-type`` response headers, and the key's value i
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import os
@@ -26,19 +26,24 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 
-from open_rag_eval.core.errors import ConfigError, InputError, JudgeCallError
+from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.inputs.jsonl import json_object_lines
-from open_rag_eval.judge.base import Completion, JudgeRequest, Message
+from open_rag_eval.judge.base import Message
 from open_rag_eval.judge.cache import cache_key
 from open_rag_eval.judge.config import JudgeConfig
-from open_rag_eval.transport import BoundedTransport
+from open_rag_eval.judge.http11 import Reply
+from open_rag_eval.judge.replies import Failure
+from open_rag_eval.judge.transports import Answer, Call, Transport
 
-__all__ = ["REPLAY_ENDPOINT", "Exchange", "TapedJudge", "open_taped_judge", "read_tape", "replay_key"]
+if TYPE_CHECKING:
+    from open_rag_eval.judge.client import OpenAIJudge
+
+__all__ = ["REPLAY_ENDPOINT", "Exchange", "RecordingTransport", "ReplayTransport", "open_taped_judge", "read_tape",
+           "replay_key"]
 
 log = logging.getLogger("open_rag_eval.judge")
 
@@ -91,58 +96,65 @@ def _exchange(row: dict[str, Any], file: str, number: int) -> Exchange:
                     str(row.get("task", "")), str(row.get("model", "")))
 
 
-@dataclass
-class _Call:
-    """The logical call in flight in this task: its key, request, and how many HTTP attempts it made."""
+class ReplayTransport:
+    """Answers each attempt from the recording (``judge.transports.Transport``): the n-th attempt of a request
+    gets its n-th recorded exchange. A request the file does not hold, or an attempt beyond those recorded, is a
+    failed judgment saying so -- never a made-up answer."""
 
-    key: str
-    request: JudgeRequest
-    params: dict[str, Any]
-    attempts: int = 0
-    exhausted: bool = False
+    caches = False
 
+    def __init__(self, tape: Mapping[str, list[Exchange]], *, model: str, source: str) -> None:
+        self.tape, self.model, self.source = tape, model, source
 
-_CURRENT: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("open_rag_eval_taped_call", default=None)
+    async def send(self, call: Call) -> Answer:
+        key = replay_key(model=self.model, messages=call.messages, params=call.params,
+                         prompt_version=call.prompt_version, sample=call.sample)
+        exchanges = self.tape.get(key)
+        if not exchanges:
+            return Failure("fail", f"replay: {self.source} holds no recorded reply for this {call.task} request "
+                                   f"(key {key[:12]}){self._models_hint()}")
+        if call.attempt >= len(exchanges):
+            return Failure("fail", f"replay: {self.source} records {len(exchanges)} attempt(s) of this {call.task} "
+                                   f"request (key {key[:12]}) and the client asked for more; the recording ended "
+                                   "in a failure")
+        exchange = exchanges[call.attempt]
+        return Reply(exchange.status, {k.lower(): v for k, v in exchange.headers.items()},
+                     exchange.body.encode("utf-8"))
 
-
-class ReplayExhausted(httpx2.TransportError):
-    """The client asked for more attempts of a call than the file records."""
-
-
-class _ReplayTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, tape: Mapping[str, list[Exchange]]) -> None:
-        self.tape = tape
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        call = _CURRENT.get()
-        exchanges = self.tape.get(call.key, []) if call is not None else []
-        if call is None or call.attempts >= len(exchanges):
-            if call is not None:
-                call.exhausted = True
-            raise ReplayExhausted("no more recorded attempts", request=request)
-        exchange = exchanges[call.attempts]
-        call.attempts += 1
-        return httpx2.Response(exchange.status, headers=dict(exchange.headers),
-                               content=exchange.body.encode("utf-8"), request=request)
-
-
-class _RecordTransport(httpx2.AsyncBaseTransport):
-    def __init__(self, writer: _TapeWriter, model: str, inner: httpx2.AsyncBaseTransport | None = None) -> None:
-        self.writer, self.model = writer, model
-        self.inner = inner or httpx2.AsyncHTTPTransport()
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        response = await self.inner.handle_async_request(request)
-        body = await response.aread()
-        call = _CURRENT.get()
-        if call is not None:
-            call.attempts += 1
-            self.writer.write(call, self.model, response.status_code, body.decode("utf-8", "replace"),
-                              {name: response.headers[name] for name in _KEPT_HEADERS if name in response.headers})
-        return httpx2.Response(response.status_code, headers=response.headers, content=body, request=request)
+    def _models_hint(self) -> str:
+        models = sorted({e.model for exchanges in self.tape.values() for e in exchanges if e.model})
+        if models and self.model not in models:
+            return f"; the file was recorded with judge.model {', '.join(repr(m) for m in models)}"
+        return ""
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        """Nothing to close."""
+
+
+class RecordingTransport:
+    """Sends through ``inner`` and appends every HTTP exchange it gets to the tape (``judge.transports.Transport``)."""
+
+    caches = False
+
+    def __init__(self, inner: Transport, writer: _TapeWriter, *, model: str) -> None:
+        self.inner, self.writer, self.model = inner, writer, model
+
+    async def send(self, call: Call) -> Answer:
+        answer = await self.inner.send(call)
+        if isinstance(answer, Reply):
+            key = replay_key(model=self.model, messages=call.messages, params=call.params,
+                             prompt_version=call.prompt_version, sample=call.sample)
+            body = answer.content.decode("utf-8", "replace")
+            self.writer.write(key, call, self.model, answer.status_code, body,
+                              {name: answer.headers[name] for name in _KEPT_HEADERS if name in answer.headers})
+        return answer
+
+    async def aclose(self) -> None:
+        try:
+            await self.inner.aclose()
+        finally:
+            self.writer.close()
+            log.info("judge: recorded %d exchange(s) to %s", self.writer.written, self.writer.path)
 
 
 class _TapeWriter:
@@ -155,18 +167,19 @@ class _TapeWriter:
         self._lock = threading.Lock()
         self.written = 0
 
-    def write(self, call: _Call, model: str, status: int, body: str, headers: Mapping[str, str]) -> None:
-        request = call.request
+    def write(self, key: str, call: Call, model: str, status: int, body: str, headers: Mapping[str, str]) -> None:
         row = {
-            "key": call.key, "task": request.task, "model": model,
-            "request": {"messages": [list(m) for m in request.messages], "params": call.params,
-                        "prompt_version": request.prompt_version, "sample": request.sample},
+            "key": key, "task": call.task, "model": model,
+            "request": {"messages": [list(m) for m in call.messages], "params": dict(call.params),
+                        "prompt_version": call.prompt_version, "sample": call.sample},
             "status": status, "body": body, "headers": dict(headers), "usage": _usage(body),
         }
         line = json.dumps(row, ensure_ascii=False, sort_keys=True, default=str)
         if len(self._secret) >= 4:
             line = line.replace(self._secret, "***")
         with self._lock:
+            if self._handle.closed:
+                return
             self._handle.write(line + "\n")
             self._handle.flush()
             self.written += 1
@@ -184,103 +197,40 @@ def _usage(body: str) -> dict[str, Any] | None:
     return usage if isinstance(usage, dict) else None
 
 
-class TapedJudge:
-    """A judge client whose HTTP goes to a recording (replay) or through a recorder (record).
-
-    Everything else is the wrapped ``OpenAIJudge``: its attributes are this object's attributes."""
-
-    def __init__(self, inner: Any, http_client: httpx2.AsyncClient, *,
-                 tape: Mapping[str, list[Exchange]] | None = None, source: str = "",
-                 writer: _TapeWriter | None = None) -> None:
-        self._inner, self._http, self._tape, self._source, self._writer = inner, http_client, tape, source, writer
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
-
-    @property
-    def replaying(self) -> bool:
-        return self._tape is not None
-
-    async def complete(self, request: JudgeRequest) -> Completion:
-        params = self._inner.final_params(request.params)
-        key = replay_key(model=self._inner.model, messages=request.messages, params=params,
-                         prompt_version=request.prompt_version, sample=request.sample)
-        if self._tape is not None and key not in self._tape:
-            self._inner.accounting.task(request.task).failures += 1
-            raise JudgeCallError(f"replay: {self._source} holds no recorded reply for this {request.task} request "
-                                 f"(key {key[:12]}){self._models_hint()}")
-        call = _Call(key, request, params)
-        token = _CURRENT.set(call)
-        try:
-            return await self._inner.complete(request)
-        except JudgeCallError:
-            if call.exhausted:
-                raise JudgeCallError(f"replay: {self._source} records {call.attempts} attempt(s) of this "
-                                     f"{request.task} request (key {key[:12]}) and the client asked for more; "
-                                     f"the recording ended in a failure") from None
-            raise
-        finally:
-            _CURRENT.reset(token)
-
-    def _models_hint(self) -> str:
-        models = sorted({e.model for exchanges in (self._tape or {}).values() for e in exchanges if e.model})
-        if models and self._inner.model not in models:
-            return f"; the file was recorded with judge.model {', '.join(repr(m) for m in models)}"
-        return ""
-
-    async def aclose(self) -> None:
-        try:
-            await self._inner.aclose()
-            await self._http.aclose()
-        finally:
-            if self._writer is not None:
-                self._writer.close()
-                log.info("judge: recorded %d exchange(s) to %s", self._writer.written, self._writer.path)
-
-    async def __aenter__(self) -> TapedJudge:
-        return self
-
-    async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                        trace: TracebackType | None) -> None:
-        await self.aclose()
-
-
 async def _no_sleep(_seconds: float) -> None:
     await asyncio.sleep(0)
 
 
 def open_taped_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
-                     transport: httpx2.AsyncBaseTransport | None = None) -> TapedJudge:
+                     transport: httpx2.AsyncBaseTransport | None = None) -> OpenAIJudge:
     """The judge for a config with ``replay`` or ``record`` set. The judge cache is off for both: a replay must
     answer from the file alone, and a recording must see every request. ``transport`` (tests) replaces the
-    recorder's real network transport."""
-    from open_rag_eval.judge.client import open_judge
+    recorder's network transport under the SDK."""
+    from open_rag_eval.judge.client import judge_settings, open_judge, open_transport
 
     uncached = config.model_copy(update={"cache": False, "replay": None, "record": None})
     if config.replay is not None:
         path = _resolve(config.replay, base_dir)
         tape = read_tape(path)
-        replaying = uncached.model_copy(update={"base_url": REPLAY_BASE_URL})
-        http = httpx2.AsyncClient(transport=_ReplayTransport(tape))
-        inner = open_judge(replaying, base_dir=base_dir, http_client=http)
-        inner._sleep = _no_sleep  # recorded waits are not waited again
+        replaying = uncached.model_copy(update={"base_url": REPLAY_BASE_URL, "base_urls": None})
         log.info("judge: replaying %d recorded request(s) from %s", len(tape), path)
-        return TapedJudge(inner, http, tape=tape, source=str(config.replay))
+        # recorded waits are not waited again
+        return open_judge(replaying, base_dir=base_dir, sleep=_no_sleep,
+                          transport=ReplayTransport(tape, model=config.model, source=str(config.replay)))
     if config.record is None:
         raise ConfigError("neither judge.replay nor judge.record is set", path="judge")
     if config.cache is not False:
         log.info("judge: recording to %s with the judge cache off, so every request reaches the endpoint",
                  config.record)
+    settings = judge_settings(uncached, simulated=simulated)
+    http = None if transport is None else httpx2.AsyncClient(transport=transport, timeout=config.timeout_s)
     writer = _TapeWriter(_resolve(config.record, base_dir), os.environ.get(config.api_key_env, "").strip())
-    network = transport or BoundedTransport(httpx2.AsyncHTTPTransport(), deadline_s=config.timeout_s,
-                                            max_bytes=int(config.max_reply_mb * 1_000_000))  # as a live judge's
-    http = httpx2.AsyncClient(transport=_RecordTransport(writer, config.model, network), timeout=config.timeout_s)
+    recording = RecordingTransport(open_transport(settings, http_client=http), writer, model=config.model)
     try:
-        inner = open_judge(uncached, base_dir=base_dir, simulated=simulated, http_client=http)
+        return open_judge(uncached, base_dir=base_dir, simulated=simulated, transport=recording)
     except BaseException:
         writer.close()
         raise
-    return TapedJudge(inner, http, writer=writer)
 
 
 def _resolve(value: str, base_dir: Path) -> Path:

@@ -83,6 +83,7 @@ class Failure:
     overload: bool = False  # too much at once: lowers the adaptive concurrency
     rate_limited: bool = False  # a 429: the endpoint says so now (not of the load when the request was sent)
     usage: Usage | None = None  # a 200 that failed still used (and cost) tokens
+    timed_out: bool = False  # no complete reply within the deadline
 
 
 def _token_count(value: Any) -> int | None:
