@@ -27,7 +27,7 @@ from open_rag_eval.judge.client import OpenAIJudge, open_judge
 from open_rag_eval.judge.config import JudgeConfig
 from tests.loopback import send_json
 
-__all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "azure_gate", "completion_body", "config",
+__all__ = ["ECHO_KEY", "FAST", "Reply", "ScriptedServer", "Seen", "ask", "azure_door", "completion_body", "config",
            "outcome", "with_judge"]
 
 
@@ -109,12 +109,12 @@ class Reply:
         return cls(200, "", (("Content-Encoding", encoding),), raw=payload)
 
 
-def azure_gate(deployment: str, api_version: str, key: str) -> Gate:
+def azure_door(deployment: str, api_version: str, key: str) -> Door:
     """Azure OpenAI's door: ``/openai/deployments/DEPLOYMENT/chat/completions?api-version=VERSION`` with the key in
     the ``api-key`` header, or the status Azure answers (404 for another deployment or no api-version, 401 for a
     missing or wrong key)."""
 
-    def gate(seen: Seen) -> Reply | None:
+    def door(seen: Seen) -> Reply | None:
         path, _, query = seen.path.partition("?")
         headers = {name.lower(): value for name, value in seen.headers.items()}
         if path != f"/openai/deployments/{deployment}/chat/completions":
@@ -126,7 +126,7 @@ def azure_gate(deployment: str, api_version: str, key: str) -> Gate:
                                code="401")
         return None
 
-    return gate
+    return door
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class Seen:
 
 
 Responder = Callable[[dict[str, Any]], Reply]
-Gate = Callable[["Seen"], "Reply | None"]  # looks at a request before the script: a reply refuses it, None lets it in
+Door = Callable[["Seen"], "Reply | None"]  # looks at a request before the script: a reply refuses it, None lets it in
 ECHO_KEY = "<<bearer token>>"  # in a reply's body: replaced by the token the request carried
 
 
@@ -151,9 +151,9 @@ class _Server(ThreadingHTTPServer):
 
 class ScriptedServer:
     def __init__(self, script: Iterable[Reply] = (), *, default: Reply | None = None,
-                 responder: Responder | None = None, gate: Gate | None = None) -> None:
+                 responder: Responder | None = None, door: Door | None = None) -> None:
         self._script: deque[Reply] = deque(script)
-        self.gate = gate
+        self.door = door
         self.default = default or Reply.ok()
         self.responder = responder
         self.requests: list[Seen] = []
@@ -221,7 +221,7 @@ def _handler_for(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             seen = Seen(time.monotonic(), self.path, dict(self.headers.items()), body)
             server._enter(seen)
             try:
-                refused = server.gate(seen) if server.gate is not None else None
+                refused = server.door(seen) if server.door is not None else None
                 reply = refused if refused is not None else server._next_reply(body)
                 if reply.delay_s:
                     time.sleep(reply.delay_s)

@@ -9,7 +9,7 @@ import pytest
 
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeUnavailable
 from open_rag_eval.judge.config import JudgeConfig
-from tests.openai_server import FAST, Reply, ScriptedServer, ask, azure_gate, outcome, with_judge
+from tests.openai_server import FAST, Reply, ScriptedServer, ask, azure_door, outcome, with_judge
 
 KEY = "azure-test-key-5521"
 VERSION = "2024-10-21"
@@ -30,7 +30,7 @@ def test_requests_go_to_the_deployment_with_the_api_version_and_the_api_key_head
     monkeypatch.setenv("AZURE_JUDGE_KEY", KEY)
     script = [Reply.error(429, "Rate limit is exceeded.", retry_after="0"), Reply.ok("##final score: 3"),
               Reply.ok("##final score: 1")]
-    with ScriptedServer(script, gate=azure_gate("judge-dep", VERSION, KEY)) as server:
+    with ScriptedServer(script, door=azure_door("judge-dep", VERSION, KEY)) as server:
         first, second = with_judge(_azure(server), _two)
     assert [first.text, second.text] == ["##final score: 3", "##final score: 1"]  # the 429 was retried
     assert len(server.completions) == 3
@@ -43,7 +43,7 @@ def test_requests_go_to_the_deployment_with_the_api_version_and_the_api_key_head
 
 def test_the_deployment_defaults_to_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_JUDGE_KEY", KEY)
-    with ScriptedServer([Reply.ok("2")], gate=azure_gate("gpt-4o-mini", VERSION, KEY)) as server:
+    with ScriptedServer([Reply.ok("2")], door=azure_door("gpt-4o-mini", VERSION, KEY)) as server:
         [done, _] = with_judge(_azure(server, azure={"api_version": VERSION}), _two)
     assert done.text == "2"
 
@@ -56,7 +56,7 @@ def test_the_deployment_defaults_to_the_model(monkeypatch: pytest.MonkeyPatch) -
 def test_a_wrong_deployment_version_or_key_makes_the_judge_unavailable_saying_which(
         monkeypatch: pytest.MonkeyPatch, deployment: str, version: str, key: str, problem: str) -> None:
     monkeypatch.setenv("AZURE_JUDGE_KEY", key)
-    with ScriptedServer(gate=azure_gate("judge-dep", VERSION, KEY)) as server:
+    with ScriptedServer(door=azure_door("judge-dep", VERSION, KEY)) as server:
         failed, again = with_judge(_azure(server, azure={"api_version": version, "deployment": deployment}), _two)
     assert isinstance(failed, JudgeUnavailable) and problem in str(failed), failed
     assert isinstance(again, JudgeUnavailable) and len(server.completions) == 1  # one refusal stops every call
@@ -67,7 +67,7 @@ def test_a_server_error_then_a_cut_reply_through_azure_is_a_failed_judgment_with
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AZURE_JUDGE_KEY", KEY)
     cut = Reply.shaped({"role": "assistant", "content": "##final sc"}, finish_reason="length")
-    with ScriptedServer([Reply.error(503, "busy"), cut], gate=azure_gate("judge-dep", VERSION, KEY)) as server:
+    with ScriptedServer([Reply.error(503, "busy"), cut], door=azure_door("judge-dep", VERSION, KEY)) as server:
         [failed, _] = with_judge(_azure(server), _two)
     assert isinstance(failed, JudgeCallError) and "finish_reason: length" in str(failed)
 

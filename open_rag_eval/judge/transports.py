@@ -19,6 +19,7 @@ An attempt ends with one ``Answer``: the raw HTTP ``Reply`` (the client reads it
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 from collections.abc import Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
 
 import httpx2
+from httpx2._client import UseClientDefault
 from anyio import EndOfStream as _EndOfStream
 
 from open_rag_eval import __version__
@@ -113,6 +115,25 @@ class _DirectClient(httpx2.AsyncClient):
     """The SDK's ``httpx2`` client with nothing between it and its transport: no auth flow, no cookie jar, no
     redirect loop (none is ever followed) -- the SDK sets the auth headers itself and the judge keeps no cookies."""
 
+    def build_request(self, method: str, url: httpx2.URL | str, *, content: Any = None,  # type: ignore[override]
+                      params: Any = None, headers: Any = None, timeout: Any = None, **other: Any) -> httpx2.Request:
+        """The SDK's request as it built it (its URL is absolute, its headers complete): no merging with client
+        defaults, which the SDK never sets on this client."""
+        if any(value is not None for value in other.values()):  # data, files, json, cookies: the general path
+            return super().build_request(method, url, content=content, params=params, headers=headers,
+                                         timeout=timeout, **other)
+        limit = self.timeout if timeout is None or isinstance(timeout, UseClientDefault) else httpx2.Timeout(timeout)
+        where = (str(url), str(params))
+        parsed = self._urls.get(where)
+        if parsed is None:  # one parse per endpoint, not one per call
+            parsed = self._urls[where] = httpx2.Request(method, url, params=params).url
+        return httpx2.Request(method, parsed, content=content, headers=headers,
+                              extensions={"timeout": limit.as_dict()})
+
+    @property
+    def _urls(self) -> dict[tuple[str, str], httpx2.URL]:
+        return self.__dict__.setdefault("_parsed_urls", {})  # type: ignore[no-any-return]
+
     async def send(self, request: httpx2.Request, **_: Any) -> httpx2.Response:  # type: ignore[override]
         return await self._transport.handle_async_request(request)
 
@@ -129,6 +150,7 @@ class SdkTransport:
         self._given = http_client
         self._http: httpx2.AsyncClient | None = http_client
         self._clients: list[AsyncOpenAI | None] = [None] * len(self.targets)
+        self._templates: dict[float | None, Any] = {}
 
     def prepare(self) -> None:
         """Build the clients now (so the wait for a slot is the only wait of the first calls)."""
@@ -137,14 +159,11 @@ class SdkTransport:
 
     async def send(self, call: Call) -> Answer:
         client = self._client(call.endpoint)
-        options: dict[str, Any] = {}
-        if call.deadline_s is not None:
-            options["timeout"] = call.deadline_s
         try:
-            # the body the SDK's chat.completions.create would send, given as JSON bytes: its typed-params
-            # transform would cost more client CPU than everything else of a call (docs/reliability.md)
-            response = await client.post("/chat/completions", cast_to=httpx2.Response, body=self.body(call),
-                                         options=options)  # type: ignore[arg-type]
+            # what the SDK's chat.completions.create sends, its body given as JSON bytes: the SDK's typed-params
+            # transform would cost more client CPU than everything else of a call (bench/perf_bench.py --part cpu)
+            options = self._options(call.deadline_s).model_copy(update={"content": self.body(call)})
+            response = await client.request(httpx2.Response, options)
         except TRANSPORT_ERRORS as error:
             return failure_of(error, call.deadline_s or self.timeout_s, self.targets[call.endpoint].base_url)
         except Exception as error:  # noqa: BLE001 - the SDK's errors: a status, or a transport error as its cause
@@ -157,6 +176,17 @@ class SdkTransport:
             else:
                 raise
         return Reply(response.status_code, _lower(response.headers), response.content)
+
+    def _options(self, deadline_s: float | None) -> Any:
+        """The SDK's request options of a chat completion (one per deadline; each call copies it with its body)."""
+        options = self._templates.get(deadline_s)
+        if options is None:
+            from openai._models import FinalRequestOptions
+
+            timeout = {} if deadline_s is None else {"timeout": deadline_s}
+            options = self._templates[deadline_s] = FinalRequestOptions.construct(
+                method="post", url="/chat/completions", **timeout)
+        return options
 
     def body(self, call: Call) -> bytes:
         """The request body: the final params, the model and the messages, as compact JSON."""
@@ -185,15 +215,42 @@ class SdkTransport:
 
 
 def _sdk_client(target: Target, http: httpx2.AsyncClient) -> AsyncOpenAI:
-    from openai import AsyncAzureOpenAI, AsyncOpenAI
-
+    plain, azure = _sdk_classes()
     headers = {"user-agent": f"open-rag-eval/{__version__}", **target.headers}
     if target.azure_api_version is not None:
-        return AsyncAzureOpenAI(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,
-                                api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,
-                                http_client=http, default_headers=headers)
-    return AsyncOpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0, http_client=http,
-                       default_headers=headers)
+        return azure(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,  # type: ignore[no-any-return]
+                     api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,
+                     http_client=http, default_headers=headers)
+    return plain(base_url=target.base_url, api_key=target.api_key, max_retries=0,  # type: ignore[no-any-return]
+                 http_client=http, default_headers=headers)
+
+
+@functools.cache
+def _sdk_classes() -> tuple[type, type]:
+    """``AsyncOpenAI`` and ``AsyncAzureOpenAI`` that remember the headers and URLs they build for every call alike
+    (the same key, defaults and deadline; the same path): the SDK rebuilds them per request, which costs more client
+    CPU than the exchange itself (``bench/perf_bench.py --part cpu``)."""
+    from openai import AsyncAzureOpenAI, AsyncOpenAI
+
+    class Remembering:
+        def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
+            if options.headers or retries_taken:
+                return super()._build_headers(options, retries_taken=retries_taken)  # type: ignore[misc, no-any-return]
+            memo: dict[str, httpx2.Headers] = self.__dict__.setdefault("_memo_headers", {})
+            key = repr(options.timeout)
+            if key not in memo:
+                memo[key] = super()._build_headers(options, retries_taken=0)  # type: ignore[misc]
+            return memo[key].copy()
+
+        def _prepare_url(self, url: str) -> httpx2.URL:
+            memo: dict[str, httpx2.URL] = self.__dict__.setdefault("_memo_urls", {})
+            if url not in memo:
+                memo[url] = super()._prepare_url(url)  # type: ignore[misc]
+            return memo[url]
+
+    plain = type("JudgeOpenAI", (Remembering, AsyncOpenAI), {})
+    azure = type("JudgeAzureOpenAI", (Remembering, AsyncAzureOpenAI), {})
+    return plain, azure
 
 
 def _lower(headers: httpx2.Headers) -> dict[str, str]:
