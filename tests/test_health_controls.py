@@ -377,3 +377,17 @@ def test_validate_and_the_dry_run_name_the_tasks_that_cannot_fit(tmp_path: Path,
     assert any("of 40 umbrela requests cannot fit with the reply the task needs" in m for m in named)
     assert any("nugget_create requests cannot fit" in m for m in named)
     assert not any("nugget_importance" in m for m in named)  # its prompts fit
+
+
+def test_the_report_leads_with_the_probe_when_it_ran_on_these_results(tmp_path: Path) -> None:
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+    from open_rag_eval.report import write_report
+
+    with SimulatedJudgeServer(SimulatedServerConfig()) as server:
+        code, out = _eval(tmp_path, server.base_url, "simulated-judge", "umbrela")
+    assert code == 0 and 'id="injection-probe"' not in (out / "report.html").read_text(encoding="utf-8")
+    line = "injection probe: text planted in the material moved umbrela to the planted verdict on 22 of 24 judgments"
+    (out / "injection.json").write_text(json.dumps({"headline": [line]}), encoding="utf-8")
+    write_report(out)
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert line in html and html.index('id="injection-probe"') < html.index('id="judge-health"')
