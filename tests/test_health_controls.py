@@ -391,3 +391,17 @@ def test_the_report_leads_with_the_probe_when_it_ran_on_these_results(tmp_path: 
     write_report(out)
     html = (out / "report.html").read_text(encoding="utf-8")
     assert line in html and html.index('id="injection-probe"') < html.index('id="judge-health"')
+
+
+def test_structured_replies_are_named_beside_their_parse_rates() -> None:
+    from open_rag_eval.health.text import health_lines
+    from open_rag_eval.report.health import render_health_panel
+
+    recorder = _recorder("support", ["NS", "FS"])
+    recorder.record("support", "invalid", 2)
+    report = assess(recorder, [], HealthThresholds(), None, "json_schema")
+    assert report.snapshot()["reply_format"] == "json_schema" and report.tasks["support"]["rates"]["invalid"] == 1 / 3
+    assert health_lines(report)[0].startswith("judge health: UNHEALTHY (share of judgments per task; replies asked "
+                                              "as json_schema;")
+    assert "Replies asked as json_schema" in render_health_panel({"health": report.snapshot()})
+    assert "replies asked" not in health_lines(assess(recorder, [], HealthThresholds()))[0]

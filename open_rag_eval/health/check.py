@@ -46,6 +46,7 @@ class HealthReport:
     controls: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> control summary (health.controls)
     control_items: list[dict[str, Any]] = field(default_factory=list)  # every control with its verdict
     controls_state: str = "off"  # run | off (judge.health.controls: false) | not run: <why>
+    reply_format: str = "text"  # how replies were asked for: text, or json_schema (judge.structured)
 
     @property
     def problems(self) -> list[str]:
@@ -119,7 +120,7 @@ class HealthReport:
     def snapshot(self) -> dict[str, Any]:
         """manifest.json's ``health`` section."""
         return {"healthy": self.healthy, "problems": self.problems, "notes": self.notes,
-                "thresholds": self.thresholds.model_dump(), "tasks": self.tasks,
+                "thresholds": self.thresholds.model_dump(), "reply_format": self.reply_format, "tasks": self.tasks,
                 "controls": {"state": self.controls_state, "tasks": self.controls, "items": self.control_items},
                 "citation_low_labelled": self.low_labelled, "n_cited_outputs": self.n_cited_outputs}
 
@@ -176,9 +177,11 @@ _WHAT = {FALLBACK: "were read only through a parser fallback", INVALID: "never p
 
 
 def assess(recorder: HealthRecorder, scores: Sequence[Score], thresholds: HealthThresholds,
-           controls: Mapping[str, Any] | None = None) -> HealthReport:
+           controls: Mapping[str, Any] | None = None, reply_format: str = "text") -> HealthReport:
     """The health report from the run's recorded judgments, its citation counts and its controls (``{"state",
-    "tasks", "items"}`` as ``health.controls`` gives them; None: no controls)."""
+    "tasks", "items"}`` as ``health.controls`` gives them; None: no controls). ``reply_format``: ``json_schema`` when
+    the judge was asked for structured replies (``judge.structured``): the parse rates are then those of structured
+    replies."""
     tasks = {task: _task_row(recorder.tasks[task]) for task in _ordered(recorder.tasks)}
     cited, unlabelled = _per_output(scores, "citation.n_cited"), _per_output(scores, "citation.n_unlabelled")
     low = []
@@ -191,7 +194,7 @@ def assess(recorder: HealthRecorder, scores: Sequence[Score], thresholds: Health
     n_cited_outputs = sum(1 for value in cited.values() if value > 0)
     controls = controls or {}
     return HealthReport(tasks, thresholds, low, n_cited_outputs, dict(controls.get("tasks") or {}),
-                        list(controls.get("items") or []), str(controls.get("state", "off")))
+                        list(controls.get("items") or []), str(controls.get("state", "off")), reply_format)
 
 
 def _ordered(tasks: Iterable[str]) -> list[str]:

@@ -18,8 +18,9 @@ def health_lines(report: HealthReport) -> list[str]:
     if not report.tasks and not report.controls:
         return []
     width = max([len(task) for task in [*report.tasks, *report.controls]] + [4])
+    replies = "" if report.reply_format == "text" else f"; replies asked as {report.reply_format}"
     lines = [f"judge health: {'healthy' if report.healthy else 'UNHEALTHY'} "
-             "(share of judgments per task; docs/judge-health.md)",
+             f"(share of judgments per task{replies}; docs/judge-health.md)",
              f"  {'task':<{width}}  {'n':>5}  " + "  ".join(f"{c:>8}" for c in _COLUMNS) + "  top label"]
     for task, row in report.tasks.items():
         cells = "  ".join(f"{row['rates'][c]:>8.1%}" for c in _COLUMNS)

@@ -56,9 +56,17 @@ def render_health_panel(manifest: Mapping[str, Any]) -> str:
             f'<th style="text-align:right;padding:0 .5em">n</th>{head}<th>top label</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>{_controls(health.get("controls"))}'
             f'{f"<ul>{problems}</ul>" if problems else ""}'
+            f'{_format(health.get("reply_format"))}'
             '<small>Share of judgments per parse class, the commonest label and its share; controls are judgments '
             'whose answer is known, kept out of the metrics; thresholds in judge.health. See docs/judge-health.md.'
             '</small></section>')
+
+
+def _format(reply_format: Any) -> str:
+    """Structured replies (judge.structured) said beside the table: the parse rates are theirs."""
+    if not reply_format or reply_format == "text":
+        return ""
+    return f'<p id="reply-format">Replies asked as {escape(str(reply_format))} (judge.structured).</p>'
 
 
 def _controls(controls: Any) -> str:

@@ -210,7 +210,8 @@ async def arun(
             evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
             progress.begin("write", "results")
             simulated = is_simulated(judge)
-            health = assess(recorder, result.scores, loaded.judge.health, controls) if judge is not None else None
+            health = assess(recorder, result.scores, loaded.judge.health, controls,
+                            loaded.judge.structured or "text") if judge is not None else None
             with generation.writing():
                 summary = write_results(generation.path, outputs, result, simulated,
                                         health.summary_rows() if health else ())
