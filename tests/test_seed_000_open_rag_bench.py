@@ -12,6 +12,7 @@ removed), answers under 10% flagged ungrounded; the Grounded Ratio. Its data: ``
 from __future__ import annotations
 
 import asyncio
+import re
 import json
 from pathlib import Path
 
@@ -136,3 +137,29 @@ def test_a_broken_benchmark_file_names_file_and_key(tmp_path: Path) -> None:
     (folder / "qrels.json").write_text(json.dumps({"q9": {"doc_id": "d", "section_id": 1}}))
     with pytest.raises(InputError, match=r"qrels\.json.*q9.*not in queries\.json"):
         read_query_set(folder)
+
+
+def test_a_one_character_token_counts_here_and_not_in_the_module() -> None:
+    """The module's tokeniser reads ASCII words and drops 1-character tokens; ours keeps "8" (docs/seeds.md).
+    Content tokens model, trains, 8, layers, attention, dropout, residual, connections, images: 7 of 9 in the context
+    here (0.777778); without "8", 6 of 8 (0.75) in the module."""
+    answer = "The model trains 8 layers with attention, dropout and residual connections over images."
+    context = "The model has 8 layers using attention, dropout and residual connections."
+    output = RAGOutput(query_id="q", query="?", answer=answer, passages=(Passage(id="c", text=context),))
+    rows = evaluate([output], metrics=["lexical.groundedness"])
+    assert rows[("q", "lexical.groundedness")] == pytest.approx(0.777778, abs=1e-6)
+    from open_rag_eval.metrics.lexical import english_stopwords
+
+    stop = english_stopwords()
+    module = [t for t in re.findall(r"[a-z0-9]+", answer.lower()) if len(t) > 1 and t not in stop]
+    vocabulary = set(re.findall(r"[a-z0-9]+", context.lower()))
+    assert sum(t in vocabulary for t in module) / len(module) == 0.75
+
+
+def test_an_empty_answer_is_missing_here_where_the_module_says_grounded() -> None:
+    """The module scores an empty answer 1.0 and grounded (nothing ungrounded in it); here it has no token to count:
+    groundedness and grounded are missing with the reason (docs/seeds.md)."""
+    output = RAGOutput(query_id="q", query="?", answer="", passages=(Passage(id="c", text="Some context."),))
+    rows = evaluate([output], metrics=["lexical.groundedness", "lexical.grounded"])
+    assert rows[("q", "lexical.groundedness")] == "the answer has no content words"
+    assert rows[("q", "lexical.grounded")] == "the answer has no content words"

@@ -153,3 +153,33 @@ evaluators: [{type: golden}]
     # q2: no expected keyword (the demo's 0.0), the answer is doc3.txt's text
     assert (rows[("q2", "lexical.keyword_coverage")], rows[("q2", "lexical.context_overlap")]) == (0.0, 1.0)
     assert rows[("q2", "lexical.keyword_score")] == 0.5
+
+
+def test_an_empty_grounding_list_is_an_empty_gold_context(tmp_path: Path) -> None:
+    """The demo concatenates the documents of ``must_be_grounded_in`` into the gold context: an empty list gives an
+    empty context, so no answer token is found in it -- overlap 0.0, even though the retrieved passage holds every
+    token. Five questions: combined scores 1.0, 0.5, 0.5, 1.0, 0.5, mean 0.70 (0.80 if q3 were scored against its
+    retrieved passage)."""
+    folder = demo(tmp_path)
+    texts = {name: (folder / "corpus" / name).read_text().strip() for name in ("doc1.txt", "doc2.txt", "doc3.txt")}
+    questions = [
+        {"id": "q1", "question": "?", "expected_keywords": ["retriever", "generator"], "must_be_grounded_in": ["doc1.txt"]},
+        {"id": "q2", "question": "?", "expected_keywords": [], "must_be_grounded_in": ["doc3.txt"]},
+        {"id": "q3", "question": "?", "expected_keywords": ["harness"], "must_be_grounded_in": []},
+        {"id": "q4", "question": "?", "expected_keywords": ["keywords"], "must_be_grounded_in": ["doc2.txt"]},
+        {"id": "q5", "question": "?", "expected_keywords": ["retriever", "generator"], "must_be_grounded_in": ["doc1.txt"]},
+    ]
+    (folder / "eval_questions.json").write_text(json.dumps(questions))
+    answers = {"q1": ("doc1.txt", texts["doc1.txt"]), "q2": ("doc3.txt", texts["doc3.txt"]),
+               "q3": ("doc3.txt", texts["doc3.txt"]), "q4": ("doc2.txt", texts["doc2.txt"]),
+               "q5": ("doc1.txt", "The retriever finds documents.")}
+    outputs = [RAGOutput(query_id=qid, query="?", answer=answer, passages=(Passage(id=doc, text=texts[doc]),))
+               for qid, (doc, answer) in answers.items()]
+    rows = evaluate(outputs, labels=str(folder / "eval_questions.json"), corpus=str(folder / "corpus"), **SEED)
+    assert (rows[("q3", "lexical.keyword_coverage")], rows[("q3", "lexical.context_overlap")]) == (1.0, 0.0)
+    scores = [rows[(qid, "lexical.keyword_score")] for qid in answers]
+    assert scores == [1.0, 0.5, 0.5, 1.0, 0.5]
+    assert sum(scores) / len(scores) == pytest.approx(0.70)
+    # no grounding list at all: the retrieved passages are the context (overlap 1.0 here)
+    unlabelled = outputs[2].model_copy(update={"labels": Labels(expected_keywords=("harness",))})
+    assert evaluate([unlabelled], **SEED)[("q3", "lexical.context_overlap")] == 1.0

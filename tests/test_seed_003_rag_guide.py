@@ -15,7 +15,9 @@ import asyncio
 import csv
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -290,3 +292,47 @@ def test_a_dry_run_plans_the_guides_calls(tmp_path: Path, capfd: pytest.CaptureF
     text = printed.out + printed.err
     assert "rag_guide_context_relevance" in text and "rag_guide_verify" in text
     assert not (tmp_path / "out").exists()
+
+
+def test_a_query_with_nothing_relevant_has_recall_1_and_hit_0_as_the_guides_code() -> None:
+    """The guide's RetrievalEvaluator: ``recall = ... if query_relevant else 1.0`` but ``hits.append(1 if
+    relevant_retrieved > 0 else 0)``: with no relevant document recall is 1 and hit 0. Its three queries and a fourth
+    with nothing relevant, k = 3: Recall@3 (2/3 + 1/2 + 1 + 1) / 4 = 0.791667, Hit Rate 3/4 = 0.75."""
+    fourth = RAGOutput(query_id="q4", query="?", labels=Labels(relevant_ids={}),
+                       passages=tuple(Passage(id=d, text=d) for d in ("doc_pricing_1", "doc_shipping_1")))
+    rows = evaluate([*outputs(), fourth], k_values=[3], no_relevant="one", no_relevant_hit="trec")
+    assert (rows[("q4", "golden.recall@3")], rows[("q4", "golden.hit@3")]) == (1.0, 0.0)
+    means = {name: sum(rows[(f"q{i}", name)] or 0.0 for i in range(1, 5)) / 4
+             for name in ("golden.recall@3", "golden.hit@3")}
+    assert means["golden.recall@3"] == pytest.approx(0.791667, abs=1e-6)
+    assert means["golden.hit@3"] == 0.75
+    # one option for both, as before: hit 1 too (what the guide's code does not do)
+    assert evaluate([fourth], k_values=[3], no_relevant="one")[("q4", "golden.hit@3")] == 1.0
+
+
+def test_a_blank_claims_reply_is_no_claim_and_a_failed_call_is_missing(tmp_path: Path) -> None:
+    """Through the real judge client: the guide defines "no claims -> faithfulness 1.0"; a judge that answers the
+    claims prompt with blank content listed no claim (1.0), while a claims call that fails (HTTP 500 every time)
+    leaves faithfulness missing with its reason."""
+    from tests.openai_server import Reply, ScriptedServer, config, with_judge
+
+    def responder(blank: bool) -> Callable[[dict[str, Any]], Reply]:
+        rule = scripted()
+
+        def reply(body: dict[str, Any]) -> Reply:
+            messages = tuple((m["role"], m["content"]) for m in body["messages"])
+            task = next(t for t, text in SYSTEM.items() if messages[0][1] == text)
+            if task == "rag_guide_claims":
+                return Reply.ok("") if blank else Reply.error(500, "boom")
+            return Reply.ok(rule.rule(JudgeRequest(task, messages)))
+        return reply
+
+    evaluator = GenerationEvaluator(GenerationOptions.model_validate({"profile": "rag_guide"}))
+    for blank, expected in ((True, 1.0), (False, None)):
+        with ScriptedServer(responder=responder(blank)) as server:
+            result = with_judge(config(server.base_url, max_retries=1), lambda judge: evaluator.evaluate(
+                [guide_output()], Context(judge=judge)), base_dir=tmp_path)
+        got = {s.metric: s for s in result.scores}["rag_guide.faithfulness"]
+        assert got.value == expected, got.error
+        if not blank:
+            assert got.error.startswith("claim extraction failed: judge call failed") and "500" in got.error

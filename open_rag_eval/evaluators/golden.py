@@ -16,11 +16,15 @@ document ids (``doc_id_separator: "#"`` turns ``doc7#3`` into ``doc7``; ``doc_id
 retrieved chunk of a relevant document is a hit. Labels name documents. ``k_counts: chunks`` keeps every passage
 in the ranking instead (k then counts chunks, as tools that cut the top k chunks before mapping them do); ``id_map``
 (a JSON object id -> name, such as a file-id mapping) turns a document named by its name into its id.
-``no_relevant`` says how recall@k, recall_all@k and hit@k treat a query with an empty set of relevant documents.
+``no_relevant`` says how recall@k, recall_all@k and hit@k treat a query with an empty set of relevant documents;
+``no_relevant_hit`` gives hit@k its own rule.
 
 Lexical checks (``lexical.*``, see ``open_rag_eval.metrics.lexical``) and ``latency.ms`` are per output. Context
 overlap reads the text of the ``grounding_ids`` documents from ``corpus`` when one is given (a folder of text files,
-a corpus CSV, or an Open RAG Benchmark folder), else from the retrieved passages of those documents. Refusals come
+a corpus CSV, or an Open RAG Benchmark folder), else from the retrieved passages of those documents; an empty
+``grounding_ids`` list (``must_be_grounded_in: []``) is an empty gold context: no answer token is found in it
+(overlap 0.0), as the answer-eval demo defines it; without ``grounding_ids`` the retrieved passages are the context.
+Refusals come
 from the system's own ``refused`` flag when the output has one, else from the no-answer judgment when an evaluator
 before this one produced ``no_answer.answered``, else from the lexical detector. An output the system failed to
 produce gets its applicable metrics as missing values.
@@ -77,6 +81,8 @@ class GoldenOptions(BaseModel):
     k_counts: Literal["documents", "chunks"] = "documents"  # chunks: a document's every passage keeps its rank
     id_map: str | None = None  # JSON object id -> name: documents named by their name count as their id
     no_relevant: Literal["trec", "missing", "one", "empty_retrieval"] = "trec"  # R = 0: recall@k, recall_all@k, hit@k
+    # R = 0: hit@k by a rule of its own (the RAG guide: recall 1, hit 0); None: as no_relevant
+    no_relevant_hit: Literal["trec", "missing", "one", "empty_retrieval"] | None = None
     pad_precision: bool = True  # False: p@k is missing when fewer than k documents were retrieved
     metrics: list[str] | None = None  # names of METRICS or families; None = all
     groundedness_threshold: float = Field(0.1, ge=0, le=1)
@@ -211,7 +217,7 @@ class GoldenEvaluator:
     def _rows(self, qid: str, run: int, ranking: list[str], labels: dict[str, int], source: str) -> EvalResult:
         opts = self.options
         values = query_measures(ranking, labels, opts.k_values, opts.relevance_level, opts.pad_precision,
-                                opts.no_relevant)
+                                opts.no_relevant, opts.no_relevant_hit)
         scores = []
         for name in self._names:
             value = values[name.removeprefix("golden.")]
@@ -220,7 +226,8 @@ class GoldenEvaluator:
                                 else reason))
         n_rel = sum(1 for grade in labels.values() if grade >= opts.relevance_level)
         data = {"source": source, "relevance_level": opts.relevance_level, "n_relevant": n_rel,
-                "ranking": ranking[: max(opts.k_values)], "k_counts": opts.k_counts, "no_relevant": opts.no_relevant}
+                "ranking": ranking[: max(opts.k_values)], "k_counts": opts.k_counts, "no_relevant": opts.no_relevant,
+                "no_relevant_hit": opts.no_relevant_hit or opts.no_relevant}
         return EvalResult(scores=scores, details=[Detail(query_id=qid, run=run, section="golden", data=data)])
 
     def _evaluate_run(self) -> EvalResult:
@@ -337,6 +344,9 @@ class GoldenEvaluator:
     def _gold_context(self, output: RAGOutput, data: dict[str, object]) -> list[str] | str:
         """The text context overlap is measured against, or the reason there is none."""
         grounding = list(output.labels.grounding_ids or ())
+        if output.labels.grounding_ids is not None and not grounding:  # grounded in nothing: an empty gold context
+            data["context_source"] = "none (an empty grounding list)"
+            return []
         if self.corpus is not None and grounding:
             missing = [doc for doc in grounding if doc not in self.corpus]
             data["context_source"] = "corpus"

@@ -53,6 +53,10 @@ def strip_reasoning(text: str) -> str:
     return text.strip()
 
 
+# the reason of a reply whose content is blank (the judge answered, with nothing): a method that defines an empty
+# answer (no claim listed) can tell it from a failed call by this text
+BLANK = "empty reply from the judge (empty content"
+
 @dataclass(frozen=True)
 class Usage:
     """Token counts of one reply; ``None`` when the reply did not report them (or reported nonsense)."""
@@ -150,7 +154,7 @@ def classify_body(body: Any) -> Judgment | Failure:
         return Failure("fail", f"empty reply from the judge (content {shape}, finish_reason={finish})", usage=usage)
     text = strip_reasoning(raw)
     if not text:
-        what = "only reasoning" if raw.strip() else "empty content"
+        what = "only reasoning" if raw.strip() else BLANK.removeprefix("empty reply from the judge (")
         return Failure("fail", f"empty reply from the judge ({what}, finish_reason={finish})", usage=usage)
     return Judgment(text, raw, usage, fingerprint, finish)
 

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
+from open_rag_eval.judge.replies import BLANK
 from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, reference_of
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.claims import TEMPERATURES, TRIALS, ClaimSession, source_text
@@ -147,6 +148,9 @@ class RagGuide:
         extracted = await self._ask(session, "rag_guide_claims", {"answer": answer}, parse_claim_lines)
         row: dict[str, Any] = _row(extracted, claims=[{"claim": c} for c in extracted.value or ()])
         data["faithfulness"] = row
+        if extracted.value is None and BLANK in (extracted.reason or ""):  # it answered, listing nothing
+            row.update(claims=[], note="a blank reply lists no claim (1.0, the guide's rule)")
+            return guide_faithfulness([])
         if extracted.value is None:
             return f"claim extraction failed: {extracted.reason}"
         claims = extracted.value

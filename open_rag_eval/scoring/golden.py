@@ -29,6 +29,9 @@ With no relevant document (R = 0), ``no_relevant`` says what recall@k, recall_al
     one             all three 1 ("nothing to find, nothing missed")
     empty_retrieval all three 1 when nothing was retrieved in the top k, else 0 (a correct refusal to retrieve)
 
+``no_relevant_hit`` gives hit@k a rule of its own (the RAG guide's code: recall 1 but hit 0 when R = 0, i.e.
+``no_relevant: one`` with ``no_relevant_hit: trec``); None: hit@k follows ``no_relevant``.
+
 Averages (``mean_measures``): unweighted over queries; a missing value (recall_all@k with R = 0) is left out.
 ``evaluated_queries`` says which queries are averaged: those in both run and qrels, plus (``complete=True``,
 trec_eval ``-c``) qrels queries absent from the run, which then score as an empty ranking.
@@ -55,7 +58,6 @@ __all__ = [
 MEASURES = ("p@k", "recall@k", "recall_all@k", "hit@k", "mrr", "ap", "map@k", "ndcg@k", "mrr@k")
 NO_RELEVANT = "no relevant documents"
 NO_RELEVANT_RULES = ("trec", "missing", "one", "empty_retrieval")
-_RECALLS = ("recall@", "recall_all@", "hit@")
 
 
 def trec_ranking(scored: Iterable[tuple[str, float]]) -> list[str]:
@@ -81,14 +83,17 @@ def query_measures(
     relevance_level: int = 1,
     pad: bool = True,
     no_relevant: str = "trec",
+    no_relevant_hit: str | None = None,
 ) -> dict[str, float | None]:
     """All measures of one query; ``None`` marks a missing value (R = 0, see ``no_relevant``; p@k > n without ``pad``).
 
     ``ranking`` holds docids best first (a docid may repeat, see the module doc); unjudged documents are
     non-relevant.
     """
-    if no_relevant not in NO_RELEVANT_RULES:
-        raise ValueError(f"no_relevant must be one of {', '.join(NO_RELEVANT_RULES)}")
+    for rule in (no_relevant, no_relevant_hit or no_relevant):
+        if rule not in NO_RELEVANT_RULES:
+            raise ValueError(f"no_relevant must be one of {', '.join(NO_RELEVANT_RULES)}")
+    rules = {"recall@": no_relevant, "recall_all@": no_relevant, "hit@": no_relevant_hit or no_relevant}
     first = _first_positions(ranking)
     rels = [qrels.get(docid, 0) >= relevance_level for docid in ranking]
     new_rels = [rel and is_first for rel, is_first in zip(rels, first)]
@@ -104,9 +109,9 @@ def query_measures(
         out[f"map@{k}"] = average_precision(new_rels, n_rel, k)
         out[f"ndcg@{k}"] = ndcg_at_k(gains, [float(g) for g in qrels.values()], k)
         out[f"mrr@{k}"] = reciprocal_rank(rels[:k])
-        if not n_rel and no_relevant != "trec":
-            value = {"missing": None, "one": 1.0, "empty_retrieval": 0.0 if ranking[:k] else 1.0}[no_relevant]
-            out.update({f"{name}{k}": value for name in _RECALLS})
+        for name, rule in rules.items():
+            if not n_rel and rule != "trec":
+                out[f"{name}{k}"] = {"missing": None, "one": 1.0, "empty_retrieval": 0.0 if ranking[:k] else 1.0}[rule]
     out["mrr"] = reciprocal_rank(rels)
     out["ap"] = average_precision(new_rels, n_rel)
     return {name: out[name] for name in measure_names(k_values)}
