@@ -405,3 +405,26 @@ def test_structured_replies_are_named_beside_their_parse_rates() -> None:
                                               "as json_schema;")
     assert "Replies asked as json_schema" in render_health_panel({"health": report.snapshot()})
     assert "replies asked" not in health_lines(assess(recorder, [], HealthThresholds()))[0]
+
+
+def test_controls_that_break_are_said_not_run_and_never_cost_the_run() -> None:
+    from open_rag_eval.core.errors import JudgeUnavailable
+    from open_rag_eval.evaluators.trec import TrecEvaluator
+    from open_rag_eval.run.controls import run_controls_of
+
+    class Broken:
+        model, simulated = "broken", False
+
+        def __init__(self, error: Exception) -> None:
+            self.error = error
+
+        async def complete(self, request: Any) -> Any:
+            raise self.error
+
+    outputs = _outputs()
+    found = asyncio.run(run_controls_of([TrecEvaluator()], outputs, Broken(RuntimeError("boom")), HealthThresholds()))
+    assert found == {"state": "not run: RuntimeError('boom')", "tasks": {}, "items": []}
+    with pytest.raises(JudgeUnavailable):  # a judge that is down stops the run, as its metrics would
+        asyncio.run(run_controls_of([TrecEvaluator()], outputs, Broken(JudgeUnavailable("down")), HealthThresholds()))
+    report = assess(HealthRecorder(), [], HealthThresholds(), found)
+    assert report.healthy and report.notes == ["controls not run: RuntimeError('boom')"]

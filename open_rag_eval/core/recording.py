@@ -7,6 +7,7 @@ used on their own (tests, notebooks) need no setup. Tasks started inside ``recor
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from open_rag_eval.core.parsing import CLASSES
+
+log = logging.getLogger(__name__)
 
 __all__ = ["HealthRecorder", "TaskCounts", "failure_cause", "record", "recording"]
 
@@ -59,7 +62,10 @@ class HealthRecorder:
         if cause is not None:
             counts.causes[cause] = counts.causes.get(cause, 0) + 1
         if self.watch is not None:
-            self.watch(self, task)
+            try:
+                self.watch(self, task)
+            except Exception as error:  # noqa: BLE001 - a display must never cost a judgment
+                log.warning("judge-health display failed: %r", error)
 
     def merge(self, parts: Sequence[dict[str, dict[str, Any]]]) -> HealthRecorder:
         """Add the records of other processes (``{task: vars(TaskCounts)}`` each)."""

@@ -4,9 +4,11 @@ usefulness."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from open_rag_eval.core.errors import JudgeUnavailable
 from open_rag_eval.evaluators.base import Plan
 from open_rag_eval.health.check import HealthThresholds
 from open_rag_eval.health.controls import Graders, judge_controls
@@ -15,6 +17,8 @@ from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["graders_of", "plan_controls", "run_controls_of"]
+
+log = logging.getLogger(__name__)
 
 
 def graders_of(evaluators: Sequence[Any]) -> Graders:
@@ -52,8 +56,14 @@ async def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput
     elif not thresholds.controls:
         found = {"state": "off", "tasks": {}, "items": []}
     else:
-        found = await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
-                                     thresholds.control_pairs, thresholds.min_told_apart)
+        try:
+            found = await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
+                                         thresholds.control_pairs, thresholds.min_told_apart)
+        except JudgeUnavailable:
+            raise  # the judge is down: the run stops, as its metrics would
+        except Exception as error:  # noqa: BLE001 - the controls check the judge; they never cost the run
+            log.warning("judge-health controls not run: %r", error)
+            found = {"state": f"not run: {error!r}", "tasks": {}, "items": []}
     if done is not None:
         done(found)
     return found
