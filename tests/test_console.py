@@ -199,9 +199,9 @@ def test_live_display_snapshot_of_parts_and_a_health_event() -> None:
     ])
 
 
-def test_before_a_part_has_a_rate_the_judge_queue_gives_a_lower_bound() -> None:
+def test_before_every_part_has_a_rate_the_eta_is_the_judge_queue_s() -> None:
     """Citations wait behind the critical path: no part rate yet, but the judge's queued requests at the rate it
-    takes requests give a time the stage cannot beat; once every part has a rate, the later of the two is shown."""
+    takes requests give the time of the work already asked for; once every part has a rate, the later of the two."""
     clock = Clock()
     run = EightyOutputs(clock)
     judge = Judge()
@@ -214,7 +214,7 @@ def test_before_a_part_has_a_rate_the_judge_queue_gives_a_lower_bound() -> None:
     judge.accounting.task("umbrela").calls = 110
     run.play(12)  # 100 requests taken in 2 s: 300 queued are 6 s at least
     assert display.stage_detail("trec", clock.now) == ("0/80 outputs · umbrela 45/80 · nuggets 0/80 · citation 0/80"
-                                                       " · ETA ≥ 6.0s (300 judge requests queued)")
+                                                       " · ETA 6.0s for the 300 queued judge requests")
     judge.accounting.task("support").calls = 1890
     judge.pending = 10  # type: ignore[attr-defined]
     run.play(36)  # 2000 requests in 28 s: 10 queued are 0.1 s; the parts say 2.9 s

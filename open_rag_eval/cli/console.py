@@ -2,7 +2,7 @@
 
 Progress: on a terminal, a live display (rich) with a line per stage -- read, fetch, each evaluator, write --
 its counts (each part of an evaluator counted as it finishes outputs), rate and ETA (the slowest part at its own
-observed rate; before every part has one, a lower bound: the judge's queued requests at the rate it takes them),
+observed rate; before every part has one, the time of the judge's queued requests at the rate it takes them),
 the latest line of each event kind (judge health), the judge's calls by task with retries and cost so far, and
 the local models at work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
 judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
@@ -290,14 +290,15 @@ class ProgressDisplay:
         return "waiting"
 
     def _eta(self, stage: str, now: float) -> str:
-        """The time left: the slowest part at its own observed rate, and never less than the judge requests
-        already queued at the judge's observed rate (alone it is a lower bound: later requests are not asked yet)."""
+        """The time left: the slowest part at its own observed rate, or the judge requests already queued at the
+        rate the judge takes them, whichever is later; before every part has a rate, only the queued requests' time
+        (said as such: requests not asked yet come on top)."""
         parts, queued = self.progress.eta(stage, now), self._judge_queue(now)
         if queued is None:
             return " · ETA measuring" if parts is None else f" · ETA {_duration(parts)}"
         wait, pending = queued
         if parts is None:
-            return f" · ETA ≥ {_duration(wait)} ({pending} judge requests queued)"
+            return f" · ETA {_duration(wait)} for the {pending} queued judge requests"
         return f" · ETA {_duration(max(parts, wait))}"
 
     def _judge_queue(self, now: float) -> tuple[float, int] | None:
