@@ -1,6 +1,6 @@
 """One table of input cases run through every door, asserting the same outcome: the CLI (a JSONL and a CSV file),
 the Python API inside a running event loop (``aevaluate`` on a list of dicts, ``evaluate`` on a DataFrame called
-from a coroutine) and the service over HTTP (inline JSONL and CSV). A case is accepted everywhere, or refused
+from a coroutine) and the service over HTTP (JSONL and CSV, inline and uploaded). A case is accepted everywhere, or refused
 everywhere with one error naming the same row and field (exit 3, ``InputError``, HTTP 422 ``bad_input``).
 
 Rows count from 0: JSONL line n is row n - 1, a CSV's line n (after its header) row n - 2, ``DataFrame row n`` and
@@ -142,10 +142,16 @@ def _api_frame_in_a_loop(case: Case) -> Outcome:
     return asyncio.run(notebook())
 
 
-def _service(case: Case, service: Any, suffix: str) -> Outcome:
+def _service(case: Case, service: Any, suffix: str, upload: bool = False) -> Outcome:
     text = _jsonl(case.records) if suffix == "jsonl" else _csv(case.records)
-    reply = service.client().post("/v1/jobs", json={"config": CONFIG, "inputs": {"format": suffix, "data": text},
-                                                    "judge_profile": "sim"})
+    client = service.client()
+    if upload:  # stored as it is; the job naming it meets the rule
+        stored = client.post("/v1/uploads", params={"format": suffix, "filename": f"in.{suffix}"}, content=text)
+        assert stored.status_code == 201, stored.text
+        source: dict[str, Any] = {"upload_id": stored.json()["id"]}
+    else:
+        source = {"inputs": {"format": suffix, "data": text}}
+    reply = client.post("/v1/jobs", json={"config": CONFIG, **source, "judge_profile": "sim"})
     if reply.status_code in (201, 202):
         return (0,)
     assert reply.status_code == 422, reply.text
@@ -200,17 +206,19 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
     pytest.importorskip("fastapi", reason="the [server] extra is not installed")
     from tests.service_server import Service
 
-    with Service(tmp_path_factory.mktemp("doors"), {"runner": {"jobs": 0}}) as running:
+    with Service(tmp_path_factory.mktemp("doors"), {"runner": {"jobs": 0}, "limits": {"max_active_jobs": 100}}) \
+            as running:  # jobs stay queued: the accepted ones add up
         yield running
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("upload", [False, True], ids=["inline", "upload"])
 @pytest.mark.parametrize("suffix", ["jsonl", "csv"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_service_over_http(case: Case, suffix: str, service: Any) -> None:
+def test_service_over_http(case: Case, suffix: str, upload: bool, service: Any) -> None:
     if suffix == "csv" and not case.csv:
         pytest.skip("every CSV cell is text")
-    _check(case, _service(case, service, suffix))
+    _check(case, _service(case, service, suffix, upload))
 
 
 # ---------------------------------------------------------------- files that are not files
