@@ -412,7 +412,7 @@ def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.Captu
 
     summary = [Aggregate("umbrela.mean", 1.25, 0.4, 1.0, 1.5, 11, 0), Aggregate("citation.f1", 0.8, 0.1, 0.7, 0.9, 11, 0),
                Aggregate("citation.fabricated", 0.5, 0.5, 0.0, 1.0, 11, 0),
-               Aggregate("hhem.score", None, None, None, None, 0, 11)]
+               Aggregate("hhem.score", None, None, None, None, 0, 0, n_unavailable=11)]  # as summarize counts it
     manifest = {"config": {"report": {"headline": ["umbrela.mean", "citation.f1", "citation.fabricated", "hhem.score"],
                                       "targets": {"citation.fabricated": 0.0}}}}
     from open_rag_eval.core.types import Score

@@ -13,7 +13,7 @@ import pytest
 from open_rag_eval.report import render_report
 from open_rag_eval.report.headline import headline_metrics, status
 from open_rag_eval.report.hints import answer_evidence, diagnose, run_means
-from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, kind, scrub_paths
+from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, kind, scrub_paths
 from open_rag_eval.report.summary import histogram
 from tests.conftest import RESULTS_FIXTURE as FIXTURE
 
@@ -120,7 +120,7 @@ def test_failed_undefined_unavailable_are_counted_apart_and_consistently(results
 
 
 def test_reason_kinds() -> None:
-    assert kind("skipped: 1 answered run(s), min_runs is 2") == UNDEFINED
+    assert kind("skipped: 1 answered run(s), min_runs is 2") == SKIPPED  # counted apart, never as failed
     assert kind("cv is undefined: the mean is 0") == UNDEFINED
     assert kind("no relevant documents") == UNDEFINED
     assert kind("HHEM weights unavailable (not in the cache)") == UNAVAILABLE

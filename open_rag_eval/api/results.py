@@ -82,7 +82,8 @@ class Results:
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """summary.csv as dicts, numbers as floats (NaN when missing)."""
-        numbers = ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "min", "median", "p95", "max")
+        numbers = ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable", "n_skipped",
+                   "min", "median", "p95", "max")
         return [_typed(row, numbers=numbers) for row in _csv_rows(self.files["summary.csv"])]
 
     def mean(self, metric: str) -> float | None:

@@ -450,12 +450,13 @@ def print_summary(report: RunReport) -> None:
     for a in shown:
         mean = "" if a.mean is None else f"{a.mean:.4f}"
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.4f}, {a.ci95_high:.4f}]"
-        _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {a.n_failed:>7}")
+        missing = a.n_failed + a.n_undefined + a.n_unavailable + a.n_skipped
+        _out(f"{a.metric:<{width}}  {mean:>8}  {ci:>19}  {a.n:>5}  {missing:>7}")
     hidden = sum(1 for a in report.summary if is_dispersion(a.metric))
     if hidden:
         _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
-    _out("missing: values that failed, are undefined (a spread over one run, alpha with no variation) or are "
-         "unavailable here; report.html counts each kind apart")
+    _out("missing: values that failed, are undefined (a spread over one run, alpha with no variation), were "
+         "skipped (too few runs) or are unavailable here; summary.csv and report.html count each kind apart")
     _headline(report)
     _accounting_line(report.manifest.get("accounting"), report.simulated)
     _health(report)
@@ -508,7 +509,9 @@ def _headline(report: RunReport) -> None:
         if a.mean is None:
             reasons = [s.error for s in report.result.scores if s.metric == metric and s.error]
             which = kind(reasons[0]) if reasons else "missing"
-            _out(f"  {metric:<{width}}  {'–':>7}  no value: {which} ({a.n_failed} outputs; report.html says why)")
+            count = {"failed": a.n_failed, "undefined": a.n_undefined, "unavailable": a.n_unavailable,
+                     "skipped": a.n_skipped}.get(which, a.n_failed)
+            _out(f"  {metric:<{width}}  {'–':>7}  no value: {which} ({count} outputs; report.html says why)")
             continue
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.3f}, {a.ci95_high:.3f}]"
         goal = ""

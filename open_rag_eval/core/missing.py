@@ -1,10 +1,12 @@
-"""Why a value is missing, in three kinds the report counts separately (and never adds up as "failed"):
+"""Why a value is missing, in four kinds counted apart everywhere (summary.csv, results.json, the report, the
+console) and never added up as "failed":
 
 - failed: something went wrong for this item (a judge reply that could not be used, an inference error);
 - undefined: the statistic does not exist for these values (alpha with no variation, a spread over one run,
   recall with no relevant document) -- nothing went wrong;
 - unavailable: the metric cannot be computed in this environment at all (model weights or a key missing);
-  said once for the run, not once per output.
+  said once for the run, not once per output;
+- skipped: the query was left out on purpose (too few answered runs for a cross-run metric: ``min_runs``).
 
 The kind is read from the reason text the evaluators write; a reason we do not recognise is a failure.
 """
@@ -15,12 +17,12 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["FAILED", "KINDS", "UNAVAILABLE", "UNDEFINED", "Missing", "item_counts", "kind", "scrub_paths"]
+__all__ = ["FAILED", "KINDS", "SKIPPED", "UNAVAILABLE", "UNDEFINED", "Missing", "item_counts", "kind", "scrub_paths"]
 
-FAILED, UNDEFINED, UNAVAILABLE = "failed", "undefined", "unavailable"
-KINDS = (FAILED, UNDEFINED, UNAVAILABLE)
+FAILED, UNDEFINED, UNAVAILABLE, SKIPPED = "failed", "undefined", "unavailable", "skipped"
+KINDS = (FAILED, UNDEFINED, UNAVAILABLE, SKIPPED)
 
-_UNDEFINED = ("is undefined", "skipped:", "judgments for this query", "no item has two or more labels",
+_UNDEFINED = ("is undefined", "judgments for this query", "no item has two or more labels",
               "fewer than k documents", "no relevant documents", " runs have a value of ")
 _UNAVAILABLE = ("unavailable", "is not installed", "none is configured", "is not set")
 _JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget assignment failed", "have no grade (")
@@ -28,8 +30,10 @@ _ABSOLUTE = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\(?:[\w.@
 
 
 def kind(reason: str) -> str:
-    """failed, undefined or unavailable, from an error reason."""
+    """failed, undefined, unavailable or skipped, from an error reason."""
     text = reason.lower()
+    if text.startswith("skipped:"):
+        return SKIPPED
     if any(marker in text for marker in _JUDGE_FAILED):  # a judge's words ("503 Service Unavailable") are a failure
         return FAILED
     if any(marker in text for marker in _UNAVAILABLE):
@@ -48,19 +52,30 @@ class Missing:
     """Missing values of a set of items (outputs and per-query rows), by kind and by metric."""
 
     def __init__(self, items: Iterable[Mapping[str, Any]]) -> None:
+        from open_rag_eval.core.catalogue import family  # noqa: PLC0415
+
         self.by_metric: dict[str, dict[str, int]] = {}
         self.reasons: dict[str, str] = {}  # metric -> the first reason seen (for unavailable metrics)
+        self.why: dict[str, dict[str, tuple[int, str]]] = {k: {} for k in KINDS}  # kind -> family -> (n, a reason)
         for item in items:
             for metric, reason in (item.get("errors") or {}).items():
                 counts = self.by_metric.setdefault(metric, dict.fromkeys(KINDS, 0))
-                counts[kind(str(reason))] += 1
+                which = kind(str(reason))
+                counts[which] += 1
                 self.reasons.setdefault(metric, str(reason))
+                n, first = self.why[which].get(family(metric), (0, str(reason)))
+                self.why[which][family(metric)] = (n + 1, first)
 
     def count(self, metric: str, which: str) -> int:
         return self.by_metric.get(metric, {}).get(which, 0)
 
     def total(self, which: str) -> int:
         return sum(counts[which] for counts in self.by_metric.values())
+
+    def explain(self, which: str, top: int = 3) -> list[tuple[str, int, str]]:
+        """(family, count, one reason) of the ``which`` missing values, the largest families first."""
+        ranked = sorted(self.why[which].items(), key=lambda item: (-item[1][0], item[0]))
+        return [(name, n, reason) for name, (n, reason) in ranked[:top]]
 
     @property
     def unavailable(self) -> dict[str, str]:

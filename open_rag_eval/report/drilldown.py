@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.report.hints import answer_evidence, diagnose
-from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
+from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, item_counts, kind, scrub_paths
 from open_rag_eval.core.catalogue import short_name
 
 if TYPE_CHECKING:
@@ -205,19 +205,23 @@ def _errors(errors: dict[str, str], output: dict[str, Any]) -> str:
     failed = _reasons(errors, FAILED)
     if output.get("error"):
         failed.insert(0, f"<li><b>system output</b>: {esc(scrub_paths(str(output['error'])))}</li>")
-    undefined = _reasons(errors, UNDEFINED)
+    undefined, skipped = _reasons(errors, UNDEFINED), _reasons(errors, SKIPPED)
     html = f'<h4>Failures</h4><ul class="errors">{"".join(failed)}</ul>' if failed else ""
     if undefined:
         html += f'<h4>Undefined (not failures)</h4><ul class="undefined muted">{"".join(undefined)}</ul>'
+    if skipped:
+        html += f'<h4>Skipped (not failures)</h4><ul class="skipped muted">{"".join(skipped)}</ul>'
     return html
 
 
 def missing_counts(items: Sequence[dict[str, Any] | None]) -> dict[str, int]:
-    total = dict.fromkeys((FAILED, UNDEFINED), 0)
+    """Missing values of these rows by kind: failed (a failed system output counts once), undefined, skipped."""
+    total = dict.fromkeys((FAILED, UNDEFINED, SKIPPED), 0)
     for item in items:
         counts = item_counts(item)
         total[FAILED] += counts[FAILED] + (1 if (item or {}).get("error") else 0)
         total[UNDEFINED] += counts[UNDEFINED]
+        total[SKIPPED] += counts[SKIPPED]
     return total
 
 
@@ -271,7 +275,7 @@ def render_query(index: int, query_id: str, query: str, outputs: Sequence[dict[s
     hint_html = f'<ul class="hints">{hints}</ul>' if hints else ""
     runs = "".join(_run(o) for o in outputs)
     return (f'<details class="query" id="q-{index}" data-qid="{esc(query_id)}" data-failed="{counts[FAILED]}" '
-            f'data-undefined="{counts[UNDEFINED]}"><summary><b>{esc(query_id)}</b> '
+            f'data-undefined="{counts[UNDEFINED]}" data-skipped="{counts[SKIPPED]}"><summary><b>{esc(query_id)}</b> '
             f'{esc(query)} <span class="muted">· {len(outputs)} run(s) · {summary_bits}</span>'
             f'{" · " + label if label else ""}</summary>'
             f'<div class="qbody">{hint_html}{runs}{_consistency(outputs, cross, key)}</div></details>')

@@ -26,7 +26,7 @@ from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
 from open_rag_eval.report.hints import run_means
-from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
+from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
 
@@ -46,7 +46,7 @@ def _summary(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for line, row in enumerate(rows, start=2):
         item: dict[str, Any] = {"metric": read_cell(row.get("metric", ""))}
-        for key in ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed"):
+        for key in ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable", "n_skipped"):
             item[key] = finite_cell(row.get(key) or "", file=str(path), line=line, field_name=key)
         out.append(item)
     return out
@@ -170,16 +170,30 @@ def _header(run: RunData) -> str:
     cells = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in items)
     cells += f'<div><dt>judge</dt><dd id="judge">{esc(judge.get("model") or "none")}{badge}</dd></div>'
     cells += f'<div><dt>cost</dt><dd id="cost">{esc(_cost(run))}</dd></div>'
+    skipped = (f' · <span class="miss skipped">{counts[SKIPPED]} skipped</span>' if counts[SKIPPED] else "")
     cells += (f'<div><dt>coverage</dt><dd id="coverage" data-failed="{counts[FAILED]}" '
-              f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}">{scored} / '
+              f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}" '
+              f'data-skipped="{counts[SKIPPED]}">{scored} / '
               f'{len(run.outputs)} outputs fully scored<br><span class="miss failed">{counts[FAILED]} failed</span> · '
-              f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span> · <span class="miss unavailable">'
-              f'{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
+              f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span>{skipped} · '
+              f'<span class="miss unavailable">{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
     return (f'<dl class="meta">{cells}</dl>'
             f'<p class="legend">failed: a judgment or model call went wrong for that value; undefined: the statistic '
-            'does not exist for those values (a spread over one run, α with no variation); unavailable: the metric '
-            'cannot be computed here at all. None of them is ever counted as a score.</p>'
-            f'{_unavailable_note(run)}{_health(run)}')
+            'does not exist for those values (a spread over one run, α with no variation); skipped: a query left out '
+            'on purpose (fewer answered runs than min_runs); unavailable: the metric cannot be computed here at all. '
+            'None of them is ever counted as a score, nor as a failure.</p>'
+            f'{_why_missing(run, UNDEFINED)}{_why_missing(run, SKIPPED)}{_unavailable_note(run)}{_health(run)}')
+
+
+def _why_missing(run: RunData, which: str) -> str:
+    """Where the header's undefined (or skipped) values are: the largest families, each with one reason."""
+    ranked = run.missing.explain(which)
+    if not ranked:
+        return ""
+    total = run.missing.total(which)
+    parts = "; ".join(f'<b>{esc(name)}</b> {n} (e.g. “{esc(scrub_paths(reason))}”)' for name, n, reason in ranked)
+    more = " …" if len(run.missing.why[which]) > len(ranked) else ""
+    return f'<p class="legend" id="why-{which}">{total} {which}: {parts}{more}</p>'
 
 
 def _health(run: RunData) -> str:
@@ -239,11 +253,13 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
                     f'<td class="num" data-key="runs" data-v="{len(runs)}">{len(runs)}</td>{cells}'
                     f'<td class="num{" err" if counts[FAILED] else ""}" data-key="failed" data-v="{counts[FAILED]}">'
                     f'{counts[FAILED]}</td><td class="num muted" data-key="undefined" data-v="{counts[UNDEFINED]}">'
-                    f'{counts[UNDEFINED]}</td></tr>')
+                    f'{counts[UNDEFINED]}</td><td class="num muted" data-key="skipped" data-v="{counts[SKIPPED]}">'
+                    f'{counts[SKIPPED]}</td></tr>')
     controls = query_controls(metrics, "worst by", len(groups))
     return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
             f'<th>query</th><th class="num" data-sort="runs">runs</th>{head}<th class="num" data-sort="failed">'
-            'failed</th><th class="num" data-sort="undefined">undef.</th></tr></thead>'
+            'failed</th><th class="num" data-sort="undefined">undef.</th><th class="num" data-sort="skipped">'
+            'skipped</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>'
             '<p class="legend">Values are means over a query\'s runs. Click a column to sort; "worst by" puts '
             'the weakest queries first; click a query id to open its evidence below.</p>')

@@ -11,7 +11,7 @@ from typing import Any
 
 from open_rag_eval.report.drilldown import esc, fmt
 from open_rag_eval.report.headline import status, target_for
-from open_rag_eval.core.missing import FAILED, UNAVAILABLE, UNDEFINED, Missing
+from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing
 from open_rag_eval.core.catalogue import axis_range, display_name, family, family_title, is_tally, lower_is_better
 
 __all__ = ["headline_panel", "histogram", "metric_groups", "missing_note", "no_value", "value_text"]
@@ -39,7 +39,7 @@ def _arrow(metric: str) -> str:
 def missing_note(metric: str, missing: Missing) -> str:
     """"2 failed · 5 undefined" for one metric (unavailable is said once for the run, in the header)."""
     parts = []
-    for which in (FAILED, UNDEFINED, UNAVAILABLE):
+    for which in (FAILED, UNDEFINED, SKIPPED, UNAVAILABLE):
         n = missing.count(metric, which)
         if n:
             parts.append(f'<span class="miss {which}">{n} {which}</span>')
@@ -47,7 +47,7 @@ def missing_note(metric: str, missing: Missing) -> str:
 
 
 def no_value(metric: str, missing: Missing) -> str:
-    for which in (UNAVAILABLE, FAILED, UNDEFINED):
+    for which in (UNAVAILABLE, FAILED, UNDEFINED, SKIPPED):
         if missing.count(metric, which):
             return f'<span class="miss {which}">{which}</span>'
     return "–"

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.core.catalogue import metric_order, value_bounds
+from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, kind
 from open_rag_eval.run.status import metric_status
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
@@ -49,14 +51,17 @@ def _row_keys(outputs: Sequence[RAGOutput], scores: Sequence[Score]) -> list[Key
 
 
 def summarize(scores: Sequence[Score]) -> list[Aggregate]:
+    """One aggregate per metric; its missing values counted by kind (``n_failed`` only the failures)."""
     values: dict[str, list[float]] = defaultdict(list)
-    failed: dict[str, int] = defaultdict(int)
+    missing: dict[str, Counter[str]] = defaultdict(Counter)
     for score in scores:
         if score.value is None:
-            failed[score.metric] += 1
+            missing[score.metric][kind(score.error or "")] += 1
         else:
             values[score.metric].append(score.value)
-    return [aggregate(m, values[m], failed[m], value_bounds(m)) for m in metric_order([*values, *failed])]
+    return [replace(aggregate(m, values[m], missing[m][FAILED], value_bounds(m)), n_undefined=missing[m][UNDEFINED],
+                    n_unavailable=missing[m][UNAVAILABLE], n_skipped=missing[m][SKIPPED])
+            for m in metric_order([*values, *missing])]
 
 
 def _cell(value: float | None) -> str:
@@ -89,11 +94,11 @@ def write_results_csv(handle: TextIO, outputs: Sequence[RAGOutput], scores: Sequ
 
 
 def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
-    header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "min", "median", "p95", "max",
-              "status", "simulated_judge"]
+    header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable",
+              "n_skipped", "min", "median", "p95", "max", "status", "simulated_judge"]
     rows = [
-        [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed,
-         _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), (status or {}).get(a.metric, "ok"),
+        [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed, a.n_undefined,
+         a.n_unavailable, a.n_skipped, _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), (status or {}).get(a.metric, "ok"),
          str(simulated).lower()]
         for a in summary
     ]

@@ -37,6 +37,10 @@ class Aggregate:
     median: float | None = None
     p95: float | None = None
     max: float | None = None
+    # missing values apart from the failed ones (core.missing): undefined, unavailable, skipped on purpose
+    n_undefined: int = 0
+    n_unavailable: int = 0
+    n_skipped: int = 0
 
     def as_dict(self) -> dict[str, float | int | str | None]:
         return asdict(self)
