@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", type=Path, action="append", default=[], metavar="DIR",
                         help="results folder(s) of `eval` (default: the config's output_dir); several folders "
                         "are several systems")
-    parser.add_argument("--output-dir", type=Path, help="where calibrate.csv/json go (default: the first results "
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR", help="where calibrate.csv/json go (default: the first results "
                         "folder)")
     parser.add_argument("--injection", action="store_true", help="re-judge a sample with prompt-injection "
                         "payloads and report how often each task's verdict moved")

@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the headline metrics both have: A's config report.headline, else umbrela.mean, "
                         "nuggets.vital_strict, nuggets.weighted, citation.f1, hhem.score, no_answer.answered, "
                         "golden nDCG and recall)")
-    parser.add_argument("--output-dir", default=".", help="where compare.csv and compare.png go (default: .)")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=".", metavar="DIR", help="where compare.csv and compare.png go (default: .)")
     parser.add_argument("--fail-if-worse", action="append", default=[], metavar="METRIC[:THRESHOLD]",
                         help="gate on METRIC, repeatable. Without THRESHOLD: exit 1 (REGRESSION) when B is "
                         "significantly worse than A (after Holm), exit 7 (INCONCLUSIVE) when B is worse but the test "

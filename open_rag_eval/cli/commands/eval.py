@@ -16,7 +16,7 @@ HELP = "evaluate RAG outputs (CSV/JSONL or a connector) and write results, summa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, type=Path, help="YAML config")
-    parser.add_argument("--output-dir", type=Path, help="results folder (overrides output_dir)")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR", help="results folder (overrides output_dir)")
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="evaluate only the first N queries (all their runs); N >= 1")
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")

@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a folder of .txt/.md files (paragraphs become passages FILE#K) or a CSV id,text[,title]")
     parser.add_argument("--n", required=True, type=positive_int, help="passages to sample (one question each)")
     parser.add_argument("--config", type=Path, help="YAML config whose judge: section is used (default: gpt-4o-mini)")
-    parser.add_argument("--output", type=Path, default=Path("generated_queries.csv"),
-                        help="queries CSV to write (default: generated_queries.csv)")
+    parser.add_argument("-o", "--output", type=Path, default=Path("generated_queries.csv"),
+                        metavar="FILE", help="queries CSV to write (default: generated_queries.csv)")
     parser.add_argument("--qrels", type=Path, help="also write the labels as a TREC qrels file")
     parser.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     parser.add_argument("--with-answers", action="store_true", help="also ask for a short reference answer")

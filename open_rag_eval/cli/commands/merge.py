@@ -15,7 +15,7 @@ HELP = ("join the shard folders written by `eval --shard i/n` (one config, one i
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("folders", nargs="+", type=Path, metavar="DIR", help="shard folders")
-    parser.add_argument("--output-dir", type=Path, help="results folder (default: the config's output_dir)")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR", help="results folder (default: the config's output_dir)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-e", "--evaluator", required=True, choices=("trec", "generation", "consistency"),
                         help="trec / generation: boxplots per metric (their defaults) + %% answered; consistency: "
                         "per-query spread across runs")
-    parser.add_argument("-o", "--output-file", "--output", dest="output_file", default="metrics_comparison.png",
-                        help="PNG to write (default: metrics_comparison.png)")
+    parser.add_argument("-o", "--output", "--output-file", dest="output_file", default="metrics_comparison.png",
+                        metavar="FILE", help="PNG to write (default: metrics_comparison.png)")
     parser.add_argument("--metrics-to-plot", nargs="+", default=None, metavar="METRIC",
                         help="metric names, comma- or space-separated: ours (umbrela.mean) or those of vectara's "
                         "open-rag-eval (retrieval_score_mean_umbrela_score, consistency_bert_score)")
