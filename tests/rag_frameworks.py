@@ -69,6 +69,30 @@ def llamaindex_engine() -> Any:
     return index.as_query_engine(llm=MockLLM(max_tokens=12), similarity_top_k=2)
 
 
+def llamaindex_default_ids() -> Any:
+    """A ``VectorStoreIndex`` built anew at each call from documents without chosen ids (LlamaIndex gives documents
+    and nodes random UUIDs): the connector must still give the same passage ids every build."""
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    documents = [Document(text=text, metadata={"title": title}) for _, title, text in CORPUS]
+    index = VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
+    return index.as_query_engine(llm=MockLLM(max_tokens=12), similarity_top_k=3)
+
+
+def llamaindex_named_documents() -> Any:
+    """Documents with chosen ids (as ``SimpleDirectoryReader(filename_as_id=True)`` gives): ids name the document
+    and the chunk's start."""
+    from llama_index.core import Document, VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.llms import MockLLM
+
+    documents = [Document(text=text, id_=f"{pid}.txt", metadata={"title": title}) for pid, title, text in CORPUS]
+    index = VectorStoreIndex.from_documents(documents, embed_model=MockEmbedding(embed_dim=8))
+    return index.as_query_engine(llm=MockLLM(max_tokens=12), similarity_top_k=3)
+
+
 def llamaindex_custom() -> Any:
     """A custom query engine over a custom retriever: the answer cites the second node; "fail" raises."""
     from llama_index.core.base.response.schema import Response

@@ -92,6 +92,24 @@ def test_llamaindex_vector_index_with_mock_llm() -> None:
 
 
 @needs_llamaindex
+def test_llamaindex_passage_ids_are_the_same_in_every_index_build() -> None:
+    import hashlib
+
+    from tests.rag_frameworks import CORPUS
+
+    first = _fetch("llamaindex", query_engine="tests.rag_frameworks:llamaindex_default_ids")
+    second = _fetch("llamaindex", query_engine="tests.rag_frameworks:llamaindex_default_ids")  # a new build
+    ids = [p.id for p in first[0].passages]
+    assert ids == [p.id for p in second[0].passages] and len(ids) == 3
+    by_text = {"sha256:" + hashlib.sha256(text.encode()).hexdigest()[:16] for _, _, text in CORPUS}
+    assert set(ids) <= by_text  # random document ids: the chunk text's hash
+    node_ids = _fetch("llamaindex", query_engine="tests.rag_frameworks:llamaindex_default_ids", passage_ids="node")
+    assert {p.id for p in node_ids[0].passages}.isdisjoint(by_text)  # LlamaIndex's own (random) ids, when asked
+    named = _fetch("llamaindex", query_engine="tests.rag_frameworks:llamaindex_named_documents")
+    assert {p.id for p in named[0].passages} <= {f"{pid}.txt#0" for pid, _, _ in CORPUS}
+
+
+@needs_llamaindex
 def test_llamaindex_custom_engine_node_ids_citations_and_failures() -> None:
     outputs = _fetch("llamaindex", queries=[("q1", "What is solar power?"), ("q2", "please fail")],
                      query_engine="tests.rag_frameworks:llamaindex_custom")
