@@ -117,3 +117,16 @@ def test_history_store_roundtrip(tmp_path: Path) -> None:
 def test_direction_of_metrics() -> None:
     assert lower_is_better("consistency.umbrela.mean.std") and lower_is_better("latency.ms")
     assert not lower_is_better("consistency.rougeL") and not lower_is_better("nuggets.vital")
+
+
+def test_history_trend_bars_start_at_zero() -> None:
+    """A 17% drop shows as a 17% shorter bar, not as a collapse from the longest bar to the shortest."""
+    from open_rag_eval.cli.commands.history import BAR, bar_scale
+
+    assert bar_scale("citation.f1", [0.60, 0.50]) == (0.0, 1.0)
+    assert bar_scale("umbrela.mean", [2.0, 1.5]) == (0.0, 3.0)
+    assert bar_scale("latency.ms", [800.0, 1000.0]) == (0.0, 1000.0)  # no fixed range: zero to the largest
+    assert bar_scale("consistency.judge.support.alpha", [0.4, -0.2]) == (-0.2, 1.0)
+    low, high = bar_scale("citation.f1", [0.60, 0.498])
+    bars = [round(BAR * (m - low) / (high - low)) for m in (0.60, 0.498)]
+    assert bars == [12, 10]  # min-max scaling drew 20 and 1

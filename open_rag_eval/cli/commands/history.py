@@ -67,12 +67,25 @@ def _sweeps_table(history: History, system: str | None, limit: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+BAR = 20  # characters of a bar at the top of its scale
+
+
+def bar_scale(metric: str, means: list[float]) -> tuple[float, float]:
+    """The trend bars' scale: from zero (or the metric's lowest possible value) to the top of its range, so a bar's
+    length is the value itself and a 17% drop looks like one; for a metric with no fixed range, zero to the largest
+    mean; a mean outside the range (a negative alpha) widens it."""
+    from open_rag_eval.core.catalogue import axis_range  # noqa: PLC0415
+
+    low, high = axis_range(metric) or (0.0, 0.0)
+    return min(low, *means) if means else low, max(high, *means) if means else high
+
+
 def _trend_table(history: History, metric: str, system: str | None, limit: int) -> str:
     header = f"{'sweep':<24} {'system':<12} {'mean':>8} {'ci95':>17} {'n':>5} {'failed':>6} {'change':>8}  trend"
     lines = [metric, header]
     trend = history.trend(metric, system, limit)
     means = [agg.mean for _, agg in trend if agg is not None and agg.mean is not None]
-    low, high = (min(means), max(means)) if means else (0.0, 0.0)
+    low, high = bar_scale(metric, means)
     previous: float | None = None
     for sweep, agg in trend:
         if agg is None or agg.mean is None:
@@ -80,7 +93,7 @@ def _trend_table(history: History, metric: str, system: str | None, limit: int) 
             continue
         ci = "-" if agg.ci95_low is None else f"[{agg.ci95_low:.3f}, {agg.ci95_high:.3f}]"
         change = "-" if previous is None else f"{agg.mean - previous:+.3f}"
-        bar = "#" * (1 + round(19 * (agg.mean - low) / (high - low))) if high > low else "#" * 10
+        bar = "#" * round(BAR * (agg.mean - low) / (high - low)) if high > low else ""
         lines.append(f"{sweep.id:<24} {sweep.system:<12} {agg.mean:>8.3f} {ci:>17} {agg.n:>5} {agg.n_failed:>6} "
                      f"{change:>8}  {bar}")
         previous = agg.mean
