@@ -178,14 +178,17 @@ def test_every_shipped_template_is_recognised() -> None:
               "sources": f"[1] {TIDES}", "claims": f"(1) {TIDES}",
               # vectara's nugget prompts name their fields so
               "max_nuggets": 30, "initial_nuggets": "['a tide']", "initial_nuggets_length": 1, "len_nuggets": 1,
-              "generated_passage": TIDES, "n": 3}
+              "generated_passage": TIDES, "n": 3,
+              # a user's criterion (type: criteria)
+              "name": "moon", "criterion": "Does it name the Moon?", "steps": "", "form": '"yes" or "no"',
+              "scale": "Answer yes if the answer meets the criterion, no if it does not."}
     kinds = {}
     for entry in prompts.manifest():
         # data: e.g. the stopword list; the RAG guide's prompts are a system and a user message (below)
         if not entry["id"].endswith("_system") and entry.get("kind") != "data" \
                 and not entry["id"].startswith("rag_guide."):
             kinds[entry["id"]] = reply(user(prompts.load(entry["id"]).render(**fields))).kind
-    assert "unknown" not in kinds.values(), kinds
+    assert "unknown" not in kinds.values(), [k for k, v in kinds.items() if v == "unknown"]
     from open_rag_eval.metrics.rag_guide import TASKS
 
     guide = {**fields, "claim": TIDES, "reference": TIDES}
@@ -381,3 +384,17 @@ def test_noise_rate_varies_repeated_identical_requests() -> None:
                        for _ in range(20)]
     assert set(replies) == {"yes", "no"}
     assert 3 <= replies.count("no") <= 17  # about half moved, seeded
+
+
+@pytest.mark.parametrize(("model_line", "expected"), [("", "simulated-judge"), ("  model: my-model\n", "my-model")])
+def test_the_simulated_judge_goes_by_its_own_name_unless_the_config_names_one(
+        tmp_path: Path, model_line: str, expected: str) -> None:
+    """Results of the simulated judge were labelled gpt-4o-mini (a real judge's default model) when no model was set."""
+    (tmp_path / "o.jsonl").write_text(json.dumps({"query_id": "q", "query": "Why?", "passages": [{"id": "a", "text": "Because."}],
+                                                   "answer_text": "Because [1]."}) + "\n", encoding="utf-8")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"input: o.jsonl\noutput_dir: out\njudge:\n{model_line}  simulated: {{seed: 1}}\n  cache: false\n"
+                      "evaluators:\n  - type: trec\n    metrics: [no_answer]\n", encoding="utf-8")
+    assert main(["-q", "eval", "--config", str(config)]) == 0
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["judge"]["model"] == expected

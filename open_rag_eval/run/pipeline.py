@@ -334,7 +334,10 @@ async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "", **s
     from open_rag_eval.judge.simulated import SimulatedJudgeServer
 
     with SimulatedJudgeServer(config.simulated) as server:
-        simulated = config.model_copy(update={"base_url": server.base_url})
+        # the simulated judge answers under its own name unless the config names a model (never "gpt-4o-mini",
+        # the default for a real judge, on results a real model never judged)
+        model = config.model if "model" in config.model_fields_set else server.config.model
+        simulated = config.model_copy(update={"base_url": server.base_url, "model": model})
         async with _open(simulated, base_dir, simulated=True, **shared) as judge:
             yield judge
 
