@@ -23,24 +23,26 @@ SHOWN = 3  # items named in a tallied line
 class _Kind:
     message: str
     logger: str
+    unit: str
     items: list[str] = field(default_factory=list)
     count: int = 0
 
     def line(self) -> str:
         more = f" and {self.count - len(self.items)} more" if self.count > len(self.items) else ""
-        return f"{self.count} output(s): {self.message}; first: {'; '.join(self.items)}{more}"
+        return f"{self.count} {self.unit}: {self.message}; first: {'; '.join(self.items)}{more}"
 
 
 _TALLY: ContextVar[dict[str, _Kind] | None] = ContextVar("open_rag_eval_notices", default=None)
 
 
-def note(kind: str, message: str, item: str, logger: str = "open_rag_eval") -> None:
-    """A warning of ``kind`` (``message`` says what it is and what happens to it) about ``item``."""
+def note(kind: str, message: str, item: str, logger: str = "open_rag_eval", unit: str = "output(s)") -> None:
+    """A warning of ``kind`` (``message`` says what it is and what happens to it) about ``item``, one of the
+    ``unit`` the tallied line counts."""
     tally = _TALLY.get()
     if tally is None:
         logging.getLogger(logger).warning("%s: %s", item, message)
         return
-    entry = tally.setdefault(kind, _Kind(message, logger))
+    entry = tally.setdefault(kind, _Kind(message, logger, unit))
     entry.count += 1
     if len(entry.items) < SHOWN:
         entry.items.append(item)

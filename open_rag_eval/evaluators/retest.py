@@ -169,7 +169,7 @@ async def _labels(labeller: Labeller, output: RAGOutput, judge: Any, sample: int
         raise
     except JudgeError as error:  # one failed sample: its labels are missing, the others still count
         note("retest failed", "consistency: re-judging failed (that sample's labels are missing)",
-             f"{output.query_id} run {output.run} sample {sample}: {error}", log.name)
+             f"{output.query_id} run {output.run} sample {sample}: {error}", log.name, "sample(s)")
         return {}
 
 
