@@ -221,6 +221,20 @@ def test_before_every_part_has_a_rate_the_eta_is_the_judge_queue_s() -> None:
     assert display.stage_detail("trec", clock.now).endswith("· citation 51/80 · ETA 2.9s")
 
 
+def test_the_judge_queue_eta_follows_the_recent_rate_not_a_slow_start() -> None:
+    clock = Clock()
+    run = EightyOutputs(clock)
+    judge = Judge()
+    judge.pending = 500  # type: ignore[attr-defined]
+    run.progress.judge = judge
+    display = ProgressDisplay(run.progress, io.StringIO(), tty=False, clock=clock)
+    for second, taken in ((0.5, 1), (10.5, 11), (15.5, 511), (20.5, 1011)):  # warming up: 1/s, then 100/s
+        judge.accounting.task("umbrela").calls = taken
+        run.play(second)
+        detail = display.stage_detail("trec", clock.now)
+    assert detail.endswith("· ETA 5.0s for the 500 queued judge requests")  # 100/s; since the start: 9.9 s
+
+
 def test_plain_lines_show_each_event_once_a_warning_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     clock = Clock()
     progress = EightyOutputs(clock).progress

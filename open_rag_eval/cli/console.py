@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 import os
 import sys
 import threading
@@ -39,6 +40,9 @@ log = logging.getLogger("open_rag_eval")
 SIMULATED = "SIMULATED JUDGE: these scores come from the loopback simulated judge and mean nothing about a real system"
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
              "TOKENIZERS_PARALLELISM": "false"}
+
+
+RATE_WINDOW = 10.0  # seconds of judge throughput an ETA from the judge's queue rests on
 
 
 def _out(text: str = "") -> None:
@@ -150,7 +154,7 @@ class ProgressDisplay:
         self._undo_quiet: Callable[[], None] = lambda: None
         self._judge_snapshot: dict[str, Any] | None = None
         self._events_shown: dict[str, Event] = {}
-        self._answered_first: tuple[float, int] | None = None  # (when, judge requests answered) at the first reply
+        self._taken: deque[tuple[float, int]] = deque()  # (when, judge requests taken), as the display saw them
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -302,22 +306,22 @@ class ProgressDisplay:
         return f" · ETA {_duration(max(parts, wait))}"
 
     def _judge_queue(self, now: float) -> tuple[float, int] | None:
-        """(seconds, requests) for the judge's queued requests at the rate it has taken requests on (since the
-        display first saw one taken)."""
+        """(seconds, requests) for the judge's queued requests at the rate it has taken requests on over the last
+        ``RATE_WINDOW`` seconds the display watched (a judge warming up, or slowed down, is followed)."""
         pending = getattr(self.progress.judge, "pending", None)
         snapshot = self._judge()
         if not isinstance(pending, int) or not pending or not snapshot:
             return None
         total = snapshot["total"]
-        answered = total["calls"] + total["cache_hits"]  # started: in steady state they start as others end
-        if self._answered_first is None:
-            if answered > 0:
-                self._answered_first = (now, answered)
+        taken = total["calls"] + total["cache_hits"]  # started: in steady state they start as others end
+        seen = self._taken
+        if taken > 0:
+            seen.append((now, taken))
+        while len(seen) > 2 and seen[1][0] <= now - RATE_WINDOW:
+            seen.popleft()
+        if not seen or now - seen[0][0] < 1.0 or taken <= seen[0][1]:
             return None
-        start, first = self._answered_first
-        if now - start < 1.0 or answered <= first:
-            return None
-        return pending / ((answered - first) / (now - start)), pending
+        return pending / ((taken - seen[0][1]) / (now - seen[0][0])), pending
 
     def stage_rows(self, now: float) -> list[tuple[str, str, str]]:
         """(mark, stage, detail) per stage: ✓ finished, ▸ running, · waiting."""
