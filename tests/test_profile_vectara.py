@@ -142,3 +142,11 @@ def test_a_json_schema_reply_is_read_as_its_value_and_anything_else_as_text() ->
     assert as_text('{"score": "2", "why": "x"}', sent) == '{"score": "2", "why": "x"}'  # not the schema's object
     assert as_text('{"score": "2"}', {}) == '{"score": "2"}'  # no schema asked: untouched
     assert params("umbrela", "text") == {}
+
+
+def test_the_first_run_is_the_first_with_an_output() -> None:
+    outputs = [RAGOutput(query_id="q", query="what is x", run=1, error="connector failed"),
+               *(RAGOutput(query_id="q", query="what is x", run=run, passages=(PASSAGES[0],), answer="X [1].")
+                 for run in (2, 3))]
+    assert [o.run for o in TrecEvaluator(TrecOptions(runs="first")).scored(outputs)] == [2]
+    assert [o.run for o in TrecEvaluator(TrecOptions(runs="first")).scored(outputs[:1])] == [1]  # none answered

@@ -192,13 +192,14 @@ class TrecEvaluator:
         return output.query_id if self.options.nuggets.pool == "query" else (output.query_id, output.run)
 
     def scored(self, outputs: Sequence[RAGOutput]) -> list[RAGOutput]:
-        """The outputs these options score (``runs: first``: each query's first run), each segmented into the
-        statements ``statements`` names."""
+        """The outputs these options score (``runs: first``: each query's first run with an output, as vectara
+        skips a run without an answer before taking run 1), each segmented into the statements ``statements`` names."""
         if self.options.runs == "first":
-            first: dict[str, int] = {}
-            for output in outputs:
-                first[output.query_id] = min(first.get(output.query_id, output.run), output.run)
-            outputs = [o for o in outputs if o.run == first[o.query_id]]
+            first: dict[str, tuple[bool, int]] = {}
+            for output in outputs:  # the first run that has an output, else the first run
+                rank = (output.error is not None, output.run)
+                first[output.query_id] = min(first.get(output.query_id, rank), rank)
+            outputs = [o for o in outputs if (o.error is not None, o.run) == first[o.query_id]]
         if self.options.statements == "sentences":
             return list(outputs)
         return [o.model_copy(update={"answer": between_markers(o.answer_text, [p.id for p in o.passages])})
