@@ -108,7 +108,8 @@ def test_vectaras_documented_chaining_is_one_consistency_evaluator(tmp_path) -> 
     ours = translate_peer_config(yaml.safe_load(PEER_CHAINED), file="peer.yaml")
     assert ours["evaluators"] == [
         {"type": "trec", "k_values": [1, 3], "runs": "all"},
-        {"type": "consistency", "dispersion_of": ["umbrela.mean"], "metrics": ["rouge", "bertscore", "dispersion"]}]
+        {"type": "consistency", "dispersion_of": ["umbrela.mean", "hhem.score"],
+         "metrics": ["rouge", "bertscore", "dispersion"]}]
     (tmp_path / "answers.csv").write_text("query_id,query,query_run,passage_id,passage,generated_answer\n"
                                           "q,x?,1,[1],x is y,x is y [1]\n", encoding="utf-8")
     config = load_config_text(PEER_CHAINED, base_dir=tmp_path, file="peer.yaml")  # was "listed twice"

@@ -11,7 +11,8 @@ mapping or a list). The answers CSV ``results_folder/generated_answers`` becomes
 Its ``run_consistency`` (true when ``metrics_to_run_consistency`` names a metric) decides which runs the TREC
 evaluator scores: false scores each query's first run only (``runs: first``), as vectara does. Its documented
 chaining -- a TRECEvaluator with ``run_consistency: true`` and a ConsistencyEvaluator entry -- is one ``consistency``
-evaluator here: the spread of the TREC metrics and the ConsistencyEvaluator's similarity metrics together.
+evaluator here: the spread of the TREC metrics (and of HHEM's score, which its ConsistencyEvaluator always adds) and
+the ConsistencyEvaluator's similarity metrics together.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def _one_consistency(evaluators: list[dict[str, Any]]) -> list[dict[str, Any]]:
         metrics += [m for m in entry.get("metrics", ["rouge", "bertscore", "dispersion"]) if m not in metrics]
         merged.update({key: value for key, value in entry.items() if key != "metrics"})
     merged["metrics"] = metrics
+    if isinstance(merged.get("dispersion_of"), list) and "hhem.score" not in merged["dispersion_of"]:
+        merged["dispersion_of"] = [*merged["dispersion_of"], "hhem.score"]  # its ConsistencyEvaluator adds HHEM's
     first = evaluators.index(spreads[0])
     rest = [e for e in evaluators if e["type"] != "consistency"]
     return [*rest[:first], merged, *rest[first:]]
