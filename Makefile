@@ -25,6 +25,7 @@ demo: $(BIN)/.demo
 
 test: $(BIN)/.installed
 	$(BIN)/lint-imports --no-cache  # the floors (.importlinter, docs/architecture.md)
+	$(BIN)/mypy  # types (mypy.ini: the pydantic plugin, the strictness docs/architecture.md states)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 bench: $(BIN)/.installed

@@ -137,14 +137,16 @@ class _BoundedClient(httpx2.AsyncClient):
     """Every transport the client builds -- direct and through proxies from the environment -- is bounded."""
 
     def __init__(self, *, deadline_s: float, max_bytes: int, **options: Any) -> None:
-        self._bounds = {"deadline_s": deadline_s, "max_bytes": max_bytes}
+        self._deadline_s, self._max_bytes = deadline_s, max_bytes
         super().__init__(**options)
 
     def _init_transport(self, *args: Any, **kwargs: Any) -> httpx2.AsyncBaseTransport:
-        return BoundedTransport(super()._init_transport(*args, **kwargs), **self._bounds)
+        return BoundedTransport(super()._init_transport(*args, **kwargs), deadline_s=self._deadline_s,
+                                max_bytes=self._max_bytes)
 
     def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> httpx2.AsyncBaseTransport:
-        return BoundedTransport(super()._init_proxy_transport(*args, **kwargs), **self._bounds)
+        return BoundedTransport(super()._init_proxy_transport(*args, **kwargs), deadline_s=self._deadline_s,
+                                max_bytes=self._max_bytes)
 
 
 def bounded_client(*, timeout_s: float, max_bytes: int, **options: Any) -> httpx2.AsyncClient:

@@ -2,7 +2,8 @@
 
 import-linter checks the contracts in ``.importlinter`` (the floors, the independent packages on one floor, the
 connectors on the public API), every import included -- lazy ones inside functions and those under TYPE_CHECKING --
-with no exceptions. These tests run it, show that it fails on a wrong arrow, and keep every package on a floor.
+with no exceptions. These tests run it, show that it fails on a wrong arrow, and keep every package on a floor; and
+they run mypy (``mypy.ini``) over the package and show that it fails on a type error.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "open_rag_eval"
 LINT = Path(sys.executable).parent / "lint-imports"
+MYPY = Path(sys.executable).parent / "mypy"
 
 
 def _lint(root: Path) -> subprocess.CompletedProcess[str]:
@@ -68,3 +72,29 @@ def test_no_loose_modules_join_the_package_root() -> None:
     assert root <= {"__init__", "__main__", "_version", "registry", "transport", "testing"}, (
         "a new capability gets its own package (docs/architecture.md), not a module at the root: "
         + ", ".join(sorted(root)))
+
+
+def _mypy(*files: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([str(MYPY), "--config-file", str(ROOT / "mypy.ini"), "--cache-dir",
+                           str(ROOT / ".mypy_cache"), *files], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=1200)
+
+
+@pytest.mark.timeout(1200)  # a first run (no .mypy_cache yet) checks every module: minutes on a loaded machine
+def test_the_package_type_checks() -> None:
+    done = _mypy()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("Success: no issues found")
+
+
+def test_the_type_check_fails_on_a_type_error(tmp_path: Path) -> None:
+    """A wrong return type and a pydantic model given a field it does not have (the plugin's check)."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("from open_rag_eval.core.types import Passage\n\n\n"
+                   "def first_id() -> int:\n    return Passage(id='p1', text='t').id\n\n\n"
+                   "def passage() -> Passage:\n    return Passage(id='p1', text='t', colour='red')\n", encoding="utf-8")
+    done = _mypy(str(bad))
+    assert done.returncode == 1, done.stdout
+    assert 'Incompatible return value type (got "str", expected "int")' in done.stdout
+    assert 'Unexpected keyword argument "colour" for "Passage"' in done.stdout

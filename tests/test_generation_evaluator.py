@@ -284,10 +284,10 @@ class _FixedSimilarity:
 
 
 def test_blend_hook_weights_the_f1_with_a_similarity_metric(monkeypatch: pytest.MonkeyPatch) -> None:
-    from open_rag_eval.evaluators import generation
+    from open_rag_eval.evaluators import generation_options
 
-    monkeypatch.setitem(generation.METRICS, "fixed_similarity", (f"{__name__}:_FixedSimilarity", None))
-    monkeypatch.setattr(generation, "SIMILARITY", ("fixed_similarity", "similarity.fixed"))
+    monkeypatch.setitem(generation_options.METRICS, "fixed_similarity", (f"{__name__}:_FixedSimilarity", None))
+    monkeypatch.setattr(generation_options, "SIMILARITY", ("fixed_similarity", "similarity.fixed"))
     with pytest.raises(ValidationError, match="needs the 'fixed_similarity' metric"):
         GenerationOptions(metrics=["answer_correctness"], answer_correctness={"blend": True})
     options = {"metrics": ["answer_correctness", "fixed_similarity"], "answer_correctness": {"blend": True}}

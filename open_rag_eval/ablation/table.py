@@ -70,7 +70,7 @@ def _verdict(row: dict[str, Any], significant: bool, tests: int, alpha: float) -
 
 
 def _best(table: AblationTable, metric: str) -> dict[str, Any]:
-    scored = [(v, table.means[v][metric]) for v in table.variants if table.means[v][metric] is not None]
+    scored = [(v, mean) for v in table.variants if (mean := table.means[v][metric]) is not None]
     if not scored:
         return {"variants": [], "mean": None, "note": "no variant has a value"}
     pick = min if lower_is_better(metric) else max

@@ -6,6 +6,7 @@ Relative paths in a config resolve against the config file's folder. Errors name
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import json
 import logging
@@ -86,7 +87,7 @@ class Config(BaseModel):
 @dataclass(frozen=True)
 class EvaluatorSpec:
     type: str
-    cls: type
+    cls: builtins.type[Any]
     options: BaseModel
 
     def build(self) -> Any:

@@ -60,10 +60,11 @@ class BudgetComposer:
     def compose_document(self) -> Any:
         self.get_event()  # type: ignore[attr-defined]  # DOCUMENT-START
         node = self.compose_node(None, None)
-        anchors = {id(anchored): name for name, anchored in self.anchors.items()}  # type: ignore[attr-defined]
+        known: dict[str, yaml.Node] = self.anchors  # type: ignore[has-type]
+        anchors = {id(anchored): name for name, anchored in known.items()}
         check_expansion(node, anchors)
         self.get_event()  # type: ignore[attr-defined]  # DOCUMENT-END
-        self.anchors = {}
+        self.anchors: dict[str, yaml.Node] = {}
         return node
 
 

@@ -216,6 +216,7 @@ class Detail(_Record):
     query_id: str
     run: int | None
     section: str
+    _packed: bytes | dict[str, Any]
 
     def __init__(self, *, query_id: str, run: int | None, section: str, data: dict[str, Any]) -> None:
         if not isinstance(query_id, str) or not isinstance(section, str) or not isinstance(data, dict):

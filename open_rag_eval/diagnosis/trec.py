@@ -171,7 +171,7 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
     if hhem is not None and hhem < t("trec_hhem", "hhem") and not declined:
         hints.append(("trec_hhem", "support", f"low HHEM factual consistency ({hhem:.2f}): the answer says things "
                       "the passages do not support (hallucination or outside knowledge)"))
-    if cautious and not declined_on_no_evidence:
+    if cautious and answered is not None and not declined_on_no_evidence:
         where = ("and relevant passages were found, so the generator is too cautious"
                  if evidence is True or (umbrela is not None and umbrela >= high)
                  else "open these queries to see whether their passages hold an answer")

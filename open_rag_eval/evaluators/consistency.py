@@ -76,7 +76,8 @@ class ConsistencyOptions(BaseModel):
     results_dir: str | None = None  # evaluate a finished run's results.json instead of the given outputs
     judge_repeats: int = Field(1, ge=1, le=50)
     trec: dict[str, Any] = {}  # options of the trec evaluator used for re-judging (its own defaults when empty)
-    retest: list[Literal["trec", "generation", "criteria"]] = Field(default_factory=lambda: ["trec"], min_length=1)
+    retest: list[Literal["trec", "generation", "criteria"]] = Field(
+        default_factory=lambda: list[Literal["trec", "generation", "criteria"]](["trec"]), min_length=1)
     generation: dict[str, Any] = {}  # options of the generation evaluator used for re-judging (its defaults when empty)
     stats: list[Literal[ALL_STATS]] = Field(default_factory=lambda: list(STATS), min_length=1)  # type: ignore[valid-type]
     ddof: Literal[0, 1] = 1  # std and variance: 1 sample (n - 1), 0 population (n)
@@ -155,7 +156,7 @@ class ConsistencyEvaluator:
         reasks: dict[str, int] = {}
         for labeller, _ in found.values():
             owner = getattr(labeller, "__self__", None)
-            reasks |= owner.reask_bounds() if hasattr(owner, "reask_bounds") else {}
+            reasks |= getattr(owner, "reask_bounds", dict)()
         note = (f"consistency: re-judges {sum(map(len, answered.values()))} outputs {self.options.judge_repeats} "
                 f"times ({', '.join(self.options.retest)} judgments; samples 0..r-1; sample 0 is the evaluator's own "
                 "judgment, counted once)")

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators import generation_options
 from open_rag_eval.evaluators.generation_options import DEFAULT_METRICS, METRICS, SIMILARITY, GenerationOptions
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
 from open_rag_eval.judge.base import Judge
@@ -123,11 +124,12 @@ class GenerationEvaluator:
     def _blended(self, output: RAGOutput, scores: Sequence[Score]) -> list[Score]:
         """``correctness.score`` from the output's F1 and similarity (only with ``blend: true``)."""
         options = self.options.answer_correctness
-        if "answer_correctness" not in self.metrics or not options.blend or SIMILARITY is None:
+        similar = generation_options.SIMILARITY  # read where it is declared (tests replace it there)
+        if "answer_correctness" not in self.metrics or not options.blend or similar is None:
             return []
         by_name = {s.metric: s for s in scores}
-        f1, similarity = by_name.get("correctness.f1"), by_name.get(SIMILARITY[1])
-        for part, name in ((f1, "correctness.f1"), (similarity, SIMILARITY[1])):
+        f1, similarity = by_name.get("correctness.f1"), by_name.get(similar[1])
+        for part, name in ((f1, "correctness.f1"), (similarity, similar[1])):
             if part is None or part.value is None:
                 reason = part.error if part is not None and part.error else f"{name} has no value"
                 return [Score.failed(output, "correctness.score", reason)]

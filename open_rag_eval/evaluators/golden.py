@@ -150,7 +150,7 @@ class GoldenEvaluator:
         where = (lambda name: base_dir / name) if base_dir is not None else Path
         self.qrels: Qrels | None = read_qrels(where(options.qrels)) if options.qrels else None
         self.run: Run | None = read_run(where(options.run)) if options.run else None
-        if self.run is not None and self.qrels is not None:
+        if self.run is not None and self.qrels is not None and options.run:
             unjudged = check_overlap(self.run, self.qrels, str(where(options.run)))
             if unjudged:
                 log.warning("golden: %d of %d queries of the run have no judgments in the qrels (no values for "

@@ -160,7 +160,8 @@ class _Session:
         return built
 
     def cancel(self) -> None:
-        for future in [*self.grades.values(), *self.nugget_lists.values()]:
+        futures: list[asyncio.Future[Any]] = [*self.grades.values(), *self.nugget_lists.values()]
+        for future in futures:
             future.cancel()
 
 

@@ -15,7 +15,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import ConfigError, InputError
@@ -204,7 +204,7 @@ class MergedShards:
             if needs_judge(plan.driver):
                 async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or "")) as judge:
                     rest, recorded = await evaluate_rest(loaded, results, outputs, judge, result, progress)
-                    snapshots.append(judge.accounting.snapshot())
+                    snapshots.append(cast(Any, judge).accounting.snapshot())  # the run's client counts its calls
                     simulated = simulated or is_simulated(judge)
             else:
                 rest, recorded = await evaluate_rest(loaded, results, outputs, None, result, progress)

@@ -212,9 +212,11 @@ class RayExecutor:
         gpus = self.options.model_gpus
         if gpus is None:
             gpus = 1.0 if ray.cluster_resources().get("GPU", 0) else 0.0
-        pool = {"actors": self.options.model_actors, "num_gpus": gpus, "num_cpus": MODEL_CPUS}
-        hhem = {i: model_stage(ray, spec, outputs, **pool) for i, spec in plan.models.items()}
-        bertscore = {i: bertscore_stage(ray, spec, outputs, **pool) for i, spec in plan.bertscore.items()}
+        actors = self.options.model_actors
+        hhem = {i: model_stage(ray, spec, outputs, actors=actors, num_gpus=gpus, num_cpus=MODEL_CPUS)
+                for i, spec in plan.models.items()}
+        bertscore = {i: bertscore_stage(ray, spec, outputs, actors=actors, num_gpus=gpus, num_cpus=MODEL_CPUS)
+                     for i, spec in plan.bertscore.items()}
         return hhem, {i: scored for i, scored in bertscore.items() if scored is not None}
 
     async def _driver(self, loaded: Any, outputs: list[RAGOutput], results: list[ShardResult], previous: EvalResult,

@@ -289,9 +289,9 @@ class RemoteCache:
                     _fail([future for waiting in gets.values() for future in waiting], _cause(error))
                 else:
                     for entry, waiting in zip(found, gets.values()):
-                        for future in waiting:
-                            if not future.done():
-                                future.set_result(entry)
+                        for waiter in waiting:
+                            if not waiter.done():
+                                waiter.set_result(entry)
 
 
 def _fail(futures: Sequence[asyncio.Future[Any]], error: BaseException) -> None:

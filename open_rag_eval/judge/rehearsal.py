@@ -105,8 +105,8 @@ def expected_reply(request: JudgeRequest) -> str:
         count = min(count, int(cap.group(1))) if cap else count
         return repr([_NUGGET.format(i + 1) for i in range(count)])
     if request.task in _LABELS:
-        count = _COUNT.search(user)
-        return repr([_LABELS[request.task]] * (int(count.group(1)) if count else 0))
+        labels = _COUNT.search(user)
+        return repr([_LABELS[request.task]] * (int(labels.group(1)) if labels else 0))
     if request.task == "support":
         return "Full Support"
     if request.task == "no_answer":
@@ -134,8 +134,8 @@ def expected_reply(request: JudgeRequest) -> str:
         answer = re.search(r"Answer: (.*)", user)
         if answer and answer.group(1).strip() == "NO_ANSWER":
             return json.dumps({"refusal": True, "noncommittal": False, "questions": []})
-        count = re.search(r"Write ([0-9]+) different questions", user)
-        questions = [" ".join(["word"] * 12) + "?"] * (int(count.group(1)) if count else 3)
+        asked = re.search(r"Write ([0-9]+) different questions", user)
+        questions = [" ".join(["word"] * 12) + "?"] * (int(asked.group(1)) if asked else 3)
         return json.dumps({"refusal": False, "noncommittal": False, "questions": questions})
     if request.task == "answer_relevance":
         answer = re.search(r"Answer: (.*)", user)

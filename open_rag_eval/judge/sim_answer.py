@@ -38,9 +38,10 @@ stemmed (a plural "s" dropped, then the first five letters kept, so "causes"/"ca
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from open_rag_eval.judge.tokens import count_tokens
@@ -514,7 +515,7 @@ def _guide(kind: str, text: str) -> Reply | None:
 _GUIDE_KINDS = ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims", "rag_guide_verify",
                 "rag_guide_answer_relevance", "rag_guide_correctness")
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[str], Reply | None]] = {
     "umbrela": lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
     "nugget_create": _create,
@@ -532,7 +533,7 @@ _HANDLERS = {
     "criteria_steps": _criterion_steps,
     "answer_questions": _questions,
     "answer_relevance": _answer_rating,
-    **{kind: (lambda text, kind=kind: _guide(kind, text)) for kind in _GUIDE_KINDS},
+    **{kind: functools.partial(_guide, kind) for kind in _GUIDE_KINDS},
 }
 
 

@@ -44,7 +44,7 @@ def json_response(status: int, payload: Any, headers: dict[str, str] | None = No
 
 
 async def _read_chunked(reader: asyncio.StreamReader) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
         if size == 0:

@@ -70,7 +70,7 @@ def _parse_field(text: str, name: str, allowed: tuple[int, ...], kind: type) -> 
 class ContextPrecisionOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    against: list[Literal["answer", "reference"]] = Field(default_factory=lambda: ["answer", "reference"])
+    against: list[Literal["answer", "reference"]] = Field(default_factory=lambda: list[Literal["answer", "reference"]](["answer", "reference"]))
 
     @field_validator("against")
     @classmethod
@@ -89,7 +89,7 @@ class ContextPrecision:
 
     async def score(self, session: ClaimSession, output: RAGOutput) -> tuple[list[Score], list[Detail]]:
         parts = await asyncio.gather(*(self._variant(session, output, v) for v in self.options.against))
-        data = {variant: row for (_, row), variant in zip(parts, self.options.against)}
+        data: dict[str, Any] = {variant: row for (_, row), variant in zip(parts, self.options.against)}
         return [score for score, _ in parts], [Detail(query_id=output.query_id, run=output.run,
                                                       section="context_precision", data=data)]
 

@@ -68,7 +68,8 @@ def parse_rubric(text: str) -> Parsed[tuple[int, str]]:
         value = parse_json_object(text)
     except ValueError:
         return Parsed(None, INVALID)
-    score, reason = value.get("score"), value.get("reason", "")
+    score: Any = value.get("score")
+    reason = value.get("reason", "")
     if isinstance(score, float) and score.is_integer():
         score = int(score)
     if not isinstance(reason, str):

@@ -62,7 +62,8 @@ class RougeOptions(BaseModel):
 
     use_stemmer: bool = True
     # f1: consistency.rouge1 ...; precision / recall add consistency.rouge1_precision ... (run i < j: i the reference)
-    measures: list[Literal["f1", "precision", "recall"]] = Field(default_factory=lambda: ["f1"], min_length=1)
+    measures: list[Literal["f1", "precision", "recall"]] = Field(
+        default_factory=lambda: list[Literal["f1", "precision", "recall"]](["f1"]), min_length=1)
     # rouge_score: Google's rouge-score, the four types; rouge: vectara's ROUGE-L of the `rouge` package both ways
     implementation: Literal["rouge_score", "rouge"] = "rouge_score"
 

@@ -56,9 +56,10 @@ def _outputs_from_csv(directory: Path) -> tuple[list[dict[str, Any]], list[dict[
     """Fallback when results.json is absent: scores only, no details."""
     from open_rag_eval.report.loader import load_results
 
-    outputs, queries = [], []
+    outputs: list[dict[str, Any]] = []
+    queries: list[dict[str, Any]] = []
     for row in load_results(directory).rows:
-        item = {"query_id": row.query_id, "query": row.query, "run": row.run, "scores": row.scores,
+        item: dict[str, Any] = {"query_id": row.query_id, "query": row.query, "run": row.run, "scores": row.scores,
                 "errors": row.errors, "details": {}, "passages": [], "answer": []}
         (queries if row.run is None else outputs).append(item)
     return outputs, queries

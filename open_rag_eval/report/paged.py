@@ -82,7 +82,7 @@ class _SetAside:
 def _light(item: dict[str, Any]) -> dict[str, Any]:
     """What the summary sections read of an item; ``_at`` says where the whole item was set aside."""
     grades = ((item.get("details") or {}).get("umbrela") or {}).get("grades") or []
-    light = {key: item.get(key) for key in ("query_id", "query", "run", "runs") if key in item}
+    light: dict[str, Any] = {key: item.get(key) for key in ("query_id", "query", "run", "runs") if key in item}
     light.update(scores=item.get("scores") or {}, errors=item.get("errors") or {})
     if grades:
         light["details"] = {"umbrela": {"grades": [{"grade": g.get("grade")} for g in grades if isinstance(g, dict)]}}

@@ -70,8 +70,8 @@ def _finish(fig: Any, plt: Any, sets: Sequence[ResultSet], title: str, path: Pat
         from matplotlib.lines import Line2D
         from matplotlib.patches import Patch
 
-        handles = [Patch(facecolor=COLOURS[i % len(COLOURS)], alpha=0.6, label=short_label(s.label, 60))
-                   for i, s in enumerate(sets)]
+        handles: list[Any] = [Patch(facecolor=COLOURS[i % len(COLOURS)], alpha=0.6, label=short_label(s.label, 60))
+                              for i, s in enumerate(sets)]
         if markers:
             handles += [Line2D([], [], marker="D", color="#C0392B", linestyle="-", label="mean with 95% CI"),
                         Line2D([], [], color="black", linewidth=2, label="median")]

@@ -284,7 +284,7 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
             previous=EvalResult(scores=list(result.scores), details=list(result.details)),
             output_dir=output_dir,
             extra={"evaluators": everyone if everyone is not None else evaluators, "base_dir": base_dir},
-            progress=lambda what, n, name=evaluator.name: report(name, what, n),
+            progress=_named(report, evaluator.name),
         )
         with tallied():  # a warning about many outputs is one line per kind
             part = await evaluator.evaluate(outputs, ctx)
@@ -307,6 +307,12 @@ def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
 
     lines = (json.dumps(output_to_json(o), ensure_ascii=False) for o in outputs)
     atomic_write_text(out / "outputs.jsonl", "".join(line + "\n" for line in lines))
+
+
+
+def _named(report: Callable[[str, str, int], Any], name: str) -> Callable[[str, int], None]:
+    """An evaluator's progress callback: ``report`` with the evaluator's name."""
+    return lambda what, n: report(name, what, n)
 
 
 @contextlib.asynccontextmanager

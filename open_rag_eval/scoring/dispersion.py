@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 from open_rag_eval.scoring.stats import quantile
 
@@ -137,7 +137,7 @@ def krippendorff_alpha(items: Items, level: Literal["nominal", "ordinal"] = "nom
     return 1.0 - (n - 1) * observed / expected
 
 
-def _order_key(level: str) -> Callable[[Label], object]:
+def _order_key(level: str) -> Callable[[Label], Any]:
     if level == "ordinal":
         return lambda label: label  # grades: their natural order
     return lambda label: (type(label).__name__, str(label))  # any stable order will do

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -94,7 +95,7 @@ class Runner:
                     continue
                 task = asyncio.create_task(self._run_job(job), name=f"job {job['id']}")
                 self.active[job["id"]] = task
-                task.add_done_callback(lambda _t, job_id=job["id"]: self.active.pop(job_id, None))
+                task.add_done_callback(functools.partial(self._forget, job["id"]))
         finally:
             interrupted = list(self.active)
             for task in list(self.active.values()):
@@ -124,6 +125,9 @@ class Runner:
         except Exception as error:  # a database hiccup must not stop the runner
             log.warning("claiming work failed: %s", error)
             return None
+
+    def _forget(self, job_id: str, _task: object) -> None:
+        self.active.pop(job_id, None)
 
     async def _run_job(self, job: dict[str, Any]) -> None:
         job_id = job["id"]

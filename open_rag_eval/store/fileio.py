@@ -25,7 +25,7 @@ def _umask() -> int:
     return mask
 
 
-def _encoded(write: Callable[[TextIO], None]) -> bytes:
+def _encoded(write: Callable[[TextIO], object]) -> bytes:
     """What ``write`` writes to a text handle, secrets removed, as UTF-8."""
     buffer = io.StringIO(newline="")
     stream = SecretStream(buffer)
@@ -56,7 +56,7 @@ class _FileText:
         pass
 
 
-def atomic_write(path: Path, write: Callable[[TextIO], None]) -> None:
+def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
     """Call ``write`` with a text handle; what it writes goes (secrets removed, in blocks) into a temp file beside
     ``path``, which is then renamed there. Memory holds a block, not the file."""
     path.parent.mkdir(parents=True, exist_ok=True)

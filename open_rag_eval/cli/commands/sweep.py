@@ -69,7 +69,7 @@ def track_sweep(outcome: SweepOutcome, options: Any, code: int) -> int:
             "open_rag_eval.sweep_baseline": outcome.baseline_id or "", "open_rag_eval.sweep_verdict": outcome.verdict}
     options = options.model_copy(update={"run_name": f"{options.run_name or outcome.system}-{outcome.sweep_id}",
                                          "tags": {**options.tags, **tags}})
-    metrics = {"sweep.verdict_exit_code": code, "sweep.regressions": len(outcome.regressions),
+    metrics: dict[str, float] = {"sweep.verdict_exit_code": code, "sweep.regressions": len(outcome.regressions),
                "sweep.inconclusive": len(outcome.inconclusive)}
     return track_run(outcome.output_dir, options, metrics=metrics)
 
