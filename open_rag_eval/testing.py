@@ -91,7 +91,7 @@ def _verdicts(results: Results, baseline: Results, metrics: list[str] | None, ma
         metrics = default_metrics(baseline.result_set("baseline"), results.result_set("new"))
     rules = {m: Rule(max_drop=max_drop, fail_if_drop=fail_if_drop.get(m)) for m in metrics}
     comparison = results.comparison(baseline, metrics, seed=seed, resamples=resamples, rules=rules)
-    lines = []
+    lines: list[tuple[str, str]] = []
     for metric, verdict in comparison.verdicts.items():
         if verdict.outcome != PASS:
             lines.append((verdict.outcome, f"{verdict} (new against the baseline); worst queries: "

@@ -139,10 +139,11 @@ class HealthReport:
                     rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.{name}", row[name], None, None, None,
                                           row["n_labels"], 0))
         for task, c in self.controls.items():
-            rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.control_accuracy", c["accuracy"], None, *c["accuracy_ci"],
+            (low, high), (apart_low, apart_high) = c["accuracy_ci"], c["told_apart_ci"]
+            rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.control_accuracy", c["accuracy"], None, low, high,
                                   c["judged"], c["items"] - c["judged"]))
             rows.append(Aggregate(f"{HEALTH_PREFIX}{task}.controls_told_apart", c["told_apart_share"], None,
-                                  *c["told_apart_ci"], c["pairs_judged"], c["pairs"] - c["pairs_judged"]))
+                                  apart_low, apart_high, c["pairs_judged"], c["pairs"] - c["pairs_judged"]))
         if self.n_cited_outputs:
             share = len(self.low_labelled) / self.n_cited_outputs
             rows.append(Aggregate(f"{HEALTH_PREFIX}support.low_labelled_output_rate", share, None, None, None,

@@ -206,7 +206,7 @@ def _assign_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
     quoted = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(q.answer, 3)), "")
     low = _unrelated(q.answer, queries, q.query_id) if quoted else None
     absent = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(low.text, 3)), "") if low else ""
-    if not quoted or not absent or _overlap(absent, q.answer) >= 0.5:
+    if low is None or not quoted or not absent or _overlap(absent, q.answer) >= 0.5:
         return []
     return [Control("nugget_assign", n, "high", q.query_id, q.query, q.answer, quoted,
                     "a nugget quoted verbatim from the answer"),
@@ -237,8 +237,8 @@ async def run_controls(judge: Judge, controls: Sequence[Control], graders: Grade
     for c in controls:
         if c.task == "nugget_assign":
             assign.setdefault((c.query_id, c.pair), []).append(c)
-    jobs = [_ask_one(judge, c, graders) for c in singles] + [_ask_nuggets(judge, pair, graders)
-                                                            for pair in assign.values()]
+    jobs: list[Awaitable[Outcome | list[Outcome]]] = [_ask_one(judge, c, graders) for c in singles]
+    jobs += [_ask_nuggets(judge, pair, graders) for pair in assign.values()]
     done = await asyncio.gather(*jobs)
     found = [o for part in done for o in (part if isinstance(part, list) else [part])]
     rank = {id(c): i for i, c in enumerate(controls)}

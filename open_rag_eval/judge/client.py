@@ -325,7 +325,8 @@ class Timeouts:
     then once with twice that; a third timeout fails the judgment, naming every deadline it waited."""
 
     def __init__(self, timeout_s: float) -> None:
-        self.timeout_s, self.waited = timeout_s, []  # type: list[float]
+        self.timeout_s = timeout_s
+        self.waited: list[float] = []
         self.next_s: float | None = None
 
     def after(self, failure: Failure) -> Failure:

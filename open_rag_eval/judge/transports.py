@@ -183,7 +183,7 @@ class SdkTransport:
         if options is None:
             from openai._models import FinalRequestOptions
 
-            timeout = {} if deadline_s is None else {"timeout": deadline_s}
+            timeout: dict[str, Any] = {} if deadline_s is None else {"timeout": deadline_s}
             options = self._templates[deadline_s] = FinalRequestOptions.construct(
                 method="post", url="/chat/completions", **timeout)
         return options

@@ -195,10 +195,12 @@ class DeploymentBudget:
 def _insert_ignore(connection: Any, table: sa.Table) -> Any:
     """An INSERT that skips rows whose key exists (PostgreSQL and SQLite: ON CONFLICT DO NOTHING)."""
     if connection.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(table).on_conflict_do_nothing()
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table).on_conflict_do_nothing()
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table).on_conflict_do_nothing()
 
 
 class BudgetedLimiter:

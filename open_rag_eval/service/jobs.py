@@ -170,8 +170,8 @@ async def record_usage(connection: AsyncConnection, job_id: str, attempt: int, u
     if not changed.rowcount:
         await connection.execute(job_usage.insert().values(job_id=job_id, attempt=attempt, tenant=row.tenant,
                                                            judge_profile=row.judge_profile, **values))
-    attempts = (await connection.execute(sa.select(job_usage.c.data).where(job_usage.c.job_id == job_id))).scalars()
-    return json.dumps(sum_usage([json.loads(data) for data in attempts]), sort_keys=True)
+    recorded = (await connection.execute(sa.select(job_usage.c.data).where(job_usage.c.job_id == job_id))).scalars()
+    return json.dumps(sum_usage([json.loads(data) for data in recorded]), sort_keys=True)
 
 
 def sum_usage(attempts: list[dict[str, Any]]) -> dict[str, Any]:
