@@ -14,6 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TypedDict
 
 __all__ = ["Aggregate", "aggregate", "bootstrap_ci", "clip_interval", "preload", "quantile", "t_critical_95", "wilson"]
 
@@ -74,6 +75,13 @@ def clip_interval(low: float, high: float, bounds: tuple[float, float] | None) -
     return min(max(low, bounds[0]), bounds[1]), max(min(high, bounds[1]), bounds[0])
 
 
+class _Spread(TypedDict):
+    min: float
+    median: float
+    p95: float
+    max: float
+
+
 def aggregate(metric: str, values: Sequence[float], n_failed: int = 0,
               bounds: tuple[float, float] | None = None) -> Aggregate:
     """Mean, 95% CI (within ``bounds``, the metric's range, when given) and quantiles over the values that exist;
@@ -82,7 +90,7 @@ def aggregate(metric: str, values: Sequence[float], n_failed: int = 0,
     if n == 0:
         return Aggregate(metric, None, None, None, None, 0, n_failed)
     ordered = sorted(values)
-    spread = {"min": ordered[0], "median": quantile(ordered, 0.5), "p95": quantile(ordered, 0.95), "max": ordered[-1]}
+    spread = _Spread(min=ordered[0], median=quantile(ordered, 0.5), p95=quantile(ordered, 0.95), max=ordered[-1])
     mean = math.fsum(values) / n
     if n == 1:
         return Aggregate(metric, mean, None, None, None, 1, n_failed, **spread)
