@@ -5,9 +5,9 @@ A generation metric is a small class built from the evaluator's options::
     names() -> list[str]                                  # every score name it produces, e.g. "faithfulness.score"
     async score(session, output) -> (scores, details)     # one output; ``session`` shares judgments between metrics
 
-and is listed in ``open_rag_eval.evaluators.generation.METRICS`` under the name configs select it by. A value that
-cannot be known is ``Score.failed(output, name, reason)``: the reasons below say "is undefined" (nothing went wrong:
-the report counts them apart from failures); a failed judgment's reason names the failure.
+and is listed in ``open_rag_eval.evaluators.generation_options.METRICS`` under the name configs select it by. A
+value that cannot be known is ``Score.failed(output, name, reason)``: the reasons below say "is undefined" (nothing
+went wrong: the report counts them apart from failures); a failed judgment's reason names the failure.
 """
 
 from __future__ import annotations
