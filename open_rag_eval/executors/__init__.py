@@ -15,17 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.core.errors import MissingDependency
 
-__all__ = ["executor_for", "import_ray"]
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise MissingDependency("ray", "ray") from None
-    return ray
+__all__ = ["executor_for"]
 
 
 def executor_for(loaded: Any, kind: str | None = None, address: str | None = None) -> Any:
@@ -40,9 +31,10 @@ def executor_for(loaded: Any, kind: str | None = None, address: str | None = Non
     options = options.model_copy(update=update)
     if options.type == "local":
         return None
-    import_ray()
-    from open_rag_eval.executors.cluster import RayExecutor
+    from open_rag_eval.executors.cluster import RayExecutor, import_ray
     from open_rag_eval.executors.shards import check_shardable
+
+    import_ray()
 
     check_shardable(loaded)
     return RayExecutor(options)

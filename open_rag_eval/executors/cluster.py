@@ -25,8 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.core.errors import OpenRagEvalError, RunIncomplete
-from open_rag_eval.executors import import_ray
+from open_rag_eval.core.errors import MissingDependency, OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
 from open_rag_eval.executors.relay import RemoteCache
 from open_rag_eval.executors.remote import Budget, CacheOwner, SharedLimiter, ShardWorker
@@ -38,10 +37,19 @@ from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
-__all__ = ["RayExecutor", "connect"]
+__all__ = ["RayExecutor", "connect", "import_ray"]
 
 log = logging.getLogger("open_rag_eval.executors")
 MODEL_CPUS = 0.5  # what a model actor reserves without a GPU
+
+
+def import_ray() -> Any:
+    """Ray itself (the ``ray`` extra), imported when a Ray run starts."""
+    try:
+        import ray
+    except ImportError:
+        raise MissingDependency("ray", "ray") from None
+    return ray
 
 
 def connect(address: str | None) -> Any:
