@@ -428,3 +428,27 @@ def test_controls_that_break_are_said_not_run_and_never_cost_the_run() -> None:
         asyncio.run(run_controls_of([TrecEvaluator()], outputs, Broken(JudgeUnavailable("down")), HealthThresholds()))
     report = assess(HealthRecorder(), [], HealthThresholds(), found)
     assert report.healthy and report.notes == ["controls not run: RuntimeError('boom')"]
+
+
+def test_a_sampled_dry_run_counts_the_controls_once_not_scaled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from open_rag_eval.config import load_config
+    from open_rag_eval.run import pipeline
+
+    config = tmp_path / "c.yaml"
+    base = f"input: {DEMO}\njudge:\n  model: simulated-judge\n  simulated: {{}}\n  cache: false\n"
+    tail = "evaluators:\n  - type: trec\n    metrics: [umbrela, citation, no_answer]\n"
+    monkeypatch.setattr(pipeline, "REHEARSED_QUERIES", 3)
+    planned = {}
+    for name, extra in (("on", ""), ("off", "  health: {controls: false}\n")):
+        config.write_text(base + extra + tail, encoding="utf-8")
+        loaded = load_config(config)
+        outputs = [o.model_copy(update={"query_id": f"{o.query_id}-{i}", "query": f"{o.query} ({i})"})
+                   for i in range(4) for o in pipeline.load_outputs(loaded)]  # 24 queries, 3 of them rehearsed
+        plan = pipeline.plan(loaded, outputs)
+        assert plan.scale > 7
+        planned[name] = plan.by_task()
+    # 5 pairs per task whatever the sample, not scaled (support: the copied queries share their passages, so two of
+    # the ten support requests are one); a no-answer control on a system's answer is the metric's own request,
+    # which a sample cannot recognise unless that query was rehearsed: an upper bound (5 more than the run)
+    assert {t: planned["on"][t].calls - planned["off"][t].calls for t in planned["off"]} == {
+        "umbrela": 10, "support": 8, "no_answer": 10}

@@ -14,7 +14,7 @@ and is listed in ``open_rag_eval.registry.EVALUATORS``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
@@ -46,7 +46,9 @@ class Plan:
     ``requests`` are the distinct requests an evaluator rehearsed (``open_rag_eval.judge.rehearsal``): identical
     requests of several evaluators are counted once, as the judge's cache counts them. ``reasks`` gives per task how
     many more attempts a request may take when its reply does not parse. ``calls`` / ``prompt_tokens`` /
-    ``completion_tokens`` are estimates an evaluator gives without rehearsing; the totals add both.
+    ``completion_tokens`` are estimates an evaluator gives without rehearsing; the totals add both. ``fixed``
+    requests (the judge-health controls, a fixed number whatever the run's size) are rehearsed on every query and
+    never scaled.
     """
 
     calls: int = 0
@@ -56,6 +58,7 @@ class Plan:
     requests: dict[Hashable, PlannedCall] = field(default_factory=dict)
     reasks: dict[str, int] = field(default_factory=dict)
     scale: float = 1.0  # the rehearsed requests stand for this many times as many (a sample of the queries)
+    fixed: dict[Hashable, PlannedCall] = field(default_factory=dict)  # rehearsed on every query: never scaled
 
     def __add__(self, other: Plan) -> Plan:
         reasks = dict(self.reasks)
@@ -69,12 +72,24 @@ class Plan:
             {**self.requests, **other.requests},
             reasks,
             max(self.scale, other.scale),
+            {**self.fixed, **other.fixed},
         )
 
     def by_task(self) -> dict[str, TaskPlan]:
         """Planned calls and tokens per judge task (``other`` for estimates given without rehearsal)."""
         tasks: dict[str, TaskPlan] = {}
-        for call in self.requests.values():
+        self._count(tasks, self.requests.values())
+        if self.calls or self.prompt_tokens or self.completion_tokens:
+            tasks["other"] = TaskPlan(self.calls, self.prompt_tokens, self.completion_tokens)
+        if self.scale != 1.0:
+            for task in tasks.values():
+                for name in ("calls", "prompt_tokens", "completion_tokens", "reask_calls", "reask_prompt_tokens"):
+                    setattr(task, name, round(getattr(task, name) * self.scale))
+        self._count(tasks, (call for key, call in self.fixed.items() if key not in self.requests))
+        return dict(sorted(tasks.items()))
+
+    def _count(self, tasks: dict[str, TaskPlan], calls: Iterable[PlannedCall]) -> None:
+        for call in calls:
             task = tasks.setdefault(call.task, TaskPlan())
             extra = self.reasks.get(call.task, 0)
             task.calls += 1
@@ -82,13 +97,6 @@ class Plan:
             task.completion_tokens += call.completion_tokens
             task.reask_calls += extra
             task.reask_prompt_tokens += extra * call.prompt_tokens
-        if self.calls or self.prompt_tokens or self.completion_tokens:
-            tasks["other"] = TaskPlan(self.calls, self.prompt_tokens, self.completion_tokens)
-        if self.scale != 1.0:
-            for task in tasks.values():
-                for name in ("calls", "prompt_tokens", "completion_tokens", "reask_calls", "reask_prompt_tokens"):
-                    setattr(task, name, round(getattr(task, name) * self.scale))
-        return dict(sorted(tasks.items()))
 
     def expected_reasks(self, rates: dict[str, float]) -> TaskPlan:
         """The re-asks to expect at per-task rates (extra replies per judgment, e.g. measured in an earlier run)."""
@@ -103,7 +111,7 @@ class Plan:
     def over_context(self, limit: int) -> dict[str, tuple[int, int]]:
         """Per task, (requests that cannot fit ``limit`` context tokens with the reply they need, requests)."""
         found: dict[str, tuple[int, int]] = {}
-        for call in self.requests.values():
+        for call in {**self.requests, **self.fixed}.values():
             over, n = found.get(call.task, (0, 0))
             found[call.task] = (over + (call.context_need > limit), n + 1)
         return {task: counts for task, counts in sorted(found.items()) if counts[0]}

@@ -80,4 +80,4 @@ def plan_controls(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], thres
     n = len(found["items"]) if found else 0
     notes = [f"the plan includes the judge-health controls: {n} judgments whose answer is known (pairs per task; "
              "judge.health.controls: false leaves them out; docs/judge-health.md)"] if n else []
-    return Plan(notes=notes, requests=judge.requests)
+    return Plan(notes=notes, fixed=judge.requests)  # a fixed number: not scaled with a sample of the queries

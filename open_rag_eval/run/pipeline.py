@@ -115,6 +115,7 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
     and its figures scaled by the ratio of outputs, so a dry run of a large input stays quick."""
     evaluators = [spec.build() for spec in loaded.evaluators]
     queries = list(dict.fromkeys(o.query_id for o in outputs))
+    everything = outputs  # the controls are built from the whole run, as the run builds them
     scale, notes = 1.0, []
     if len(queries) > REHEARSED_QUERIES:
         chosen = set(random.Random(0).sample(queries, REHEARSED_QUERIES))
@@ -129,7 +130,7 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
             total = total + evaluator.plan(outputs, evaluators=evaluators)
         else:
             total = total + evaluator.plan(outputs)
-    total = total + plan_controls(evaluators, outputs, loaded.judge.health)
+    total = total + plan_controls(evaluators, everything, loaded.judge.health)
     return total + Plan(notes=context_notes(total, loaded.judge.context_tokens))
 
 
