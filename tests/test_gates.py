@@ -147,7 +147,8 @@ def test_compare_prints_the_verdict_and_why(tmp_path: Path, capsys: pytest.Captu
     assert code == 7
     table = capsys.readouterr().out
     assert "INCONCLUSIVE citation.f1: dropped 0.307" in table and "no significant difference" not in table
-    assert any(r.getMessage().startswith("INCONCLUSIVE citation.f1") for r in caplog.records)
+    assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+        "gates: INCONCLUSIVE (citation.f1 INCONCLUSIVE)"]
     rows = list(csv.DictReader((tmp_path / "compare.csv").open(encoding="utf-8")))
     assert rows[0]["verdict"] == "INCONCLUSIVE" and "cannot reach alpha" in rows[0]["reason"]
 

@@ -106,9 +106,10 @@ def _power(changed: int, alpha: float, tests: int, detectable: float | None) -> 
     if detectable is None:
         return (f"{changed} paired queries cannot reach {bar} (smallest possible p {min_p_value(changed):.3g}), "
                 f"so no difference is detectable (unchanged queries do not count): use at least "
-                f"{queries_needed(alpha / max(tests, 1))} queries, or a fail_if_drop amount")
+                f"{queries_needed(alpha / max(tests, 1))} queries, or an absolute drop rule (fail_if_drop, compare "
+                "--fail-if-worse METRIC:AMOUNT)")
     return (f"with {changed} changed paired queries a difference under about {detectable:.3f} (half the CI's width) "
-            f"cannot be told from noise at {bar}: add queries, or a fail_if_drop amount")
+            f"cannot be told from noise at {bar}: add queries, or an absolute drop rule")
 
 
 def worst(verdicts: Sequence[Verdict]) -> Outcome:

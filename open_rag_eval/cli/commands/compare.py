@@ -107,9 +107,8 @@ def run(args: argparse.Namespace) -> int:
         except MissingDependency as error:
             log.warning("no compare.png: %s", error)
     verdicts = [cmp.gate(comparison, metric) for metric, _ in gates]
-    for verdict in verdicts:
-        log.log(logging.INFO if verdict.outcome == "PASS" else logging.ERROR, "%s", verdict)
-    outcome = worst(verdicts)
+    outcome = worst(verdicts)  # each verdict and its reason are in the table above
     if verdicts:
-        log.info("gates: %s", outcome)
+        named = ", ".join(f"{v.metric} {v.outcome}" for v in verdicts)
+        log.log(logging.INFO if outcome == "PASS" else logging.ERROR, "gates: %s (%s)", outcome, named)
     return 1 if outcome == REGRESSION else EXIT_INCONCLUSIVE if outcome == INCONCLUSIVE else 0

@@ -3,7 +3,7 @@
 Exit codes: 0 stable (or the first sweep: nothing to compare with), 1 regression beyond a threshold or a
 ``fail_if_drop`` amount (named on stdout), 2 bad config or missing extra, 3 bad input, 4 judge unavailable, 5 any
 other error (e.g. every call to the RAG system failed), 7 inconclusive (a metric moved beyond its threshold but the
-paired test cannot reach alpha with this many queries). Errors never exit 1, so 1 always means "regression".
+paired test cannot confirm it: the code every gate gives INCONCLUSIVE, ``scoring.verdict``). Errors never exit 1, so 1 always means "regression".
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from open_rag_eval.core.errors import OpenRagEvalError, exit_code
+from open_rag_eval.core.errors import EXIT_INCONCLUSIVE, OpenRagEvalError, exit_code
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 HELP = "query a live RAG system, evaluate consistency, record the sweep in the history and compare with a baseline"
 
-EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR, EXIT_INCONCLUSIVE = 0, 1, 5, 7
+EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 5  # INCONCLUSIVE: the one code every gate uses
 
 log = logging.getLogger("open_rag_eval")
 
