@@ -28,6 +28,7 @@ __all__ = [
     "ConfigError",
     "Connector",
     "Evaluator",
+    "Inconclusive",
     "InputError",
     "Judge",
     "JudgeCallError",
@@ -57,7 +58,7 @@ __all__ = [
     "split_answer",
 ]
 
-_ERRORS = ("ConfigError", "InputError", "JudgeCallError", "JudgeError", "JudgeUnavailable", "MissingDependency",
+_ERRORS = ("ConfigError", "Inconclusive", "InputError", "JudgeCallError", "JudgeError", "JudgeUnavailable", "MissingDependency",
            "ModelUnavailable", "OpenRagEvalError", "RunIncomplete", "StorageError")
 _LAZY = {
     **dict.fromkeys(("AnswerPart", "Passage", "RAGOutput", "Score"), "open_rag_eval.core.types"),
