@@ -44,7 +44,7 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=["open_rag_eval", "open_rag_eval.*", "connectors"]),
-    package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "report/*.css", "report/*.js",
+    package_data={"open_rag_eval": ["prompts/*.txt", "prompts/*.yaml", "prompts/schemas/*.json", "report/*.css", "report/*.js",
                                     "service/migrations/*.py", "service/migrations/*.mako",
                                     "service/migrations/versions/*.py", "service/openapi.json"]},
     install_requires=["openai>=3.50", "httpx2>=2.16", "anyio>=4", "pydantic>=2.6", "pyyaml>=6", "numpy>=1.24", "rich>=13"],

@@ -14,7 +14,7 @@ Matcher = Callable[[JudgeRequest], bool]
 
 def task_is(task: str, contains: str = "") -> Matcher:
     """Match requests of one task whose last message contains ``contains``."""
-    return lambda request: request.task == task and contains in request.messages[-1][1]
+    return lambda request: request.task == task and contains in request.prompt
 
 
 @dataclass

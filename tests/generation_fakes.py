@@ -30,7 +30,7 @@ class Verdicts:
     def __call__(self, request: JudgeRequest) -> str | Exception:
         if request.task in self.overrides:
             return self.overrides[request.task](request)
-        user = request.messages[-1][1]
+        user = request.prompt
         if request.task == "claim_extract":
             sentences = _SENTENCE.findall(user)
             claims = [{"sentence": int(n), "claim": s} for n, s in sentences if not self.refusal(s)]

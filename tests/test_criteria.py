@@ -51,7 +51,7 @@ class Raw(str):
 
 def _by_name(replies: dict[str, object]) -> RuleJudge:
     def rule(request: JudgeRequest) -> str | Exception:
-        user = request.messages[-1][1]
+        user = request.prompt
         name = _NAME.search(user).group(1)  # type: ignore[union-attr]
         if request.task == "criteria_steps":
             return json.dumps({"steps": [f"check {name}", "decide"]})
@@ -127,10 +127,10 @@ def test_each_criterion_one_call_per_output_with_literal_values_and_reasons() ->
     rows = detail.data["criteria"]
     assert rows[1] == {"criterion": "tone", "scale": "1-5", "status": "ok", "parse": "clean", "grade": 4,
                        "reason": "because tone", "scoring": "label"}
-    prompt = next(c.messages[-1][1] for c in judge.calls if "Criterion (tone)" in c.messages[-1][1])
+    prompt = next(c.prompt for c in judge.calls if "Criterion (tone)" in c.prompt)
     assert "where 1 = rude; 5 = warm and clear." in prompt and "Question: What causes the seasons on Earth?" in prompt
     assert "[1] The seasons are caused by the tilt" in prompt
-    detail_prompt = next(c.messages[-1][1] for c in judge.calls if "Criterion (detail)" in c.messages[-1][1])
+    detail_prompt = next(c.prompt for c in judge.calls if "Criterion (detail)" in c.prompt)
     assert "(not shown for this criterion)" in detail_prompt and "where 0 = does not meet" in detail_prompt
 
 
@@ -156,7 +156,7 @@ def test_evaluation_steps_are_asked_once_per_criterion_and_sent_with_every_judgm
     judge = _by_name({"names_cause": "no", "tone": 2, "detail": 10})
     result = asyncio.run(_evaluator(evaluation_steps=True).evaluate(_outputs(), Context(judge=judge)))
     assert judge.tasks().count("criteria_steps") == 3
-    tone = [c.messages[-1][1] for c in judge.calls if c.task == "criteria" and "Criterion (tone)" in c.messages[-1][1]]
+    tone = [c.prompt for c in judge.calls if c.task == "criteria" and "Criterion (tone)" in c.prompt]
     assert tone and all("Evaluation steps:\n1. check tone\n2. decide\n" in p for p in tone)
     rows = next(d for d in result.details if d.section == "criteria").data["criteria"]
     assert rows[0]["steps"] == ["check names_cause", "decide"]

@@ -216,7 +216,7 @@ def test_the_prompts_are_our_own_versioned_data() -> None:
         assert "written by this project" in template.source
     request = request_for(read_corpus_passage(), with_answers=False)
     assert request.prompt_version == prompts.load("generation.query").sha256
-    assert "Passage:\nSaturn {has} rings.\n" in request.messages[-1][1]  # braces in a passage are harmless
+    assert "Passage:\nSaturn {has} rings.\n" in request.prompt  # braces in a passage are harmless
 
 
 def read_corpus_passage() -> Any:

@@ -78,7 +78,7 @@ def test_mean_cosine_of_generated_questions_and_the_judged_rating() -> None:
     rule = _rule(rating=1)
     result = _run([output()], rule)
     assert sorted(rule.tasks()) == ["answer_questions", "answer_relevance"]
-    prompt = next(c for c in rule.calls if c.task == "answer_questions").messages[-1][1]
+    prompt = next(c for c in rule.calls if c.task == "answer_questions").prompt
     assert "Answer: Alpha is one. Beta is two.\n" in prompt and "Write 3 different questions" in prompt
     vectors = embed_sync(["what are alpha and beta", *QUESTIONS])
     expected = sum(cosine(vectors[0], v) for v in vectors[1:]) / 3  # type: ignore[operator]
@@ -132,7 +132,7 @@ def test_an_unparseable_reply_is_asked_once_more_then_missing() -> None:
 def test_number_of_questions_is_configurable() -> None:
     rule = _rule(questions=["What is alpha?"])
     values = _values(_run([output()], rule, answer_relevance={"questions": 1, "variants": ["embedding"]}))
-    assert "Write 1 different questions" in rule.calls[0].messages[-1][1]
+    assert "Write 1 different questions" in rule.calls[0].prompt
     assert isinstance(values["answer_relevance.score"], float)
 
 

@@ -72,9 +72,9 @@ def test_faithfulness_details_list_every_claim_with_sentence_citations_verdict_a
 def test_prompts_carry_numbered_sentences_sources_and_claims() -> None:
     rule = judge()
     _run([output()], rule, metrics=["faithfulness"])
-    extract = next(c for c in rule.calls if c.task == "claim_extract").messages[-1][1]
+    extract = next(c for c in rule.calls if c.task == "claim_extract").prompt
     assert "Question: what are alpha and beta\n" in extract and "[1] Alpha is one.\n[2] Beta is two.\n" in extract
-    verify = next(c for c in rule.calls if c.task == "claim_verify").messages[-1][1]
+    verify = next(c for c in rule.calls if c.task == "claim_verify").prompt
     assert "Sources:\n[1] alpha passage\n[2] beta passage\n" in verify
     assert "Claims:\n(1) Alpha is one.\n(2) Beta is two.\n" in verify
 
@@ -176,7 +176,7 @@ def test_a_reask_that_parses_is_used() -> None:
 
 def test_one_failed_usefulness_leaves_precision_undefined_the_other_variant_stands() -> None:
     def useful(request: JudgeRequest) -> str | Exception:
-        user = request.messages[-1][1]
+        user = request.prompt
         if "Passage: beta passage" in user and "Beta is two" in user:
             return JudgeCallError("HTTP 400 (simulated)")
         return '{"useful": 1}'
@@ -199,7 +199,7 @@ def test_context_relevance_averages_two_judges_and_survives_one_failure() -> Non
     assert _scores(_run([output()], judge(Verdicts(ratings=(2, 1))), metrics=["context_relevance"])) == \
         {"context.relevance": 0.75}
     def first_garbled(request: JudgeRequest) -> str:
-        return "nonsense" if "You rate how relevant" in request.messages[-1][1] else '{"rating": 1}'
+        return "nonsense" if "You rate how relevant" in request.prompt else '{"rating": 1}'
 
     rule = judge(Verdicts(overrides={"context_relevance": first_garbled}))
     result = _run([output()], rule, metrics=["context_relevance"])

@@ -31,7 +31,7 @@ _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
 
 def _moving(request: JudgeRequest) -> str | Exception:
     """Verdicts that move between samples (the re-ask stride is never reached: every reply parses)."""
-    user, sample = request.messages[-1][1], request.sample
+    user, sample = request.prompt, request.sample
     if request.task == "claim_extract" and sample == 2 and "[3] " in user:  # the third finds the first claim only
         return json.dumps({"refusal": False, "claims": [{"sentence": 1, "claim": "Alpha is one."}]})
     if request.task == "claim_verify":
@@ -98,7 +98,7 @@ def test_generation_judgments_retest_statistics_with_literal_numbers() -> None:
 def test_every_sample_verifies_the_claims_of_sample_zero() -> None:
     rule = RuleJudge(_moving)
     _retest([output(answer=ANSWER)], rule)
-    verified = [len(_CLAIM.findall(c.messages[-1][1].split("Claims:")[1])) for c in rule.calls
+    verified = [len(_CLAIM.findall(c.prompt.split("Claims:")[1])) for c in rule.calls
                 if c.task == "claim_verify"]
     assert verified == [3, 3, 3]  # never the single claim sample 2 extracted
     # each sample's own extraction (0, 1, 2) and the sample-0 extraction its other judgments read (one request,
@@ -108,7 +108,7 @@ def test_every_sample_verifies_the_claims_of_sample_zero() -> None:
 
 def test_a_failed_judgment_is_a_missing_label_never_a_value() -> None:
     def rule(request: JudgeRequest) -> str | Exception:
-        if request.task == "rubric" and request.sample % 1000 == 1 and "completeness" in request.messages[-1][1]:
+        if request.task == "rubric" and request.sample % 1000 == 1 and "completeness" in request.prompt:
             return "no json"
         return _moving(request)
 

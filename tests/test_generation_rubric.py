@@ -34,7 +34,7 @@ def _by_criterion(scores: dict[str, object]) -> RuleJudge:
         if request.task == "claim_extract":
             return claims(request)
         assert request.task == "rubric"
-        name = _CRITERION.search(request.messages[-1][1]).group(1).replace(" ", "_")  # type: ignore[union-attr]
+        name = _CRITERION.search(request.prompt).group(1).replace(" ", "_")  # type: ignore[union-attr]
         value = scores[name]
         return value if isinstance(value, str) else json.dumps({"reason": f"because {name}", "score": value})
     return RuleJudge(rule)
@@ -84,7 +84,7 @@ def test_five_rubrics_one_call_each_normalised_with_reasons() -> None:
     rows = next(d.data for d in result.details if d.section == "rubric")["rubrics"]
     assert rows[4] == {"rubric": "citation_accuracy", "status": "ok", "parse": "clean", "score": 3,
                        "reason": "because citation_accuracy"}
-    prompts = {_CRITERION.search(c.messages[-1][1]).group(1): c.messages[-1][1] for c in rule.calls
+    prompts = {_CRITERION.search(c.prompt).group(1): c.prompt for c in rule.calls
                if c.task == "rubric"}  # type: ignore[union-attr]
     assert "Sources:\n[1] alpha passage\n[2] beta passage\n" in prompts["citation accuracy"]
     assert "Answer: Alpha is one [1]. Beta is two [2].\n" in prompts["citation accuracy"]
@@ -164,5 +164,5 @@ def test_a_statement_that_is_only_its_citations_is_shown_as_its_marks() -> None:
     given = output().model_copy(update={"answer": answer, "answer_text": "[p1] Alpha is one. [p2]"})
     result = _run([given], rule, rubric={"rubrics": ["citation_accuracy"]})
     assert _values(result) == {"rubric.citation_accuracy": 0.6}  # judged, no crash on the empty statement
-    prompt = next(c.messages[-1][1] for c in rule.calls if c.task == "rubric")
+    prompt = next(c.prompt for c in rule.calls if c.task == "rubric")
     assert "Answer: [1] Alpha is one [2].\n" in prompt

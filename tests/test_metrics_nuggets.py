@@ -46,8 +46,21 @@ def test_window_that_never_parses_keeps_the_previous_list_flagged() -> None:
     judge = ScriptedJudge().add(task_is("nugget_create", "[1] segment 1\n"), '["a"]').add(
         task_is("nugget_create", "[1] segment 11\n"), "not a list", "not a list", "not a list")
     texts, status, notes = asyncio.run(Nuggetizer(NuggetOptions(max_trials=3)).create(judge, "q", SEGMENTS))
-    assert texts == ["a"] and status == "defaulted" and "window 2" in notes[0]
+    assert texts == ["a"] and status == "defaulted"
+    assert notes == ["window 2: reply did not parse after 3 attempt(s): not a list of strings; kept the previous list"]
     assert [c.params["temperature"] for c in judge.calls[1:]] == [0.0, 0.2, 0.2]
+
+
+def test_a_first_window_that_never_parses_says_there_was_no_list_yet() -> None:
+    judge = ScriptedJudge().add(task_is("nugget_create", "[1] segment 1\n"), "no idea", "no idea").add(
+        task_is("nugget_create", "[1] segment 11\n"), '["b"]')
+    texts, status, notes = asyncio.run(Nuggetizer(NuggetOptions(max_trials=2)).create(judge, "q", SEGMENTS))
+    assert texts == ["b"] and status == "defaulted"
+    assert notes == ["window 1: reply did not parse after 2 attempt(s): not a list of strings; no list yet"]
+    # the re-ask sent the unreadable reply back, quoting what was wrong
+    assert judge.calls[1].messages[-2:] == (("assistant", "no idea"), (
+        "user", "Your reply could not be read: not a list of strings. Reply again to the request above, in exactly "
+                "the format it asks for and nothing else."))
 
 
 def test_creation_failing_entirely_is_failed() -> None:

@@ -198,8 +198,10 @@ def test_an_unreadable_reply_is_missing_with_its_reason_never_the_guides_fallbac
     judge = scripted(rag_guide_answer_relevance="about seven", rag_guide_context_precision="relevant",
                      rag_guide_correctness="11")
     got = values(guide_run(judge))
-    assert got["rag_guide.answer_relevance"] == "answer relevance failed: reply did not parse after 2 attempt(s)"
-    assert got["rag_guide.answer_correctness"] == "correctness failed: reply did not parse after 2 attempt(s)"
+    assert got["rag_guide.answer_relevance"] == ("answer relevance failed: reply did not parse after 2 attempt(s): "
+                                                 "not in the method's format ('about seven')")
+    assert got["rag_guide.answer_correctness"] == ("correctness failed: reply did not parse after 2 attempt(s): not in "
+                                                   "the method's format ('11')")
     assert str(got["rag_guide.context_precision"]).startswith("context precision of passage c1 failed: reply did "
                                                              "not parse")
     assert got["rag_guide.overall"] == "is missing: rag_guide.answer_relevance has no value"  # never a partial mean
@@ -208,7 +210,8 @@ def test_an_unreadable_reply_is_missing_with_its_reason_never_the_guides_fallbac
     assert asked == [0.0, 0.2]  # the re-ask, at the shared failure rules' temperature
     # a verification that says neither YES nor NO leaves faithfulness missing (the guide: not supported)
     got = values(guide_run(scripted(rag_guide_verify="I cannot tell.")))
-    assert got["rag_guide.faithfulness"] == "verification of claim 1 failed: reply did not parse after 2 attempt(s)"
+    assert got["rag_guide.faithfulness"] == ("verification of claim 1 failed: reply did not parse after 2 attempt(s): "
+                                             "not in the method's format ('I cannot tell.')")
     assert got["rag_guide.overall"] == "is missing: rag_guide.faithfulness has no value"
 
 

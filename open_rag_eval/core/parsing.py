@@ -210,10 +210,12 @@ _FORMAT_EXAMPLE = {"a", "b", "..."}  # the creator prompt's own example: List in
 
 @dataclass(frozen=True)
 class Parsed(Generic[T]):
-    """A parsed reply: its value (None: not accepted) and its class."""
+    """A parsed reply: its value (None: not accepted), its class, and what was wrong with it (for a failure
+    reason: "2 labels for 4 nuggets", "no support label in the reply", ...)."""
 
     value: T | None
     klass: str
+    problem: str | None = None
 
 
 def worst(classes: Collection[str]) -> str:
@@ -232,7 +234,7 @@ def classify_umbrela(text: str, profile: str = "trec2024") -> Parsed[tuple[int, 
     reference = "trec2024" if profile == "strict" else profile
     match = match_umbrela(text, reference)
     if match is None:
-        return Parsed(None if profile == "strict" else (0, False), INVALID)
+        return Parsed(None if profile == "strict" else (0, False), INVALID, "no grade 0-3 in the reply")
     response = text.strip().lower()
     klass = CLEAN
     if is_catch_all(match) and not _bare_last_line(response, match):
@@ -240,7 +242,8 @@ def classify_umbrela(text: str, profile: str = "trec2024") -> Parsed[tuple[int, 
     if len({m.group(1) for m in _SCALE_LINE.finditer(response)}) >= 3:
         klass = ECHO
     if profile == "strict" and klass != CLEAN:
-        return Parsed(None, klass)
+        what = "restates the grade scale" if klass == ECHO else "has a grade only outside the method's format"
+        return Parsed(None, klass, f"the reply {what} (strict profile)")
     return Parsed((int(match.group(1)), True), klass)
 
 
@@ -263,8 +266,10 @@ def classify_support(text: str, profile: str = "reference") -> Parsed[str]:
     lower = text.lower()
     named = sum(1 for phrase in _SUPPORT_LABELS if phrase in lower)
     klass = {0: INVALID, 1: CLEAN, 2: FALLBACK}.get(named, ECHO)
+    if named == 0:
+        return Parsed(None, klass, "no support label (Full Support, Partial Support or No Support) in the reply")
     if profile == "strict" and klass != CLEAN:
-        return Parsed(None, klass)
+        return Parsed(None, klass, f"the reply names {named} support labels, not one (strict profile)")
     return Parsed(parse_support(text), klass)
 
 
@@ -274,14 +279,16 @@ def classify_no_answer(text: str) -> Parsed[str]:
     if value is not None:
         return Parsed(value, CLEAN)
     words = set(re.findall(r"[a-z]+", text.lower()))
-    return Parsed(None, ECHO if {"yes", "no"} <= words else INVALID)
+    if {"yes", "no"} <= words:
+        return Parsed(None, ECHO, "the reply names both yes and no")
+    return Parsed(None, INVALID, f"the reply is neither yes nor no ({_quoted(text)})")
 
 
 def classify_nugget_list(text: str) -> Parsed[list[str]]:
     """The creator's list; echo when it is the prompt's own format example (["a", "b", ...])."""
     value = parse_list(text)
     if value is None:
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "not a list of strings")
     if value and set(value) <= _FORMAT_EXAMPLE:
         return Parsed(value, ECHO)
     return Parsed(value, CLEAN)
@@ -292,8 +299,18 @@ def classify_labels(text: str, expected: int, allowed: Collection[str], profile:
     keeps it: it earns no credit, or counts as okay). ``strict`` accepts labels from ``allowed`` only."""
     labels = parse_labels(text, expected)
     if labels is None:
-        return Parsed(None, INVALID)
-    klass = CLEAN if all(label in allowed for label in labels) else FALLBACK
+        found = parse_list(text)
+        if found is None:
+            return Parsed(None, INVALID, "not a list of labels")
+        return Parsed(None, INVALID, f"{len(found)} labels for {expected} nuggets")
+    outside = [label for label in labels if label not in allowed]
+    klass = FALLBACK if outside else CLEAN
     if profile == "strict" and klass != CLEAN:
-        return Parsed(None, klass)
+        return Parsed(None, klass, f"label {outside[0]!r} outside the set ({', '.join(sorted(allowed))})")
     return Parsed(labels, klass)
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    """The start of a reply, quoted, for a failure reason."""
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")

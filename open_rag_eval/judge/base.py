@@ -36,6 +36,17 @@ class JudgeRequest:
     sample: int = 0  # independent samples of one prompt differ only here
     priority: int = 0  # scheduling hint, not part of the request: lower goes first when calls queue
 
+    @property
+    def prompt(self) -> str:
+        """The method's own prompt: the last user message before any reply sent back (a corrective re-ask)."""
+        asked = ""
+        for role, content in self.messages:
+            if role == "assistant":
+                break
+            if role == "user":
+                asked = content
+        return asked
+
     @classmethod
     def chat(
         cls,

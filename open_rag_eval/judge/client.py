@@ -32,6 +32,7 @@ import httpx2
 
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.core.redaction import redact, redact_secrets, register_secret
+from open_rag_eval.prompts import reply_schema
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, MemoryCache, cache_key, cache_path
@@ -84,6 +85,7 @@ class OpenAIJudge:
         if len(limiters) != len(settings.base_urls):
             raise ValueError(f"{len(settings.base_urls)} endpoint(s) need as many limiters, not {len(limiters)}")
         self.settings, self.model, self.simulated = settings, settings.model, settings.simulated
+        self.reask = settings.reask  # read by the metrics' re-ask (metrics._judging)
         # judge.base_urls: each call goes to the least-loaded endpoint (judge.endpoints)
         self.endpoints = [Endpoint(url, pacing) for url, pacing in zip(settings.base_urls, limiters)]
         self.cache_endpoint = settings.cache_name
@@ -112,7 +114,7 @@ class OpenAIJudge:
 
     async def complete(self, request: JudgeRequest) -> Completion:
         self._check_available()
-        params = self.final_params(request.params)
+        params = self.final_params(request.params, request.task)
         key = cache_key(base_url=self.cache_endpoint, model=self.model, messages=request.messages, params=params,
                         prompt_version=request.prompt_version, sample=request.sample)
         shared = self._inflight.get(key)
@@ -138,10 +140,15 @@ class OpenAIJudge:
             stats.deduplicated += 1
         return replace(completion, cached=True) if follower else completion
 
-    def final_params(self, method_params: Mapping[str, Any]) -> dict[str, Any]:
+    def final_params(self, method_params: Mapping[str, Any], task: str = "") -> dict[str, Any]:
         """The method's params, updated by ``judge.params``, the reply cap under ``judge.max_tokens_param``'s name,
-        minus ``judge.drop_params``."""
+        minus ``judge.drop_params``; with ``judge.structured: json_schema``, ``task``'s reply schema as the
+        ``response_format`` (unless the method sets one: a profile's own)."""
         merged = {**method_params, **self.settings.params}
+        if self.settings.structured == "json_schema" and "response_format" not in merged:
+            schema = reply_schema(task)
+            if schema is not None:
+                merged["response_format"] = schema
         name = self.settings.max_tokens_param
         other = "max_tokens" if name == "max_completion_tokens" else "max_completion_tokens"
         if other in merged:

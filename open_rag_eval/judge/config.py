@@ -115,6 +115,9 @@ class JudgeConfig(_Strict):
     azure: AzureConfig | None = None  # the endpoint is Azure OpenAI (deployment paths, api-version, api-key header)
     # "json_schema": ask OpenAI-compatible servers for a reply matching each task's JSON schema (response_format)
     structured: Literal["json_schema"] | None = None
+    # a re-ask after a reply that could not be read: "corrective" sends the reply back with a message saying what
+    # was wrong; "repeat" sends the request again at the re-ask temperature (as recordings made before hold)
+    reask: Literal["corrective", "repeat"] = "corrective"
     # record every HTTP exchange with the endpoint to this JSONL file, or answer from such a file offline
     record: str | None = None
     replay: str | None = None

@@ -36,6 +36,7 @@ class JudgeSettings:
     azure_api_version: str | None = None
     azure_deployment: str | None = None
     structured: str | None = None  # "json_schema": replies asked for by each task's schema (judge.structured)
+    reask: str = "corrective"  # how a re-ask after an unreadable reply is sent (judge.reask)
 
     @property
     def cache_name(self) -> str:
@@ -57,4 +58,4 @@ def settings_for(config: JudgeConfig, urls: list[str], *, api_key: str, simulate
         retry=RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s),
         azure_api_version=None if azure is None else azure.api_version,
         azure_deployment=None if azure is None else azure.deployment or config.model,
-        structured=config.structured)
+        structured=config.structured, reask=config.reask)

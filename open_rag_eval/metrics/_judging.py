@@ -6,8 +6,14 @@ never a value; ``JudgeUnavailable`` propagates (the run stops). Re-asks use a di
 bad reply is never served again: attempt j of sample s uses index ``s + SAMPLE_STRIDE * j`` (attempt 0 keeps index
 s, which is what makes the normal judgments and test-retest sample 0 share the cache).
 
-A re-ask is sent only when it can differ from what was already sent: other messages or parameters, or sampling
-(temperature above 0 and no fixed seed). Re-sending a byte-identical greedy request would only get the same reply.
+A re-ask after a reply that could not be read changes the request: the reply is sent back with a corrective
+message quoting what was wrong (``prompts/reask_corrective.txt``). A re-ask is sent only when it can differ from
+what was already sent: other messages or parameters, or sampling (temperature above 0 and no fixed seed).
+Re-sending a byte-identical greedy request would only get the same reply.
+
+A judgment that stays unparsed says what was wrong with its last reply: the parser's problem ("2 labels for 4
+nuggets", "no support label ... in the reply"), a structured reply's departure from its schema (not JSON, a label
+outside the schema's set), or an empty reply.
 
 Parsers return a ``Parsed`` (value and parse class, ``open_rag_eval.core.parsing``); a value of None is not
 accepted. Every finished judgment is counted for the judge-health report: its task, the class of its last reply
@@ -18,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from open_rag_eval.core.errors import JudgeCallError
@@ -27,7 +33,8 @@ from open_rag_eval.core.parsing import FAILED, INVALID, Parsed
 from open_rag_eval.core.recording import failure_cause, record
 from open_rag_eval.judge.base import Completion, Judge, JudgeRequest
 from open_rag_eval.core.parsing import strip_reasoning
-from open_rag_eval.metrics.structured import as_text
+from open_rag_eval.metrics.structured import as_text, schema_problem
+from open_rag_eval.prompts import load
 
 __all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
 
@@ -49,7 +56,7 @@ class Asked(Generic[T]):
 def _sent(judge: Judge, request: JudgeRequest) -> tuple[str, dict[str, Any]]:
     """What goes over the wire for ``request``: its messages and final params (after ``judge.params``)."""
     final = getattr(judge, "final_params", None)
-    params = dict(final(request.params)) if callable(final) else dict(request.params)
+    params = dict(final(request.params, request.task)) if callable(final) else dict(request.params)
     return json.dumps(request.messages, ensure_ascii=False), params
 
 
@@ -72,13 +79,17 @@ async def ask(
     temperatures: tuple[float, float] = (0.0, 0.2),
     sample: int = 0,
 ) -> Asked[T]:
-    """Up to ``trials`` attempts: the first at ``temperatures[0]``, re-asks at ``temperatures[1]``."""
+    """Up to ``trials`` attempts: the first at ``temperatures[0]``, re-asks at ``temperatures[1]``. A re-ask after
+    a reply that could not be read sends that reply back with a corrective message quoting what was wrong
+    (``prompts/reask_corrective.txt``)."""
     text: str | None = None
     sent: list[tuple[str, dict[str, Any]]] = []
-    attempts, klass, task = 0, INVALID, ""
+    attempts, klass, task, problem = 0, INVALID, "", "no reply"
     for attempt in range(max(1, trials)):
         temperature = temperatures[0] if attempt == 0 else temperatures[1]
         request = build(temperature, sample + SAMPLE_STRIDE * attempt)
+        if attempt and text is not None and getattr(judge, "reask", "corrective") == "corrective":
+            request = corrected(request, text, problem)
         task = request.task
         if attempt and not can_differ(judge, request, sent):
             break
@@ -90,11 +101,37 @@ async def ask(
         except JudgeCallError as error:
             record(task, FAILED, attempts, cause=failure_cause(str(error), error.refused))
             return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
-        parsed = parse(strip_reasoning(as_text(text, request.params)))  # a JSON-schema reply: its value
+        parsed = parse(strip_reasoning(as_text(text, sent[-1][1])))  # a JSON-schema reply: its value
         klass = parsed.klass
         if parsed.value is not None:
             record(task, klass, attempts, labels_of(task, parsed.value))
             return Asked(parsed.value, "ok", None, attempts, text, klass, completion)
+        problem = what_was_wrong(text, parsed, sent[-1][1])
     record(task, klass, attempts)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
-    return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s){same}", attempts, text, klass)
+    return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s): {problem}{same}", attempts,
+                 text, klass)
+
+
+def what_was_wrong(text: str, parsed: Parsed[Any], params: dict[str, Any]) -> str:
+    """What was wrong with a reply that did not parse: the schema's verdict on a structured reply, else the
+    parser's, else what the reply looks like."""
+    if not text.strip():
+        return "empty reply"
+    problem = schema_problem(text, params.get("response_format"))
+    if problem is not None:
+        return problem
+    if parsed.problem is not None:
+        return parsed.problem
+    return f"not in the method's format ({_start(text)})"
+
+
+def corrected(request: JudgeRequest, reply: str, problem: str) -> JudgeRequest:
+    """``request`` followed by the reply that could not be read and a message saying what was wrong with it."""
+    follow_up = load("reask.corrective").render(problem=problem).strip()
+    return replace(request, messages=(*request.messages, ("assistant", reply), ("user", follow_up)))
+
+
+def _start(text: str, limit: int = 60) -> str:
+    flat = " ".join(text.split())
+    return repr(flat if len(flat) <= limit else flat[:limit] + "...")

@@ -82,17 +82,19 @@ def parse_claims(text: str, n_sentences: int) -> Parsed[tuple[bool, tuple[tuple[
     try:
         value = parse_json_object(text)
     except ValueError:
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "not one JSON object")
     refusal, claims = value.get("refusal"), value.get("claims")
     if not isinstance(refusal, bool) or not isinstance(claims, list):
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "the object lacks a boolean 'refusal' and a list 'claims'")
     found: list[tuple[int, str]] = []
     for item in claims:
         if not isinstance(item, dict):
-            return Parsed(None, INVALID)
+            return Parsed(None, INVALID, "a claim that is not an object")
         sentence, claim = _int(item.get("sentence")), item.get("claim")
-        if sentence is None or not 1 <= sentence <= n_sentences or not isinstance(claim, str) or not claim.strip():
-            return Parsed(None, INVALID)
+        if not isinstance(claim, str) or not claim.strip():
+            return Parsed(None, INVALID, "a claim without text")
+        if sentence is None or not 1 <= sentence <= n_sentences:
+            return Parsed(None, INVALID, f"a claim names sentence {item.get('sentence')!r} of {n_sentences}")
         found.append((sentence, " ".join(claim.split())))
     return Parsed((refusal, tuple(found)), CLEAN)
 
@@ -104,17 +106,19 @@ def parse_verdicts(text: str, n_claims: int, n_sources: int) -> Parsed[tuple[Ver
     try:
         value = parse_json_object(text)
     except ValueError:
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "not one JSON object")
     items = value.get("verdicts")
-    if not isinstance(items, list) or len(items) != n_claims:
-        return Parsed(None, INVALID)
+    if not isinstance(items, list):
+        return Parsed(None, INVALID, "the object has no list 'verdicts'")
+    if len(items) != n_claims:
+        return Parsed(None, INVALID, f"{len(items)} verdicts for {n_claims} claims")
     verdicts = []
     for number, item in enumerate(items, start=1):
         if not isinstance(item, dict) or _int(item.get("claim")) != number:
-            return Parsed(None, INVALID)
+            return Parsed(None, INVALID, f"verdict {number} is not numbered {number}")
         supported, sources = item.get("supported"), item.get("sources", [])
         if not isinstance(supported, bool) or not isinstance(sources, list):
-            return Parsed(None, INVALID)
+            return Parsed(None, INVALID, f"verdict {number} lacks a boolean 'supported' and a list 'sources'")
         shown = tuple(dict.fromkeys(s for s in map(_int, sources) if s is not None and 1 <= s <= n_sources))
         verdicts.append(Verdict(supported, shown if supported else ()))
     return Parsed(tuple(verdicts), CLEAN)

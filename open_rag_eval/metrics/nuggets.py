@@ -148,7 +148,8 @@ class Nuggetizer:
             reply = await self._ask_create(judge, query, window, nuggets)
             outcomes.append((reply.parse, reply.value is not None))
             if reply.value is None:
-                notes.append(f"window {number}: {reply.reason}; kept the previous list")
+                kept = "kept the previous list" if nuggets else "no list yet"
+                notes.append(f"window {number}: {reply.reason}; {kept}")
                 continue
             nuggets = reply.value[: self.options.max_nuggets]
         if windows and len(notes) == len(windows):
@@ -168,8 +169,9 @@ class Nuggetizer:
             reply = await self._ask_create(judge, query, segments, nuggets)
             outcomes.append((reply.parse, reply.value is not None))
             if reply.value is None:
-                note = f"iteration {number}: {reply.reason}; kept the previous list"
-                return ([], "failed", [note]) if number == 1 else (nuggets, "defaulted", [note])
+                if number == 1:
+                    return [], "failed", [f"iteration 1: {reply.reason}; no list was made"]
+                return nuggets, "defaulted", [f"iteration {number}: {reply.reason}; kept the previous list"]
             updated = reply.value[: self.options.max_nuggets]
             if updated == nuggets or len(updated) >= self.options.max_nuggets:
                 return updated, "ok", []

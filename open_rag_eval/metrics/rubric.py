@@ -67,17 +67,17 @@ def parse_rubric(text: str) -> Parsed[tuple[int, str]]:
     try:
         value = parse_json_object(text)
     except ValueError:
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "not one JSON object")
     score: Any = value.get("score")
     reason = value.get("reason", "")
     if isinstance(score, float) and score.is_integer():
         score = int(score)
     if not isinstance(reason, str):
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, "the reason is not text")
     try:
         normalise_rubric(score)
     except ValueError:
-        return Parsed(None, INVALID)
+        return Parsed(None, INVALID, f"the score {score!r} is not a whole number from 0 to 10")
     return Parsed((score, " ".join(reason.split())), CLEAN)
 
 

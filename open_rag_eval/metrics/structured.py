@@ -13,7 +13,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-__all__ = ["ResponseFormat", "as_text", "params"]
+__all__ = ["ResponseFormat", "as_text", "params", "schema_problem"]
 
 ResponseFormat = Literal["text", "vectara"]
 
@@ -66,3 +66,41 @@ def as_text(text: str, sent: Mapping[str, Any]) -> str:
     if isinstance(value, list) and all(isinstance(item, str) for item in value):
         return json.dumps(value, ensure_ascii=False)
     return text
+
+
+def schema_problem(text: str, wanted: Any) -> str | None:
+    """What a reply asked for by a JSON schema (``wanted``: the ``response_format`` sent) gets wrong: not JSON, not
+    an object, a required property missing, a value outside the schema's set. None when the schema is met or no
+    schema was sent."""
+    if not isinstance(wanted, Mapping) or wanted.get("type") != "json_schema":
+        return None
+    schema = (wanted.get("json_schema") or {}).get("schema") or {}
+    try:
+        reply = json.loads(text)
+    except ValueError:
+        return "not JSON (a JSON object was asked for by its schema)"
+    if not isinstance(reply, dict):
+        return f"JSON but not an object ({type(reply).__name__})"
+    properties = schema.get("properties") or {}
+    for name in schema.get("required") or []:
+        if name not in reply:
+            return f"the object lacks the property {name!r}"
+        problem = _outside(reply[name], properties.get(name) or {}, schema.get("$defs") or {})
+        if problem is not None:
+            return f"{name}: {problem}"
+    return None
+
+
+def _outside(value: Any, prop: Mapping[str, Any], defs: Mapping[str, Any]) -> str | None:
+    if "$ref" in prop:
+        prop = defs.get(str(prop["$ref"]).rsplit("/", 1)[-1]) or {}
+    if "enum" in prop and value not in prop["enum"]:
+        return f"{value!r} is not one of the schema's values ({', '.join(map(str, prop['enum']))})"
+    if prop.get("type") == "array":
+        if not isinstance(value, list):
+            return "not a list"
+        for item in value:
+            problem = _outside(item, prop.get("items") or {}, defs)
+            if problem is not None:
+                return problem
+    return None

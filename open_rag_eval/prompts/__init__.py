@@ -14,6 +14,7 @@ braces inside a passage are harmless.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -23,7 +24,7 @@ import yaml
 
 from open_rag_eval.core.errors import OpenRagEvalError
 
-__all__ = ["Template", "TemplateIntegrityError", "load", "manifest", "prompt_hashes"]
+__all__ = ["Template", "TemplateIntegrityError", "load", "manifest", "prompt_hashes", "reply_schema"]
 
 _PACKAGE = "open_rag_eval.prompts"
 
@@ -80,3 +81,15 @@ def _without_header(text: str) -> str:
 def prompt_hashes() -> dict[str, str]:
     """id -> sha256 of every template (for the run manifest)."""
     return {entry["id"]: entry["sha256"] for entry in manifest()}
+
+
+@cache
+def reply_schema(task: str) -> dict[str, Any] | None:
+    """The ``response_format`` asking for ``task``'s reply as JSON (``schemas/TASK.json``: a ``json_schema`` whose
+    object holds the value the method's parser reads), or None when the task has none. ``judge.structured:
+    json_schema`` sends it; the published prompt text is unchanged."""
+    path = resources.files(_PACKAGE).joinpath("schemas", f"{task}.json")
+    if not path.is_file():
+        return None
+    value = json.loads(path.read_text(encoding="utf-8"))
+    return value if isinstance(value, dict) else None
