@@ -56,8 +56,12 @@ def test_eval_track_mlflow_logs_params_metrics_tables_and_artifacts(tmp_path: Pa
     assert params["config_digest"] == manifest["config_digest"]
     assert params["judge_model"] == manifest["judge"]["model"]
     assert params["evaluators"] == "trec"
-    for prompt, digest in manifest["prompt_hashes"].items():
-        assert params[metric_key(f"prompt.{prompt}")] == digest
+    sent = set(manifest["prompts_sent"])  # the templates this run's requests used (umbrela, citation, no_answer)
+    assert "support.trec2024" in sent and any(p.startswith("umbrela.") for p in sent)
+    assert not any(p.startswith(("nuggets.", "generation.")) for p in sent)  # never asked in this run
+    for prompt, digest in manifest["prompt_hashes"].items():  # params describe the run: no prompt it never sent
+        assert params.get(metric_key(f"prompt.{prompt}")) == (digest if prompt in sent else None), prompt
+    assert len(params) == 8 + len(sent)
 
     metrics = run.data.metrics
     with_value = [row for row in summary if row["mean"] is not None]

@@ -82,8 +82,9 @@ def test_eval_track_opik_logs_dataset_experiment_items_scores_and_report(tmp_pat
     params = experiment["metadata"]["params"]
     assert params["config_digest"] == manifest["config_digest"]
     assert params["judge_model"] == manifest["judge"]["model"]
-    for prompt, digest in manifest["prompt_hashes"].items():
-        assert digest in params.values(), prompt
+    for prompt in manifest["prompts_sent"]:
+        assert manifest["prompt_hashes"][prompt] in params.values(), prompt
+    assert not any(key.startswith("prompt.generation") for key in params)  # a trec run sent no generation prompt
     aggregates = {score["name"]: score["value"] for score in experiment["experiment_scores"]}
     with_value = [row for row in details["summary"] if row["mean"] is not None]
     assert len(with_value) > 10

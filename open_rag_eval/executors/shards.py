@@ -198,6 +198,7 @@ def merge_accounting(snapshots: Sequence[dict[str, Any] | None], model: str, pri
         for task, row in snapshot["tasks"].items():
             total.task(task).add(TaskStats(**{k: v for k, v in row.items() if k in fields}))
         total.fingerprints.update(snapshot["fingerprints"])
+        total.prompts.update(snapshot.get("prompts", ()))
     return total
 
 

@@ -79,6 +79,7 @@ class Accounting:
     price: Price | None = None
     tasks: dict[str, TaskStats] = field(default_factory=dict)
     fingerprints: set[str] = field(default_factory=set)
+    prompts: set[str] = field(default_factory=set)  # the sha256 of every prompt template the run's requests used
 
     def task(self, name: str) -> TaskStats:
         return self.tasks.setdefault(name, TaskStats())
@@ -123,4 +124,5 @@ class Accounting:
             "total": row(self.total()),
             "tasks": {name: row(stats) for name, stats in sorted(self.tasks.items())},
             "fingerprints": sorted(self.fingerprints),
+            "prompts": sorted(self.prompts),
         }

@@ -124,6 +124,8 @@ class OpenAIJudge:
             self._inflight[key] = shared
             shared.add_done_callback(lambda done: self._settle(key, done))
         stats = self.accounting.task(request.task)
+        if request.prompt_version:
+            self.accounting.prompts.add(request.prompt_version)
         try:
             completion, source = await asyncio.shield(shared)
         except JudgeError:

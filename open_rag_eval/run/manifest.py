@@ -42,6 +42,12 @@ def _prompt_hashes() -> dict[str, str]:
     return prompt_hashes()
 
 
+def _prompts_sent(accounting: Any) -> list[str]:
+    """The ids of the templates the run's judge requests used (tracking logs only these)."""
+    used = set(getattr(accounting, "prompts", ()) or ())
+    return sorted(name for name, digest in _prompt_hashes().items() if digest in used)
+
+
 def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -> dict[str, Any] | None:
     if judge is None:
         return None
@@ -92,7 +98,8 @@ def build_manifest(
         "n_outputs": len(outputs),
         "n_queries": len({o.query_id for o in outputs}),
         "evaluators": [spec.type for spec in loaded.evaluators],
-        "prompt_hashes": _prompt_hashes(),
+        "prompt_hashes": _prompt_hashes(),  # every template this version ships (what a rerun would use)
+        "prompts_sent": _prompts_sent(accounting),
         **_criteria_section(loaded),
         "judge": _judge_section(loaded, judge, simulated),
         "simulated": simulated,

@@ -74,8 +74,10 @@ def _params(manifest: dict[str, Any]) -> dict[str, str]:
         "n_outputs": manifest.get("n_outputs"),
         "n_queries": manifest.get("n_queries"),
     }
+    sent = manifest.get("prompts_sent")  # the templates the run used; a manifest of an older version: every one
     for prompt, digest in sorted((manifest.get("prompt_hashes") or {}).items()):
-        params[metric_key(f"prompt.{prompt}")] = digest
+        if sent is None or prompt in sent:
+            params[metric_key(f"prompt.{prompt}")] = digest
     return {key: str(value) for key, value in params.items() if value is not None}
 
 
