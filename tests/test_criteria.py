@@ -321,3 +321,10 @@ def test_the_report_shows_each_criterion_with_its_reason_and_steps(tmp_path: Pat
     assert "Read what criterion tilt asks of the answer." in html  # the simulated judge's steps
     assert "Simulated tilt from the overlap" in html
 
+
+
+def test_a_criterion_judgment_counts_its_grade_as_its_label_for_judge_health() -> None:
+    from open_rag_eval.core.labels import labels_of  # noqa: PLC0415
+
+    assert labels_of("criteria", (4, "a reason")) == ("4",)
+    assert labels_of("criteria_steps", ("step one", "step two")) == ()

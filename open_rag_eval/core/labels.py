@@ -11,8 +11,10 @@ from typing import Any
 
 __all__ = ["FREE_TEXT", "labels_of"]
 
-FREE_TEXT = frozenset({"nugget_create", "claim_extract", "answer_questions", "rag_guide_claims", "generate_query"})
-_FIRST = frozenset({"umbrela", "rubric"})  # (grade, valid) and (score, reason): the first element is the label
+FREE_TEXT = frozenset({"nugget_create", "claim_extract", "answer_questions", "rag_guide_claims", "generate_query",
+                       "criteria_steps"})
+# (grade, valid), (score, reason), (grade, reason): the first element is the label
+_FIRST = frozenset({"umbrela", "rubric", "criteria"})
 
 
 def labels_of(task: str, value: Any) -> tuple[str, ...]:
