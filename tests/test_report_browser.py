@@ -187,7 +187,7 @@ def test_comparison_view(browser, report: Path, tmp_path: Path, width: int) -> N
     assert table.is_displayed() and table.rect["y"] < 300
     rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert [r.get_attribute("data-metric") for r in rows][:3] == ["umbrela.mean", "nuggets.weighted", "citation.f1"]
-    assert "no significant difference" in rows[0].text  # identical runs
+    assert "PASS" in rows[0].text and "no significant difference" not in rows[0].text  # identical runs
     assert "A results" in table.text and "B candidate" in table.text
     assert all(f.get_attribute("open") is None for f in browser.find_elements(By.CSS_SELECTOR, "details.family"))
     assert browser.execute_script("return document.documentElement.scrollWidth") <= width
