@@ -22,6 +22,7 @@ EXTRAS = {
     "langchain": ["langchain-core>=0.3"],
     "llamaindex": ["llama-index-core>=0.11"],
     "mlflow": ["mlflow-skinny>=2.10", "sqlalchemy>=2", "alembic"],  # sqlalchemy/alembic: the sqlite:/// store
+    "mlflow-ui": ["mlflow>=2.10"],  # the whole MLflow (its server and UI) to look at the runs: docs/tracking.md
     "opik": [],  # our own client of Opik's REST API on httpx2: nothing to install (docs/tracking.md)
     "ray": ["ray[data]>=2.9"],  # the ray executor (docs/scaling.md); ray brings no torch of its own
     # the evaluation service (open-rag-eval serve / worker): docs/service.md
