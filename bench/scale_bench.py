@@ -11,6 +11,16 @@ cache, so every judgment is asked again) and checks that the concatenated per-ou
     python bench/scale_bench.py --outputs 10000 --runs 1 --passages 5 --latency-ms 5 --batches 0   # issue 20's run
     python bench/scale_bench.py --outputs 10000 --runs 5 --passages 5 --latency-ms 5 --batches 0   # 2,000 x 5 runs
     python bench/scale_bench.py --issue20      # both of the above, one after the other, then a table of the two
+    python bench/scale_bench.py --outputs 100000 --latency-ms 0 --batches 0    # issue 30: memory at 100k
+    python bench/scale_bench.py --judge-free --outputs 1000000 --batches 0     # golden and lexical, no judge
+    python bench/scale_bench.py --outputs 100000 --latency-ms 0 --batches 0 --tracemalloc top.txt
+
+``--judge-free`` evaluates with the golden evaluator alone (retrieval metrics against each query's relevant ids,
+lexical metrics against its keywords and reference answer; labels in the outputs): no judge is started.
+``--tracemalloc FILE`` runs the eval child under ``tracemalloc`` (``bench/traced_eval.py``; several times slower)
+and writes to FILE the 10 lines of code holding the most memory when the traced memory was highest.
+``--keep DIR`` copies the single run's results.csv, results.json and summary.csv into DIR (to compare two trees'
+results byte for byte, e.g. with ``cmp``).
 
 Targets (issue 20): peak RSS <= 600 MB and wall <= 4 min for the 10,000 x 1 run on the 2-core machine class.
 
@@ -26,12 +36,14 @@ import csv
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,29 +52,40 @@ WORDS = ("solar wind turbine energy grid battery storage carbon emission policy 
          "forecast tariff subsidy transmission outage capacity reserve frequency voltage").split()
 
 
-def synthetic(n_outputs: int, passages: int, runs: int, seed: int) -> list[dict[str, Any]]:
-    """Seeded outputs: ``runs`` runs per query, passages of ~60 words, answers of 3 cited sentences."""
+def synthetic(n_outputs: int, passages: int, runs: int, seed: int, labels: bool = False) -> list[dict[str, Any]]:
+    """Seeded outputs: ``runs`` runs per query, passages of ~60 words, answers of 3 cited sentences (``labels``:
+    with each query's relevant ids, keywords and reference answer, for the golden evaluator)."""
+    return list(iter_synthetic(n_outputs, passages, runs, seed, labels))
+
+
+def iter_synthetic(n_outputs: int, passages: int, runs: int, seed: int, labels: bool = False
+                   ) -> Iterator[dict[str, Any]]:
+    """``synthetic``, one output at a time."""
     rng = random.Random(seed)
-    outputs: list[dict[str, Any]] = []
+    made = 0
     query_index = 0
-    while len(outputs) < n_outputs:
+    while made < n_outputs:
         topic = rng.sample(WORDS, 3)
         query = f"How does {topic[0]} affect {topic[1]} and {topic[2]}? ({query_index})"
+        label = ({"relevant_ids": {str(rng.randint(1, passages)): 1}, "expected_keywords": topic[:2],
+                  "reference_answer": " ".join(rng.choices(WORDS + topic, k=12)) + "."} if labels else {})
         for run in range(1, runs + 1):
-            if len(outputs) == n_outputs:
+            if made == n_outputs:
                 break
             texts = [" ".join(rng.choices(WORDS + topic * 4, k=60)) + "." for _ in range(passages)]
             sentences = [" ".join(rng.choices(WORDS + topic, k=12)).capitalize() + f" [{rng.randint(1, passages)}]."
                          for _ in range(3)]
-            outputs.append({"query_id": f"q{query_index}", "query": query, "run": run,
-                            "passages": [{"id": str(i + 1), "text": t} for i, t in enumerate(texts)],
-                            "answer": " ".join(sentences)})
+            made += 1
+            yield {"query_id": f"q{query_index}", "query": query, "run": run,
+                   "passages": [{"id": str(i + 1), "text": t} for i, t in enumerate(texts)],
+                   "answer": " ".join(sentences), **label}
         query_index += 1
-    return outputs
 
 
-def write_jsonl(path: Path, outputs: list[dict[str, Any]]) -> None:
-    path.write_text("".join(json.dumps(o) + "\n" for o in outputs), encoding="utf-8")
+def write_jsonl(path: Path, outputs: Iterable[dict[str, Any]]) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for output in outputs:
+            handle.write(json.dumps(output) + "\n")
 
 
 def start_judge(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Popen[bytes], str]:
@@ -84,20 +107,24 @@ def start_judge(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Popen[b
 
 
 def write_config(path: Path, data: Path, cache: Path, args: argparse.Namespace) -> None:
-    config = {"input": str(data), "output_dir": str(path.parent / (path.stem + "-out")),
-              "judge": {"model": "simulated-judge", "base_url": args.base_url, "max_concurrency": args.concurrency,
-                        "cache": str(cache), "api_key_env": "OPEN_RAG_EVAL_SCALE_BENCH_NO_KEY"},
-              "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": args.metrics.split(",")}]}
+    config: dict[str, Any] = {"input": str(data), "output_dir": str(path.parent / (path.stem + "-out"))}
+    if args.judge_free:
+        config["evaluators"] = [{"type": "golden", "k_values": [1, 3]}]
+    else:
+        config["judge"] = {"model": "simulated-judge", "base_url": args.base_url, "max_concurrency": args.concurrency,
+                           "cache": str(cache), "api_key_env": "OPEN_RAG_EVAL_SCALE_BENCH_NO_KEY"}
+        config["evaluators"] = [{"type": "trec", "k_values": [1, 3], "metrics": args.metrics.split(",")}]
     path.write_text(json.dumps(config), encoding="utf-8")  # JSON is YAML
 
 
-def run_child(argv: list[str], log: Path) -> tuple[float, float]:
+def run_child(argv: list[str], log: Path, traced: Path | None = None) -> tuple[float, float]:
     """(wall seconds, peak RSS in MB) of one ``open-rag-eval`` child (its user+sys CPU printed); exits with its
-    log when it fails."""
+    log when it fails. ``traced``: the child runs under tracemalloc and writes its top 10 there."""
     started = time.monotonic()
+    command = ([sys.executable, str(Path(__file__).with_name("traced_eval.py")), str(traced)] if traced
+               else [sys.executable, "-m", "open_rag_eval"])
     with log.open("wb") as stderr:
-        child = subprocess.Popen([sys.executable, "-m", "open_rag_eval", "-q", *argv],
-                                 stdout=subprocess.DEVNULL, stderr=stderr)
+        child = subprocess.Popen([*command, "-q", *argv], stdout=subprocess.DEVNULL, stderr=stderr)
         _, status, usage = os.wait4(child.pid, 0)
     wall = time.monotonic() - started
     if os.waitstatus_to_exitcode(status) != 0:
@@ -107,9 +134,9 @@ def run_child(argv: list[str], log: Path) -> tuple[float, float]:
     return wall, usage.ru_maxrss / 1024
 
 
-def run_cli(config: Path) -> tuple[float, float, dict[str, Any], Path]:
+def run_cli(config: Path, traced: Path | None = None) -> tuple[float, float, dict[str, Any], Path]:
     """(wall seconds, peak RSS in MB of this child, manifest, output folder)."""
-    wall, peak_mb = run_child(["eval", "--config", str(config)], config.parent / (config.stem + ".log"))
+    wall, peak_mb = run_child(["eval", "--config", str(config)], config.parent / (config.stem + ".log"), traced)
     out = config.parent / (config.stem + "-out")
     return wall, peak_mb, json.loads((out / "manifest.json").read_text(encoding="utf-8")), out
 
@@ -148,6 +175,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--metrics", default="umbrela,nuggets,citation,no_answer")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--judge-free", action="store_true", help="golden and lexical metrics only: no judge")
+    parser.add_argument("--tracemalloc", type=Path, default=None, metavar="FILE",
+                        help="run the eval child under tracemalloc; its top 10 at the traced peak go to FILE")
+    parser.add_argument("--no-report-render", action="store_true",
+                        help="skip the second rendering of the report by 'open-rag-eval report'")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="copy the single run's results.csv, results.json and summary.csv into this folder")
     parser.add_argument("--issue20", action="store_true",
                         help="10,000 x 1 run then 2,000 x 5 runs (5 passages, 5 ms, no batches): wall and peak RSS of both")
     args = parser.parse_args()
@@ -156,10 +190,13 @@ def main() -> None:
         args.passages, args.latency_ms, args.batches = 5, 5.0, 0
     figures = []
     for args.outputs, args.runs in shapes:
-        outputs = synthetic(args.outputs, args.passages, args.runs, args.seed)
+        if args.judge_free:
+            args.base_url = None
+            figures.append((args.outputs // args.runs, args.runs, *measure(args)))
+            continue
         server, args.base_url = start_judge(args.latency_ms, args.latency_ms / 2)
         try:
-            figures.append((args.outputs // args.runs, args.runs, *measure(args, outputs)))
+            figures.append((args.outputs // args.runs, args.runs, *measure(args)))
         finally:
             server.terminate()
             server.wait(timeout=30)
@@ -169,24 +206,38 @@ def main() -> None:
             print(f"{queries} x {runs} | {wall:.1f} | {peak_mb:.0f} | {load:.1f}")
 
 
-def measure(args: argparse.Namespace, outputs: list[dict[str, Any]]) -> tuple[float, float, float]:
+def measure(args: argparse.Namespace) -> tuple[float, float, float]:
     """Runs the single run (and the batches, if any); returns its wall seconds, peak RSS in MB and the load."""
     with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
         work = Path(folder)
-        write_jsonl(work / "all.jsonl", outputs)
+        write_jsonl(work / "all.jsonl", iter_synthetic(args.outputs, args.passages, args.runs, args.seed,
+                                                       args.judge_free))
         write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)
-        wall, peak_mb, manifest, out = run_cli(work / "all.json")
+        wall, peak_mb, manifest, out = run_cli(work / "all.json", args.tracemalloc)
         load = os.getloadavg()[0]
-        calls = manifest["accounting"]["total"]["calls"]
-        whole = rows(out)
-        print(f"outputs {len(outputs)} ({len({o['query_id'] for o in outputs})} queries x {args.runs} runs, "
-              f"{args.passages} passages), metrics {args.metrics}, latency {args.latency_ms:g} ms, "
-              f"concurrency {args.concurrency}")
+        calls = manifest["accounting"]["total"]["calls"] if manifest.get("accounting") else 0
+        what = "golden (retrieval and lexical), no judge" if args.judge_free else \
+            f"metrics {args.metrics}, latency {args.latency_ms:g} ms, concurrency {args.concurrency}"
+        print(f"outputs {manifest['n_outputs']} ({manifest['n_queries']} queries x {args.runs} runs, "
+              f"{args.passages} passages), {what}")
         print(f"single run: wall {wall:.1f} s, judge calls {calls}, {calls / wall:.0f} calls/s, "
-              f"{len(outputs) / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 600 MB), load {load:.1f}", flush=True)
-        report_figures(out)
+              f"{manifest['n_outputs'] / wall:.1f} outputs/s, peak RSS {peak_mb:.0f} MB (target <= 400 MB), "
+              f"load {load:.1f}", flush=True)
+        sizes = ", ".join(f"{n} {(out / n).stat().st_size:,} B" for n in ("results.csv", "results.json", "summary.csv"))
+        print(f"results: {sizes}", flush=True)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for name in ("results.csv", "results.json", "summary.csv"):
+                shutil.copyfile(out / name, args.keep / name)
+            print(f"kept in {args.keep}", flush=True)
+        if args.tracemalloc is not None:
+            print(args.tracemalloc.read_text(encoding="utf-8"), flush=True)
+        if not args.no_report_render:
+            report_figures(out)
         if args.batches == 0:
             return wall, peak_mb, load
+        whole = rows(out)
+        outputs = synthetic(args.outputs, args.passages, args.runs, args.seed, args.judge_free)
 
         batch_rows: dict[tuple[str, str], dict[str, str]] = {}
         batch_wall = 0.0

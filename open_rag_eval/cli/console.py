@@ -485,12 +485,28 @@ def _health(report: RunReport) -> None:
 def _diagnosis(report: RunReport) -> None:
     """The diagnosis rules over the run's means (the report's Diagnosis section says the same)."""
     from open_rag_eval.diagnosis import diagnose, diagnosis_lines, options_from_manifest
-    from open_rag_eval.diagnosis.trec import outputs_for_means, run_means
 
-    means, _ = run_means(outputs_for_means(report.result), {a.metric: a.mean for a in report.summary})
+    means = _run_means(report)
     found = diagnose(means, options_from_manifest(report.manifest), health=report.manifest.get("health"))
     for line in diagnosis_lines(found):
         _out(line)
+
+
+def _run_means(report: RunReport) -> dict[str, Any]:
+    """``run_means`` over the run's results.json, read output by output (a large run is not held in memory)."""
+    from open_rag_eval.diagnosis.trec import adjusted_means, tally_answered
+    from open_rag_eval.report.stream import read_items
+
+    answered: list[float] = []
+    refusals = 0
+
+    def take(section: str, item: dict[str, Any]) -> None:
+        nonlocal refusals
+        if section == "outputs":
+            refusals += tally_answered(item, answered)
+
+    read_items(report.output_dir / "results.json", take)
+    return adjusted_means({a.metric: a.mean for a in report.summary}, answered, refusals)
 
 
 def _headline(report: RunReport) -> None:
@@ -511,8 +527,8 @@ def _headline(report: RunReport) -> None:
         arrow = "↓" if lower_is_better(metric) else "↑"
         target = target_for(metric, targets)
         if a.mean is None:
-            reasons = [s.error for s in report.result.scores if s.metric == metric and s.error]
-            which = kind(reasons[0]) if reasons else "missing"
+            reason = report.reasons.get(metric)
+            which = kind(reason) if reason else "missing"
             count = {"failed": a.n_failed, "undefined": a.n_undefined, "unavailable": a.n_unavailable,
                      "skipped": a.n_skipped}.get(which, a.n_failed)
             _out(f"  {metric:<{width}}  {'–':>7}  no value: {which} ({count} outputs; report.html says why)")

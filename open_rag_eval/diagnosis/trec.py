@@ -15,7 +15,7 @@ from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.diagnosis.rules import rule_named
 from open_rag_eval.core.types import EvalResult
 
-__all__ = ["TASKS", "answer_evidence", "diagnose", "doubt", "outputs_for_means", "hedge", "judge_line", "run_means", "shaky", "system_hints",
+__all__ = ["TASKS", "adjusted_means", "answer_evidence", "diagnose", "doubt", "outputs_for_means", "hedge", "judge_line", "run_means", "shaky", "system_hints", "tally_answered",
            "thresholds", "uncertain_note", "unhealthy_tasks"]
 
 Means = Mapping[str, float | None]
@@ -41,19 +41,29 @@ def answer_evidence(outputs: Iterable[Mapping[str, Any]]) -> bool | None:
 def run_means(outputs: Iterable[Mapping[str, Any]], means: Mapping[str, float | None]) -> tuple[dict[str, Any], int]:
     """The run's means for the diagnosis with correct refusals set apart: (means where ``no_answer.answered`` is the
     share answered among outputs that had an answer to give, number of correct refusals)."""
-    answered, refusals = [], 0
-    for output in outputs:
-        value = (output.get("scores") or {}).get("no_answer.answered")
-        if value is None:
-            continue
-        if value < 0.5 and answer_evidence([output]) is False:
-            refusals += 1
-        else:
-            answered.append(float(value))
+    answered: list[float] = []
+    refusals = sum(tally_answered(output, answered) for output in outputs)
+    return adjusted_means(means, answered, refusals), refusals
+
+
+def tally_answered(output: Mapping[str, Any], answered: list[float]) -> int:
+    """One output of ``run_means``: 1 when it is a correct refusal, else 0 (its no-answer score, if any, is appended
+    to ``answered``); outputs may so be read one at a time."""
+    value = (output.get("scores") or {}).get("no_answer.answered")
+    if value is None:
+        return 0
+    if value < 0.5 and answer_evidence([output]) is False:
+        return 1
+    answered.append(float(value))
+    return 0
+
+
+def adjusted_means(means: Mapping[str, float | None], answered: list[float], refusals: int) -> dict[str, Any]:
+    """``run_means``'s means from its tally."""
     adjusted = dict(means)
     if refusals:
         adjusted["no_answer.answered"] = sum(answered) / len(answered) if answered else None
-    return adjusted, refusals
+    return adjusted
 
 
 def outputs_for_means(result: EvalResult) -> list[dict[str, Any]]:

@@ -118,6 +118,14 @@ class ConsistencyEvaluator:
         # the reason the model could not score them; None: scored here
         self.bertscored: BertScores | str | None = None
 
+    def window_safe(self, fewest_answered: int) -> bool:
+        """Query by query, so a run may be evaluated in windows of whole queries when every query has at least
+        ``min_runs`` answered runs (``fewest_answered``: the fewest of any query): a skipped query's results come
+        before every compared query's in a whole run, which windows would not keep. Not when it reads its own
+        results folder, nor with BERTScore (its model batches span queries: a run's whole batches keep its scores)."""
+        return (self.options.results_dir is None and "bertscore" not in self.options.metrics
+                and self.bertscored is None and fewest_answered >= self.options.min_runs)
+
     @classmethod
     def metric_names(cls, options: ConsistencyOptions, before: Sequence[str] = ()) -> list[str] | None:
         """Every metric these options can produce after evaluators producing ``before`` (config checks name them);

@@ -95,6 +95,10 @@ class GenerationEvaluator:
         return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric",
                               "answer_questions", "answer_relevance", *TASKS), TRIALS - 1)
 
+    def window_safe(self, fewest_answered: int) -> bool:
+        """A run may be evaluated window by window (whole queries, cut as ``query_chunks`` cuts them)."""
+        return True
+
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         if ctx.judge is None:
             raise JudgeError("the generation evaluator needs a judge")

@@ -172,6 +172,10 @@ class GoldenEvaluator:
     def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
         return Plan(notes=["golden: labels only, no judge calls"])
 
+    def window_safe(self, fewest_answered: int) -> bool:
+        """Output by output, so a run may be evaluated window by window; not with a TREC ``run`` file of its own."""
+        return self.run is None
+
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         result = EvalResult()
         outputs = [self._labelled(output) for output in outputs]

@@ -188,6 +188,14 @@ class TrecEvaluator:
         self.nugget_lists: dict[NuggetKey, NuggetList] = {}  # nugget_key -> list, from the last evaluation
         self.uncited = False  # no answer of the last evaluation cites anything: citation support is undefined
 
+    def window_safe(self, fewest_answered: int) -> bool:
+        """A run may be evaluated window by window (whole queries, cut as ``query_chunks`` cuts them)."""
+        return True
+
+    def forget(self) -> None:
+        """Drop what the last window left (its queries' nugget lists): a run evaluated in windows keeps one's."""
+        self.nugget_lists = {}
+
     def nugget_key(self, output: RAGOutput) -> NuggetKey:
         """Which nugget list an output is scored against: its query's, or (``pool: output``) its own."""
         return output.query_id if self.options.nuggets.pool == "query" else (output.query_id, output.run)

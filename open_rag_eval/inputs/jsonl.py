@@ -47,6 +47,41 @@ def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
     return outputs
 
 
+def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
+    """The outputs of a JSONL file as ``read_jsonl_outputs`` reads them, one query's contiguous lines at a time, the
+    file read line by line: memory holds a query, not the file. The labels of a query are those of its contiguous
+    lines (when its lines are not contiguous, ``read_jsonl_outputs`` gives each output the labels of all of them).
+    A file ``read_jsonl_outputs`` refuses as a whole (empty, binary, not UTF-8) is refused with its error."""
+    path = Path(path)
+    group: list[tuple[Where, dict[str, Any]]] = []
+    n_lines = 0
+    try:
+        with path.open("rb") as handle:
+            for number, data in enumerate(handle, 1):
+                if number == 1 and data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                if b"\x00" in data:
+                    raise UnicodeError("NUL")
+                raw = data.decode("utf-8")
+                if not raw.strip():
+                    continue
+                where = Where(str(path), number)
+                obj = _json_object(raw, where, None)
+                query_id = obj.get("query_id")
+                if group and query_id != group[0][1].get("query_id"):
+                    yield outputs_from_objects(group)
+                    group = []
+                group.append((where, obj))
+                n_lines += 1
+    except (UnicodeError, OSError):
+        read_jsonl_outputs(path)  # raises the whole-file reader's error, naming what is wrong
+        raise
+    if not n_lines:
+        read_jsonl_outputs(path)
+    if group:
+        yield outputs_from_objects(group)
+
+
 def outputs_from_objects(objects: Iterable[tuple[Where, dict[str, Any]]], offset: int | None = None) -> list[RAGOutput]:
     """Outputs from objects in the JSONL schema (or the list-of-contexts layout), each with its location, validated
     as JSONL lines are; each output gets the labels of its query_id."""

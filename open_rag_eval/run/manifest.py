@@ -8,7 +8,6 @@ import hashlib
 import json
 import platform
 import sys
-from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from open_rag_eval._version import __version__
 from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.redaction import safe_url, scrub_config
-from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["build_manifest", "file_digest", "now_iso"]
 
@@ -79,8 +77,9 @@ def _criteria_section(loaded: LoadedConfig) -> dict[str, Any]:
 
 
 def build_manifest(
-    loaded: LoadedConfig, outputs: Sequence[RAGOutput], judge: Judge | None, simulated: bool, *, wall_time_s: float
+    loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, simulated: bool, *, wall_time_s: float
 ) -> dict[str, Any]:
+    """The manifest of a run of ``counts`` (outputs, queries)."""
     accounting = getattr(judge, "accounting", None)
     input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input else None
     return {
@@ -95,8 +94,8 @@ def build_manifest(
             "path": str(loaded.config.input) if input_path else None,
             "sha256": file_digest(input_path) if input_path and input_path.is_file() else None,
         },
-        "n_outputs": len(outputs),
-        "n_queries": len({o.query_id for o in outputs}),
+        "n_outputs": counts[0],
+        "n_queries": counts[1],
         "evaluators": [spec.type for spec in loaded.evaluators],
         "prompt_hashes": _prompt_hashes(),  # every template this version ships (what a rerun would use)
         "prompts_sent": _prompts_sent(accounting),

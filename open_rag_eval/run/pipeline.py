@@ -34,35 +34,87 @@ from open_rag_eval.run.controls import plan_controls, run_controls_of
 from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
-from open_rag_eval.run.results import write_results
-from open_rag_eval.run.status import RunStatus, run_status
+from open_rag_eval.run.results import spilled_run_status, write_spilled
+from open_rag_eval.run.source import WINDOW_OUTPUTS, JsonlSource, ListSource, OutputSource
+from open_rag_eval.run.spill import SPILL_FILE, Spill
+from open_rag_eval.run.status import RunStatus
+from open_rag_eval.store.fileio import atomic_stream
 from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
 from open_rag_eval.run.checks import check_inputs_outside, output_folder
 from open_rag_eval.run.generation import Generation
-from open_rag_eval.run.journal import IDENTITY_FILE, RESUME_FILES
-from open_rag_eval.core.types import EvalResult, RAGOutput
+from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
+from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all", "is_simulated",
-           "judge_session", "load_outputs", "plan", "run"]
+           "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "windowed"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
 class RunReport:
-    result: EvalResult
-    summary: list[Aggregate]
-    output_dir: Path
-    manifest: dict[str, Any]
-    simulated: bool
-    outputs: list[RAGOutput]
-    incomplete: list[dict[str, Any]] = field(default_factory=list)  # judged metrics that failed for every output
-    health: HealthReport | None = None  # None when no judge was used
+    """What a run gives back besides its files: the summary, the manifest, whether it is incomplete, judge health.
+
+    ``result`` and ``outputs`` are read back from the run's files when first asked for (they hold every output: a
+    large run streams its files instead); ``reasons``: the first reason of each metric without any value."""
+
+    def __init__(self, result: EvalResult | None, summary: list[Aggregate], output_dir: Path,
+                 manifest: dict[str, Any], simulated: bool, outputs: list[RAGOutput] | None = None,
+                 incomplete: list[dict[str, Any]] | None = None, health: HealthReport | None = None,
+                 reasons: dict[str, str] | None = None) -> None:
+        self._result, self._outputs = result, outputs
+        self.summary, self.output_dir, self.manifest, self.simulated = summary, output_dir, manifest, simulated
+        self.incomplete = incomplete or []  # judged metrics that failed for every output
+        self.health = health  # None when no judge was used
+        self.reasons = reasons if reasons is not None else _first_reasons(result, summary)
 
     @property
     def status(self) -> RunStatus:
         """Complete, or incomplete with its reasons (``run.status``)."""
         return RunStatus(tuple(self.incomplete))
+
+    @property
+    def result(self) -> EvalResult:
+        if self._result is None:
+            self._result = read_result(self.output_dir)
+        return self._result
+
+    @property
+    def outputs(self) -> list[RAGOutput]:
+        if self._outputs is None:
+            from open_rag_eval.inputs.jsonl import read_jsonl_outputs
+
+            path = self.output_dir / JOURNAL_FILE
+            self._outputs = read_jsonl_outputs(path) if path.is_file() and path.stat().st_size else []
+        return self._outputs
+
+
+def _first_reasons(result: EvalResult | None, summary: Sequence[Aggregate]) -> dict[str, str]:
+    empty = {a.metric for a in summary if not a.n}
+    reasons: dict[str, str] = {}
+    for score in result.scores if result is not None and empty else ():
+        if score.metric in empty and score.error:
+            reasons.setdefault(score.metric, score.error)
+    return reasons
+
+
+def read_result(folder: Path) -> EvalResult:
+    """A finished run's scores and details, read back from its results.json (output by output, then the queries)."""
+    from open_rag_eval.report.stream import read_items
+
+    result = EvalResult()
+
+    def take(section: str, item: dict[str, Any]) -> None:
+        run = item.get("run") if section == "outputs" else None
+        query_id = str(item.get("query_id"))
+        for metric, value in (item.get("scores") or {}).items():
+            result.scores.append(Score(query_id=query_id, run=run, metric=metric, value=value))
+        for metric, error in (item.get("errors") or {}).items():
+            result.scores.append(Score(query_id=query_id, run=run, metric=metric, error=error or "missing"))
+        for section_name, data in (item.get("details") or {}).items():
+            result.details.append(Detail(query_id=query_id, run=run, section=section_name, data=data))
+
+    read_items(folder / "results.json", take)
+    return result
 
 
 @dataclass
@@ -171,8 +223,9 @@ async def arun(
     progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
                                           *(e.name for e in evaluators), "write"]))
     progress.begin("read", "input")
+    source: OutputSource | None = ListSource(outputs) if outputs is not None else None
     if outputs is None and loaded.config.connector is None:
-        outputs = load_outputs(loaded, limit)  # bad input fails before anything is opened or written
+        source = open_source(loaded, limit)  # bad input fails before anything is opened or written
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
     progress.steps["read"] = "opening the judge"
     with Generation(out, keep=RESUME_FILES if fetch else ()) as generation, fewer_collections():  # usable, ours
@@ -180,45 +233,54 @@ async def arun(
         async with _judge_for(loaded, needs_judge and executor is None) as judge:
             if judge is not None and wrap_judge is not None:
                 judge = wrap_judge(judge)
-            if outputs is None:
+            if source is None:
                 progress.begin("fetch", "asking the system")
-                outputs = await _fetch_outputs(loaded, limit, generation.path)
-                progress.outputs_total = progress.done["fetch"] = len(outputs)
-            with generation.writing():
-                _save_outputs(generation.path, outputs)
-            progress.outputs_total = len(outputs)
+                fetched = await _fetch_outputs(loaded, limit, generation.path)
+                progress.outputs_total = progress.done["fetch"] = len(fetched)
+                source = ListSource(fetched)
+            progress.outputs_total = source.n_outputs
             progress.judge = judge
             preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
             controls: dict[str, Any] | None = None
-            if executor is None:
-                live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
-                with recording(HealthRecorder(watch=live)) as recorder:  # every judgment, for the health report
-                    checking = asyncio.ensure_future(run_controls_of(evaluators, outputs, judge, loaded.judge.health,
-                                                                     live.controls_done))
-                    try:
-                        parts = await evaluate_all(evaluators, outputs, judge, output_dir=generation.path,
-                                                   base_dir=loaded.base_dir, progress=progress)
-                        controls = await checking
-                    finally:
-                        checking.cancel()
-                result = EvalResult()
-                for part in parts:
-                    result.extend(part)
-            else:
-                evaluated = await executor.evaluate(loaded, outputs, progress)
-                result, judge, recorder = evaluated.result, evaluated.judge, evaluated.recorder
-                controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
-            evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
-            progress.begin("write", "results")
-            simulated = is_simulated(judge)
-            health = assess(recorder, result.scores, loaded.judge.health, controls,
-                            loaded.judge.structured or "text") if judge is not None else None
             with generation.writing():
-                summary = write_results(generation.path, outputs, result, simulated,
-                                        health.summary_rows() if health else ())
-            manifest = build_manifest(loaded, outputs, judge, simulated, wall_time_s=time.monotonic() - started)
+                spill = Spill(generation.path / SPILL_FILE)
+            with spill:
+                if executor is None:
+                    live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
+                    with recording(HealthRecorder(watch=live)) as recorder:  # every judgment, for the health report
+                        checking = asyncio.ensure_future(run_controls_of(
+                            evaluators, source.first(CONTROL_OUTPUTS), judge, loaded.judge.health, live.controls_done))
+                        try:
+                            cited = await _evaluate_windows(evaluators, source, judge, spill, generation,
+                                                            base_dir=loaded.base_dir, progress=progress,
+                                                            health=loaded.judge.health if judge is not None else None)
+                            controls = await checking
+                        finally:
+                            checking.cancel()
+                else:
+                    everything = source.all()
+                    with generation.writing():
+                        _save_outputs(generation.path, everything)
+                    evaluated = await executor.evaluate(loaded, everything, progress)
+                    judge, recorder = evaluated.judge, evaluated.recorder
+                    with generation.writing():
+                        spill.add(everything, [evaluated.result])
+                    cited = _cited(evaluated.result.scores, loaded.judge.health) if judge is not None else None
+                    controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
+                    del everything, evaluated
+                evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
+                progress.begin("write", "results")
+                simulated = is_simulated(judge)
+                health = _health(recorder, loaded.judge.health, cited, controls,
+                                 loaded.judge.structured or "text") if judge is not None else None
+                with generation.writing():
+                    summary = write_spilled(generation.path, spill, simulated,
+                                            health.summary_rows() if health else ())
+                status = spilled_run_status(summary, spill)
+                reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
+            manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, simulated,
+                                      wall_time_s=time.monotonic() - started)
             manifest["health"] = health.snapshot() if health is not None else None
-        status = run_status(summary, result.scores)
         manifest.update(status.manifest_fields())
         with generation.writing():
             generation.write_json("manifest.json", manifest)
@@ -229,7 +291,71 @@ async def arun(
                 _write_report(write_report, generation.path)
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
-    return RunReport(result, summary, out, manifest, simulated, outputs, list(status.incomplete), health)
+    return RunReport(None, summary, out, manifest, simulated, source.all() if isinstance(source, ListSource) else None,
+                     list(status.incomplete), health, reasons)
+
+
+CONTROL_OUTPUTS = 10_000  # the judge-health controls are drawn from the run's first outputs (all of a smaller run)
+
+
+def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
+    """The outputs named by ``input:``: a JSONL file streamed window by window, any other input read at once."""
+    _check_limit(limit)
+    if loaded.config.input is None:
+        return ListSource([])
+    path = loaded.resolve_path(loaded.config.input)
+    if path.suffix.lower() == ".jsonl":
+        return JsonlSource(path, limit)
+    return ListSource(load_outputs(loaded, limit))
+
+
+async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: Judge | None, spill: Spill,
+                            generation: Generation, *, base_dir: Path, progress: Progress,
+                            health: Any) -> tuple[list[dict[str, Any]], int] | None:
+    """Every evaluator on each window of whole queries in turn; each window's outputs (to outputs.jsonl) and
+    results (to the spill) leave memory as it finishes. Returns the health report's citation figures."""
+    low: list[dict[str, Any]] = []
+    n_cited = 0
+    whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
+    size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
+    with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
+        for window in source.windows(size):
+            _write_outputs(journal, window)
+            parts = await evaluate_all(evaluators, window, judge, output_dir=generation.path, base_dir=base_dir,
+                                       progress=progress)
+            spill.add(window, parts)
+            if health is not None:
+                found = _cited([score for part in parts for score in part.scores], health)
+                low += found[0]
+                n_cited += found[1]
+            for evaluator in evaluators:
+                forget = getattr(evaluator, "forget", None)
+                if forget is not None:
+                    forget()  # what it kept of this window's queries (nugget lists): the next window has others
+    return (low, n_cited) if health is not None else None
+
+
+def windowed(evaluator: Any, fewest_answered: int) -> bool:
+    """Whether ``evaluator`` gives a run's results when it sees the run one window of whole queries at a time
+    (its ``window_safe(fewest_answered)``, the fewest answered runs of any query; an evaluator that does not say,
+    e.g. a custom one, sees the whole run at once)."""
+    safe = getattr(evaluator, "window_safe", None)
+    return bool(safe(fewest_answered)) if callable(safe) else False
+
+
+def _cited(scores: Sequence[Any], thresholds: Any) -> tuple[list[dict[str, Any]], int]:
+    """The health report's outputs with few labelled citations, and its count of outputs that cite, for ``scores``."""
+    part = assess(HealthRecorder(), scores, thresholds)
+    return part.low_labelled, part.n_cited_outputs
+
+
+def _health(recorder: HealthRecorder, thresholds: Any, cited: tuple[list[dict[str, Any]], int] | None,
+            controls: dict[str, Any] | None, reply_format: str) -> HealthReport:
+    """The health report of a run whose citation figures were counted window by window (``_cited``)."""
+    report = assess(recorder, (), thresholds, controls, reply_format)
+    if cited is not None:
+        report.low_labelled, report.n_cited_outputs = cited
+    return report
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -303,11 +429,15 @@ async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
-    from open_rag_eval.store.fileio import atomic_write_text
+    from open_rag_eval.store.fileio import atomic_write
+
+    atomic_write(out / JOURNAL_FILE, lambda handle: _write_outputs(handle, outputs))
+
+
+def _write_outputs(handle: Any, outputs: Sequence[RAGOutput]) -> None:
     from open_rag_eval.inputs import output_to_json
 
-    lines = (json.dumps(output_to_json(o), ensure_ascii=False) for o in outputs)
-    atomic_write_text(out / "outputs.jsonl", "".join(line + "\n" for line in lines))
+    handle.write("".join(json.dumps(output_to_json(o), ensure_ascii=False) + "\n" for o in outputs))
 
 
 

@@ -14,22 +14,20 @@ from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.core.catalogue import metric_order, value_bounds
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, kind
-from open_rag_eval.run.status import metric_status
+from open_rag_eval.run.spill import Spill, finite, query_buckets
+from open_rag_eval.run.status import RunStatus, metric_status, metric_status_of, run_status_of
 from open_rag_eval.scoring.stats import Aggregate, aggregate
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "metric_order", "metric_status",
-           "summarize", "write_results"]
+__all__ = ["KEY_COLUMNS", "SIMULATED_COLUMN", "metric_order", "metric_status", "spilled_run_status",
+           "summarize", "write_results", "write_spilled"]
 
 KEY_COLUMNS = ("query_id", "query", "run")  # results.csv columns before the metrics
 SIMULATED_COLUMN = "simulated_judge"  # the last column: whether the judge was simulated
 Key = tuple[str, int | None]
 
 
-def _finite(score: Score) -> Score:
-    if score.value is not None and not math.isfinite(score.value):
-        return Score(query_id=score.query_id, run=score.run, metric=score.metric, error="not a finite number")
-    return score
+_finite = finite
 
 
 def _row_keys(outputs: Sequence[RAGOutput], scores: Sequence[Score]) -> list[Key]:
@@ -50,6 +48,11 @@ def _row_keys(outputs: Sequence[RAGOutput], scores: Sequence[Score]) -> list[Key
     return keys
 
 
+def _aggregate(metric: str, values: Sequence[float], missing: Counter[str]) -> Aggregate:
+    return replace(aggregate(metric, values, missing[FAILED], value_bounds(metric)), n_undefined=missing[UNDEFINED],
+                   n_unavailable=missing[UNAVAILABLE], n_skipped=missing[SKIPPED])
+
+
 def summarize(scores: Sequence[Score]) -> list[Aggregate]:
     """One aggregate per metric; its missing values counted by kind (``n_failed`` only the failures)."""
     values: dict[str, list[float]] = defaultdict(list)
@@ -59,9 +62,7 @@ def summarize(scores: Sequence[Score]) -> list[Aggregate]:
             missing[score.metric][kind(score.error or "")] += 1
         else:
             values[score.metric].append(score.value)
-    return [replace(aggregate(m, values[m], missing[m][FAILED], value_bounds(m)), n_undefined=missing[m][UNDEFINED],
-                    n_unavailable=missing[m][UNAVAILABLE], n_skipped=missing[m][SKIPPED])
-            for m in metric_order([*values, *missing])]
+    return [_aggregate(m, values[m], missing[m]) for m in metric_order([*values, *missing])]
 
 
 def _cell(value: float | None) -> str:
@@ -69,28 +70,30 @@ def _cell(value: float | None) -> str:
 
 
 def write_results_csv(handle: TextIO, outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated: bool) -> None:
+    metrics = metric_order(score.metric for score in scores)
+    errored = [m for m in metrics if m in {score.metric for score in scores if score.error}]
+    write_csv(handle, _csv_header(metrics, errored), _csv_rows(outputs, scores, metrics, errored, simulated))
+
+
+def _csv_header(metrics: Sequence[str], errored: Sequence[str]) -> list[str]:
+    return [*KEY_COLUMNS, *metrics, *(f"{m}.error" for m in errored), SIMULATED_COLUMN]
+
+
+def _csv_rows(outputs: Sequence[RAGOutput], scores: Sequence[Score], metrics: Sequence[str], errored: Sequence[str],
+              simulated: bool) -> Iterator[list[Any]]:
+    """The rows of ``outputs`` (whole queries) and their scores, under the run's columns."""
     table: dict[Key, dict[str, Score]] = defaultdict(dict)
-    with_error: set[str] = set()
     for score in scores:
         table[(score.query_id, score.run)][score.metric] = score
-        if score.error:
-            with_error.add(score.metric)
-    metrics = metric_order(score.metric for score in scores)
-    errored = [m for m in metrics if m in with_error]
     queries = {o.query_id: o.query for o in outputs}
-    header = [*KEY_COLUMNS, *metrics, *(f"{m}.error" for m in errored), SIMULATED_COLUMN]
     flag = str(simulated).lower()
-
-    def rows() -> Iterator[list[Any]]:
-        for query_id, run in _row_keys(outputs, scores):
-            cells = table.get((query_id, run), {})
-            row: list[Any] = [query_id, queries.get(query_id, ""), "all" if run is None else run]
-            row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
-            row += [(cells[m].error or "") if m in cells else "" for m in errored]
-            row.append(flag)
-            yield row
-
-    write_csv(handle, header, rows())
+    for query_id, run in _row_keys(outputs, scores):
+        cells = table.get((query_id, run), {})
+        row: list[Any] = [query_id, queries.get(query_id, ""), "all" if run is None else run]
+        row += [_cell(cells[m].value) if m in cells else "" for m in metrics]
+        row += [(cells[m].error or "") if m in cells else "" for m in errored]
+        row.append(flag)
+        yield row
 
 
 def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
@@ -138,6 +141,39 @@ def write_results_json(
 ) -> None:
     """results.json, one output at a time: the bytes of ``json.dump(..., indent=2)`` of the whole document, with
     memory holding one output's entry, not the document. Non-finite floats anywhere become null."""
+    window = (list(outputs), list(result.scores), list(result.details))
+    _write_json(handle, [window], _one_bucket([window]), summary, simulated, status)
+
+
+def _one_bucket(windows: Iterable[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
+    for window in windows:
+        yield from _entries(*window)[1].values()
+
+
+def _query_entries(spill: Spill) -> Iterator[dict[str, Any]]:
+    """The queries' entries of a spilled run in a whole run's order: bucket by bucket, window by window."""
+    for bucket in spill.buckets():
+        for outputs, scores, details, sizes in spill.windows(bucket=bucket):
+            where = query_buckets({o.key for o in outputs}, scores, details, sizes)
+            queries = _entries(outputs, scores, details)[1]
+            yield from (entry for query_id, entry in queries.items() if where[query_id] == bucket)
+
+
+def _write_json(handle: TextIO, windows: Iterable[tuple[Any, ...]], query_entries: Iterable[dict[str, Any]],
+                summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None) -> None:
+    """results.json from windows of whole queries, (outputs, scores, details) each, and the queries' entries."""
+    handle.write('{\n  "simulated": ' + json.dumps(simulated) + ',\n  "outputs": ')
+    _write_list(handle, (entry for window in windows for entry in _entries(*window[:3])[0]))
+    handle.write(',\n  "queries": ')
+    _write_list(handle, query_entries)
+    handle.write(',\n  "summary": ')
+    _write_list(handle, ({**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary))
+    handle.write("\n}\n")
+
+
+def _entries(outputs: Sequence[RAGOutput], scores: Sequence[Score], details: Sequence[Detail]
+             ) -> tuple[Iterator[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The entries of ``outputs`` (lazily, in order) and of their queries as a whole."""
     by_key: dict[Key, RAGOutput] = {}
     for output in outputs:
         by_key[output.key] = output  # a repeated key: the last output, at the first one's place
@@ -147,13 +183,13 @@ def write_results_json(
     runs: dict[str, tuple[str, list[int]]] = {}  # each query's text (its first output's) and runs, in order
     for output in outputs:
         runs.setdefault(output.query_id, (output.query, []))[1].append(output.run)
-    for score in result.scores:
+    for score in scores:
         key = (score.query_id, score.run)
         if score.run is not None and key in by_key:
             own_scores[key].append(score)
         else:
             _fill(_query_entry(queries, runs, score.query_id), (score,), ())
-    for detail in result.details:
+    for detail in details:
         key = (detail.query_id, detail.run)
         if detail.run is not None and key in by_key:
             own_details[key].append(detail)
@@ -161,13 +197,7 @@ def write_results_json(
             _fill(_query_entry(queries, runs, detail.query_id), (), (detail,))
     entries = (_fill(_output_entry(output), own_scores.get(key, ()), own_details.get(key, ()))
                for key, output in by_key.items())
-    handle.write('{\n  "simulated": ' + json.dumps(simulated) + ',\n  "outputs": ')
-    _write_list(handle, entries)
-    handle.write(',\n  "queries": ')
-    _write_list(handle, queries.values())
-    handle.write(',\n  "summary": ')
-    _write_list(handle, ({**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary))
-    handle.write("\n}\n")
+    return entries, queries
 
 
 def _write_list(handle: TextIO, items: Iterable[Any]) -> None:
@@ -195,15 +225,35 @@ def write_results(
 ) -> list[Aggregate]:
     """Write results.csv, summary.csv and results.json; return the summary (``extra_rows``, e.g. the judge-health
     rates, are appended to it)."""
-    scores = [_finite(score) for score in result.scores]
-    clean = EvalResult.model_construct(scores=scores, details=result.details)
-    summary = summarize(scores) + list(extra_rows)
-    status = metric_status(summary, scores)
-    atomic_write(output_dir / "results.csv", lambda handle: write_results_csv(handle, outputs, scores, simulated))
+    with Spill() as spill:
+        spill.add(outputs, [result])
+        return write_spilled(output_dir, spill, simulated, extra_rows)
+
+
+def write_spilled(output_dir: Path, spill: Spill, simulated: bool, extra_rows: Sequence[Aggregate] = ()
+                  ) -> list[Aggregate]:
+    """results.csv, summary.csv and results.json of a run whose windows are in ``spill``, in streaming passes over
+    them: memory holds a window, or one metric's values. Returns the summary (``extra_rows`` appended)."""
+    metrics = metric_order(spill.metrics)
+    errored = [m for m in metrics if m in spill.errored]
+
+    def rows() -> Iterator[list[Any]]:
+        for outputs, scores in spill.windows(("outputs", "scores")):
+            yield from _csv_rows(outputs, scores, metrics, errored, simulated)
+
+    summary = [_aggregate(m, spill.values(m), spill.kinds.get(m) or Counter()) for m in metrics]
+    summary += list(extra_rows)
+    status = metric_status_of(summary, spill.kinds)
+    atomic_write(output_dir / "results.csv", lambda handle: write_csv(handle, _csv_header(metrics, errored), rows()))
     atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, simulated, status)))
-    atomic_write(output_dir / "results.json",
-                 lambda handle: write_results_json(handle, outputs, clean, summary, simulated, status))
+    atomic_write(output_dir / "results.json", lambda handle: _write_json(
+        handle, spill.windows(("outputs", "scores", "details")), _query_entries(spill), summary, simulated, status))
     return summary
+
+
+def spilled_run_status(summary: Sequence[Aggregate], spill: Spill) -> RunStatus:
+    """``run_status`` of a spilled run."""
+    return run_status_of(summary, spill.kinds, spill.reasons)
 
 
 def _strict(value: Any) -> Any:

@@ -21,7 +21,8 @@ from open_rag_eval.core.missing import FAILED, kind
 from open_rag_eval.core.types import Score
 from open_rag_eval.scoring.stats import Aggregate
 
-__all__ = ["COMPLETE", "ERROR_CODE", "EXIT_INCOMPLETE", "INCOMPLETE", "RunStatus", "metric_status", "run_status"]
+__all__ = ["COMPLETE", "ERROR_CODE", "EXIT_INCOMPLETE", "INCOMPLETE", "RunStatus", "metric_status", "metric_status_of",
+           "run_status", "run_status_of"]
 
 COMPLETE, INCOMPLETE = "complete", "incomplete"
 EXIT_INCOMPLETE = 6
@@ -79,7 +80,12 @@ def metric_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> dict
     for score in scores:
         if score.value is None:
             kinds[score.metric][kind(score.error or "")] += 1
-    return {a.metric: "ok" if a.n else (kinds[a.metric].most_common(1)[0][0] if kinds[a.metric] else FAILED)
+    return metric_status_of(summary, kinds)
+
+
+def metric_status_of(summary: Sequence[Aggregate], kinds: Mapping[str, Counter[str]]) -> dict[str, str]:
+    """``metric_status`` from each metric's kinds of missing values, counted (e.g. window by window)."""
+    return {a.metric: "ok" if a.n else (kinds[a.metric].most_common(1)[0][0] if kinds.get(a.metric) else FAILED)
             for a in summary}
 
 
@@ -91,5 +97,18 @@ def run_status(summary: Sequence[Aggregate], scores: Sequence[Score]) -> RunStat
     for score in scores:
         if score.metric in failed and score.error:
             reasons[score.metric][score.error] += 1
+    return _status(summary, status, reasons)
+
+
+def run_status_of(summary: Sequence[Aggregate], kinds: Mapping[str, Counter[str]],
+                  reasons: Mapping[str, Counter[str]]) -> RunStatus:
+    """``run_status`` from each metric's kinds of missing values and, for the metrics without any value, their
+    reasons, counted (e.g. window by window)."""
+    return _status(summary, metric_status_of(summary, kinds), reasons)
+
+
+def _status(summary: Sequence[Aggregate], status: Mapping[str, str], reasons: Mapping[str, Counter[str]]) -> RunStatus:
+    failed = {a.metric: a.n_failed for a in summary if status[a.metric] == FAILED and is_judged(a.metric)}
+    reasons = {m: reasons.get(m) or Counter() for m in failed}
     return RunStatus(tuple({"metric": m, "n_failed": n, "reason": reasons[m].most_common(1)[0][0] if reasons[m]
                             else None} for m, n in failed.items()))

@@ -10,13 +10,14 @@ import io
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
 from open_rag_eval.core.redaction import SecretStream
 
-__all__ = ["append_text", "atomic_write", "atomic_write_json", "atomic_write_text", "fsync_dir", "write_bytes"]
+__all__ = ["append_text", "atomic_stream", "atomic_write", "atomic_write_json", "atomic_write_text", "fsync_dir", "write_bytes"]
 
 
 def _umask() -> int:
@@ -59,12 +60,20 @@ class _FileText:
 def atomic_write(path: Path, write: Callable[[TextIO], object]) -> None:
     """Call ``write`` with a text handle; what it writes goes (secrets removed, in blocks) into a temp file beside
     ``path``, which is then renamed there. Memory holds a block, not the file."""
+    with atomic_stream(path) as handle:
+        write(handle)
+
+
+@contextmanager
+def atomic_stream(path: Path) -> Iterator[TextIO]:
+    """``atomic_write`` as a block: the handle's text (secrets removed) becomes ``path`` when the block ends without
+    an error, and nothing at all otherwise (e.g. written window by window by an async run)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         try:
             stream = SecretStream(_FileText(fd))
-            write(stream)  # type: ignore[arg-type]
+            yield stream  # type: ignore[misc]
             stream.flush()
             os.fsync(fd)
         finally:
