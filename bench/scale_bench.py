@@ -32,6 +32,7 @@ child process of its own and prints that child's wall time and peak RSS.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import os
@@ -178,6 +179,9 @@ def main() -> None:
     parser.add_argument("--judge-free", action="store_true", help="golden and lexical metrics only: no judge")
     parser.add_argument("--tracemalloc", type=Path, default=None, metavar="FILE",
                         help="run the eval child under tracemalloc; its top 10 at the traced peak go to FILE")
+    parser.add_argument("--work", type=Path, default=None, metavar="DIR",
+                        help="work in DIR (created; kept) instead of a temporary folder: results name their input "
+                             "file, so two trees' results compare byte for byte only from the same folder")
     parser.add_argument("--no-report-render", action="store_true",
                         help="skip the second rendering of the report by 'open-rag-eval report'")
     parser.add_argument("--keep", type=Path, default=None,
@@ -208,8 +212,13 @@ def main() -> None:
 
 def measure(args: argparse.Namespace) -> tuple[float, float, float]:
     """Runs the single run (and the batches, if any); returns its wall seconds, peak RSS in MB and the load."""
-    with tempfile.TemporaryDirectory(prefix="scale-bench-") as folder:
-        work = Path(folder)
+    with contextlib.ExitStack() as stack:
+        if args.work is None:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="scale-bench-")))
+        else:
+            work = args.work
+            shutil.rmtree(work, ignore_errors=True)
+            work.mkdir(parents=True)
         write_jsonl(work / "all.jsonl", iter_synthetic(args.outputs, args.passages, args.runs, args.seed,
                                                        args.judge_free))
         write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)

@@ -106,9 +106,12 @@ def test_the_streamed_reader_reads_what_the_whole_file_reader_reads(tmp_path: Pa
 
 
 @pytest.mark.parametrize("text, problem", [
-    ('{"query_id": "q1", "query": "x", "passages": []}\n{"query_id": "q1", "query": "x"', ":2: not valid JSON"),
-    ('{"query_id": "q1", "query": "x"}\n{"query_id": "q1", "query": "x"}\n', "duplicate output"),
-    ('{"query_id": "q1", "query": "x"}\n{"query_id": "q1", "query": "y", "run": 2}\n', "query text differs"),
+    ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x"', ":2: not valid JSON"),
+    ('{"query_id": "q1", "query": "x"}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),  # in line order
+    ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x", "answer": "b"}\n',
+     "duplicate output"),
+    ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "y", "run": 2, "answer": "a"}\n',
+     "query text differs"),
     ("\n\n", "empty file"),
 ])
 def test_the_streamed_reader_refuses_what_the_whole_file_reader_refuses(tmp_path: Path, text: str,

@@ -53,7 +53,7 @@ def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
     lines (when its lines are not contiguous, ``read_jsonl_outputs`` gives each output the labels of all of them).
     A file ``read_jsonl_outputs`` refuses as a whole (empty, binary, not UTF-8) is refused with its error."""
     path = Path(path)
-    group: list[tuple[Where, dict[str, Any]]] = []
+    group, group_id = _Outputs(), None
     n_lines = 0
     try:
         with path.open("rb") as handle:
@@ -67,38 +67,52 @@ def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
                     continue
                 where = Where(str(path), number)
                 obj = _json_object(raw, where, None)
-                query_id = obj.get("query_id")
-                if group and query_id != group[0][1].get("query_id"):
-                    yield outputs_from_objects(group)
-                    group = []
-                group.append((where, obj))
+                if n_lines and obj.get("query_id") != group_id:
+                    yield group.labelled()
+                    group = _Outputs()
+                group_id = obj.get("query_id")
+                group.add(where, obj)  # checked as it comes: errors in line order, as the whole-file reader's
                 n_lines += 1
     except (UnicodeError, OSError):
         read_jsonl_outputs(path)  # raises the whole-file reader's error, naming what is wrong
         raise
     if not n_lines:
         read_jsonl_outputs(path)
-    if group:
-        yield outputs_from_objects(group)
+    if group.outputs:
+        yield group.labelled()
 
 
 def outputs_from_objects(objects: Iterable[tuple[Where, dict[str, Any]]], offset: int | None = None) -> list[RAGOutput]:
     """Outputs from objects in the JSONL schema (or the list-of-contexts layout), each with its location, validated
     as JSONL lines are; each output gets the labels of its query_id."""
-    outputs: list[RAGOutput] = []
-    first_line: dict[tuple[str, int], int] = {}
-    queries, runs = QueryBook(), RunNumbers()
+    built = _Outputs(offset)
     for where, raw_obj in objects:
+        built.add(where, raw_obj)
+    return built.labelled()
+
+
+class _Outputs:
+    """Outputs built object by object (each checked as it comes); ``labelled`` gives them their query's labels."""
+
+    def __init__(self, offset: int | None = None) -> None:
+        self.offset = offset
+        self.outputs: list[RAGOutput] = []
+        self.first_line: dict[tuple[str, int], int] = {}
+        self.queries, self.runs = QueryBook(), RunNumbers()
+
+    def add(self, where: Where, raw_obj: dict[str, Any]) -> None:
         number = where.line or 0
-        obj = from_context_layout(raw_obj, where, offset, runs)
-        output = check_output(_JsonOutput(obj, where, offset).build())
-        queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
-        if output.key in first_line:
+        obj = from_context_layout(raw_obj, where, self.offset, self.runs)
+        output = check_output(_JsonOutput(obj, where, self.offset).build())
+        self.queries.add(output.query_id, output.query, where, {name: obj[name] for name in LABEL_FIELDS if name in obj})
+        if output.key in self.first_line:
             raise where.error(f"duplicate output for query_id '{output.query_id}' run {output.run} "
-                              f"(first at line {first_line[output.key]})", "run")
-        first_line[output.key] = number
-        outputs.append(output)
-    return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in outputs]
+                              f"(first at line {self.first_line[output.key]})", "run")
+        self.first_line[output.key] = number
+        self.outputs.append(output)
+
+    def labelled(self) -> list[RAGOutput]:
+        return [output.model_copy(update={"labels": self.queries.labels(output.query_id)}) for output in self.outputs]
 
 
 def json_object_lines(text: str, file: str) -> Iterator[tuple[int, dict[str, Any]]]:

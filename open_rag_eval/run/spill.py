@@ -4,7 +4,7 @@
 values as a column of floats (8 bytes a value, one block per metric and window). What the summary needs besides is
 kept in memory and grows with the number of metrics, not of outputs: every metric name, which ones have a missing
 value, each metric's count of missing values and their kinds, and the reasons of a metric while it has no value yet
-(``failed_everywhere`` names the commonest); the index of the blocks is a few numbers per window and metric. The
+(an incomplete run names the commonest); the index of the blocks is a few numbers per window and metric. The
 writers then read the windows back one at a time (``windows``) and each metric's values one metric at a time
 (``values``): memory holds a window, or a column.
 
