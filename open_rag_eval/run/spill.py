@@ -76,7 +76,7 @@ class Spill:
                 columns.setdefault(metric, array("d")).append(score.value)
         keys = {output.key for output in outputs}
         buckets = _buckets(keys, scores, details, sizes)
-        blobs = (list(outputs), scores, details, sizes)
+        blobs: tuple[list[Any], ...] = (list(outputs), scores, details, sizes)
         self._windows.append(({name: self._put(_pack(blob)) for name, blob in zip(PARTS, blobs)}, buckets))
         for metric, column in columns.items():
             self._columns[metric].append(self._put(column.tobytes()))
