@@ -264,18 +264,23 @@ def test_umbrela_never_grades_a_reply_the_judge_did_not_give(body: Any) -> None:
         assert grade.grade in (0, 1, 2, 3)
 
 
-@pytest.mark.parametrize(("params", "temperatures"), [({}, [0.0, 0.2, 0.2]), ({"temperature": 0}, [0]),
-                                                     ({"seed": 7}, [0.0, 0.2])])
-def test_a_nugget_re_ask_is_sent_only_when_it_can_differ(params: dict[str, Any], temperatures: list[float]) -> None:
-    """Re-asks go at temperature 0.2: they differ from the greedy first request and sample. With judge.params
-    forcing temperature 0 every re-ask would be byte-identical (none is sent); with a fixed seed the second request
-    differs from the first (temperature) but the third would repeat the second."""
+@pytest.mark.parametrize(("reask", "params", "temperatures"), [
+    ("repeat", {}, [0.0, 0.2, 0.2]), ("repeat", {"temperature": 0}, [0]), ("repeat", {"seed": 7}, [0.0, 0.2]),
+    ("corrective", {}, [0.0, 0.2, 0.2]), ("corrective", {"temperature": 0}, [0, 0]),
+    ("corrective", {"seed": 7}, [0.0, 0.2])])
+def test_a_nugget_re_ask_is_sent_only_when_it_can_differ(reask: str, params: dict[str, Any],
+                                                         temperatures: list[float]) -> None:
+    """Re-asks go at temperature 0.2: they differ from the greedy first request and sample. Repeated (judge.reask:
+    repeat) with judge.params forcing temperature 0, every re-ask would be byte-identical (none is sent); with a
+    fixed seed the second request differs from the first (temperature) but the third would repeat the second. A
+    corrective re-ask carries the bad reply and what was wrong with it, so the first re-ask differs even at
+    temperature 0; a second one after the same bad reply would repeat it (not sent)."""
     from open_rag_eval.metrics.nuggets import Nuggetizer, NuggetOptions
 
     async def create(judge: OpenAIJudge) -> Any:
         return await Nuggetizer(NuggetOptions(max_trials=3)).create(judge, "what is x", ["x is y"])
 
     with ScriptedServer(default=Reply.ok("no list here")) as server:
-        texts, status, notes = with_judge(config(server.base_url, params=params), create)
+        texts, status, notes = with_judge(config(server.base_url, params=params, reask=reask), create)
     assert (texts, status) == ([], "failed")
     assert [seen.body["temperature"] for seen in server.completions] == temperatures
