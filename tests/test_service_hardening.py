@@ -22,8 +22,9 @@ ALLOWED = "http://127.0.0.1:9/rag/"
 
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with Service(tmp_path_factory.mktemp("hardening"), {"connector_allow": [ALLOWED],
-                                                         "limits": {"max_active_jobs": 50}}) as running:
+    limits = {"max_active_jobs": 50, "max_columns": 40, "max_line_mb": 0.2, "max_uploads": 3,
+              "max_upload_mb_total": 30, "max_body_mb": 40}
+    with Service(tmp_path_factory.mktemp("hardening"), {"connector_allow": [ALLOWED], "limits": limits}) as running:
         yield running
 
 
@@ -90,3 +91,65 @@ def test_timestamps_are_monotone(service: Service, done: str) -> None:
         if job["finished"] is not None:
             assert (job["started"] or job["created"]) <= job["finished"], job
     assert "Traceback" not in service.log.read_text(encoding="utf-8", errors="replace")
+
+
+CSV_HEADER = "query_id,query,passage_id,passage,generated_answer"
+
+
+@pytest.mark.parametrize(("columns", "status"), [(41, 422), (5_000, 422), (200_000, 413)])
+def test_a_csv_with_too_many_columns_is_refused_at_once_naming_line_1(service: Service, columns: int,
+                                                                       status: int) -> None:
+    wide = ",".join(f"c{i}" for i in range(columns)) + "\n" + ",".join("x" for _ in range(columns)) + "\n"
+    inline = service.client().post("/v1/jobs", json={**body(), "inputs": {"format": "csv", "data": wide}})
+    problem = _problem(inline, status)  # 413: its header alone is longer than limits.max_line_mb
+    assert problem["line"] == 1 and problem["field"] == "inputs.data"
+    assert f"{columns:,} columns" in problem["detail"] if status == 422 else "longer than" in problem["detail"]
+    assert problem["detail"].startswith("input.csv:1:")  # the job's own file, named relatively
+    uploaded = service.client().post("/v1/uploads", params={"format": "csv"}, content=wide.encode())
+    assert _problem(uploaded, status)["field"] == "body"
+    assert service.client().get("/v1/uploads").json()["uploads"] == []  # nothing kept
+
+
+def test_a_line_longer_than_the_bound_is_a_413(service: Service) -> None:
+    long = json.dumps({"query_id": "q1", "query": "x" * 300_000, "run": 1, "passages": [], "answer": "a"}) + "\n"
+    reply = service.client().post("/v1/uploads", params={"format": "jsonl"}, content=long.encode())
+    problem = _problem(reply, 413)
+    assert problem["code"] == "payload_too_large" and problem["line"] == 1
+
+
+def test_a_schema_violating_upload_is_refused(service: Service) -> None:
+    for content, fmt in ((b"[1, 2]", "jsonl"), (b"", "jsonl"), (b"{}", "csv")):
+        reply = service.client().post("/v1/uploads", params={"format": fmt}, content=content)
+        assert _problem(reply, 422)["code"] == "bad_input", (content, fmt)
+
+
+def test_uploads_are_counted_per_tenant_and_the_loop_answers_while_one_is_read(service: Service) -> None:
+    import threading
+    import time
+
+    from tests.test_service_api import outputs_jsonl
+
+    client = service.client()
+    big = outputs_jsonl(20_000).encode()  # a valid upload the server reads for a while
+    answered: list[float] = []
+    span: list[float] = []
+
+    def upload() -> None:
+        span.append(time.monotonic())
+        reply = service.client().post("/v1/uploads", params={"format": "jsonl"}, content=big)
+        span.append(time.monotonic())
+        assert reply.status_code == 201, reply.text
+
+    worker = threading.Thread(target=upload)
+    worker.start()
+    while worker.is_alive():
+        if client.get("/healthz").status_code == 200:
+            answered.append(time.monotonic())
+    worker.join()
+    assert len(span) == 2 and any(span[0] < t < span[1] for t in answered)  # answered while the upload was read
+    for _ in range(2):
+        assert client.post("/v1/uploads", params={"format": "jsonl"}, content=body()["inputs"]["data"].encode()
+                           ).status_code == 201
+    over = client.post("/v1/uploads", params={"format": "jsonl"}, content=body()["inputs"]["data"].encode())
+    assert _problem(over, 429)["code"] == "quota_uploads"
+    assert len(client.get("/v1/uploads").json()["uploads"]) == 3

@@ -13,11 +13,12 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from open_rag_eval._version import __version__
 from open_rag_eval.service import problems
+from open_rag_eval.service.deps import known_query
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["BodyLimit", "create_app"]
@@ -52,7 +53,8 @@ def create_app(settings: Settings, *, storage: Any = None, run_jobs: bool = True
     """The service; ``storage``: an already opened ``Storage`` (``serve`` opens it first, so a refused SQLite lock
     is one clear line before uvicorn starts), else the app opens and closes its own."""
     app = FastAPI(title="open-rag-eval", version=__version__, lifespan=lifespan, docs_url="/docs",
-                  redoc_url=None, description="Evaluation jobs over HTTP: the CLI's pipeline, queued in a database.")
+                  redoc_url=None, description="Evaluation jobs over HTTP: the CLI's pipeline, queued in a database.",
+                  dependencies=[Depends(known_query)])
     app.state.settings = settings
     app.state.run_jobs = run_jobs
     app.state.storage = storage
@@ -66,7 +68,22 @@ def create_app(settings: Settings, *, storage: Any = None, run_jobs: bool = True
     app.include_router(routes_sweeps.router)
     app.include_router(dashboard.router)
     app.add_middleware(BodyLimit, limit=int(settings.limits.max_body_mb * 1_000_000))
+    _complete_openapi(app)
     return app
+
+
+def _complete_openapi(app: FastAPI) -> None:
+    from fastapi.openapi.utils import get_openapi
+
+    from open_rag_eval.service.openapi import complete
+
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = complete(get_openapi(title=app.title, version=app.version,
+                                                      description=app.description, routes=app.routes))
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
 
 
 class BodyLimit:

@@ -64,3 +64,24 @@ def _scoped(scope: str) -> Callable[[Principal], Awaitable[Principal]]:
 
 reader = _scoped("read")
 writer = _scoped("write")
+
+
+async def known_query(request: Request) -> None:
+    """A query parameter the operation does not declare is a 422, never silently ignored (a typo such as
+    ``?limt=5`` would otherwise answer as if it were not there)."""
+    dependant = getattr(request.scope.get("route"), "dependant", None)
+    if dependant is None or not request.query_params:
+        return
+    allowed = _query_names(dependant)
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise Problem(422, "invalid_request", f"unknown query parameter {unknown[0]!r}; this operation takes: "
+                      f"{', '.join(sorted(allowed)) or 'none'}")
+
+
+def _query_names(dependant: Any) -> set[str]:
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+

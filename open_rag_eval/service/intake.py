@@ -25,6 +25,7 @@ import open_rag_eval.ablation.options  # noqa: F401
 import open_rag_eval.diagnosis.options  # noqa: F401
 import open_rag_eval.tracking.options  # noqa: F401
 from open_rag_eval.core.errors import ConfigError, InputError
+from open_rag_eval.service.bounds import check_bounds
 from open_rag_eval.service.paths import check_client_paths
 from open_rag_eval.service.settings import Settings
 
@@ -223,6 +224,7 @@ def _input_file(settings: Settings, tenant: str, job_dir: Path, request: JobRequ
         except UnicodeEncodeError as error:
             raise InputError(f"not valid Unicode at character {error.start} (a lone surrogate): send UTF-8 text",
                              field="inputs.data") from None
+        check_bounds(path, request.inputs.format, settings.limits, "inputs.data")
         return path
     if request.upload_id is not None:
         found = sorted((tenant_dir(settings, tenant) / "uploads").glob(f"{_safe_id(request.upload_id)}.*"))
@@ -230,6 +232,7 @@ def _input_file(settings: Settings, tenant: str, job_dir: Path, request: JobRequ
             raise InputError(f"no upload {request.upload_id!r}", field="upload_id")
         path = job_dir / f"input{found[0].suffix}"
         shutil.copyfile(found[0], path)
+        check_bounds(path, found[0].suffix.lstrip("."), settings.limits, "upload_id")  # the limits of today
         return path
     return None
 

@@ -57,7 +57,9 @@ def from_error(error: OpenRagEvalError, hide: Sequence[str | Path] = ()) -> Prob
     if isinstance(error, ConfigError):
         return Problem(422, "bad_config", text, path=error.path or None)
     if isinstance(error, InputError):
-        return Problem(422, "bad_input", text, field=error.field or None, line=error.line)
+        status = int(getattr(error, "status", 422))
+        return Problem(status, "payload_too_large" if status == 413 else "bad_input", text, field=error.field or None,
+                       line=error.line)
     return Problem(422, "invalid_request", text)
 
 

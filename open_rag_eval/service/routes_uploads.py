@@ -11,24 +11,29 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import weakref
 from pathlib import Path
 from typing import Any, Literal
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from open_rag_eval.core.errors import InputError, OpenRagEvalError
 from open_rag_eval.service import intake, jobs
+from open_rag_eval.service.bounds import check_bounds
 from open_rag_eval.service.deps import engine_of, owned_row, reader, settings_of, writer
 from open_rag_eval.service.db import jobs as jobs_table
 from open_rag_eval.service.db import uploads
 from open_rag_eval.service.keys import Principal
-from open_rag_eval.service.problems import Problem
+from open_rag_eval.service.problems import Problem, from_error
 from open_rag_eval.service.settings import Settings
 
 __all__ = ["router", "upload_view"]
 
 router = APIRouter(tags=["uploads"])
+_ORDER: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()  # in a process
 
 
 def upload_view(row: dict[str, Any]) -> dict[str, Any]:
@@ -48,26 +53,79 @@ def _file(settings: Settings, tenant: str, row: dict[str, Any]) -> Path:
 async def upload(request: Request, who: Principal = Depends(writer),
                  format: Literal["jsonl", "csv"] = "jsonl", filename: str = Query("upload", max_length=256)
                  ) -> JSONResponse:
-    """Store a large input (the raw file as the body) for later jobs: ``upload_id`` in ``POST /v1/jobs``."""
+    """Store a large input (the raw file as the body) for later jobs: ``upload_id`` in ``POST /v1/jobs``. It is
+    checked as it arrives (bounds: 413/422) and read once like a job would (RAG outputs, or a connector's queries
+    for CSV), off the event loop: a bad file is refused now, not at the job's submit. Per tenant at most
+    ``limits.max_uploads`` files and ``limits.max_upload_mb_total`` MB are stored (429 ``quota_uploads``)."""
     settings = settings_of(request)
+    engine = engine_of(request)
+    await _quota(engine, settings, who.tenant, 0)  # at once, before the body is read
     upload_id = jobs.new_id()
     folder = intake.tenant_dir(settings, who.tenant) / "uploads"
     folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".{upload_id}.part"
+    partial, final = folder / f".{upload_id}.part", folder / f"{upload_id}.{format}"
     size = 0
     try:
         with partial.open("wb") as handle:
             async for chunk in request.stream():
                 size += len(chunk)
                 handle.write(chunk)
-        partial.rename(folder / f"{upload_id}.{format}")
+        partial.rename(final)
+        await asyncio.to_thread(_check, final, format, settings)
+        async with _ORDER.setdefault(asyncio.get_running_loop(), asyncio.Lock()), engine.begin() as connection:
+            await _locked(connection, who.tenant)
+            await _quota(connection, settings, who.tenant, size)  # again with its size, among concurrent uploads
+            await connection.execute(uploads.insert().values(id=upload_id, tenant=who.tenant, filename=filename,
+                                                             format=format, size=size, created=time.time()))
+    except OpenRagEvalError as error:
+        final.unlink(missing_ok=True)
+        raise from_error(error, hide=[folder, settings.data_path]) from None
+    except BaseException:
+        final.unlink(missing_ok=True)
+        raise
     finally:
         partial.unlink(missing_ok=True)
-    async with engine_of(request).begin() as connection:
-        await connection.execute(uploads.insert().values(id=upload_id, tenant=who.tenant, filename=filename,
-                                                         format=format, size=size, created=time.time()))
     return JSONResponse({"id": upload_id, "format": format, "size": size, "filename": filename}, status_code=201,
                         headers={"Location": f"/v1/uploads/{upload_id}"})
+
+
+def _check(path: Path, fmt: str, settings: Settings) -> None:
+    """Bounds first (one linear pass), then the file read as a job reads it."""
+    from open_rag_eval.inputs import read_outputs, read_queries
+
+    check_bounds(path, fmt, settings.limits, "body")
+    try:
+        read_outputs(path)
+    except InputError as error:
+        if fmt != "csv":
+            raise
+        try:
+            read_queries(path)
+        except InputError:
+            raise error from None
+
+
+async def _locked(connection: Any, tenant: str) -> None:
+    if connection.dialect.name == "postgresql":  # replicas take one tenant's uploads one at a time
+        await connection.execute(sa.text("SELECT pg_advisory_xact_lock(hashtext(:key))"),
+                                 {"key": f"open-rag-eval uploads {tenant}"})
+
+
+async def _quota(engine_or_connection: Any, settings: Settings, tenant: str, adding: int) -> None:
+    query = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(uploads.c.size), 0)).where(
+        uploads.c.tenant == tenant)
+    if isinstance(engine_or_connection, AsyncEngine):
+        async with engine_or_connection.connect() as connection:
+            count, used = (await connection.execute(query)).one()
+    else:
+        count, used = (await engine_or_connection.execute(query)).one()
+    limits = settings.limits
+    if count + 1 > limits.max_uploads:
+        raise Problem(429, "quota_uploads", f"this tenant already stores {count} uploads (limits.max_uploads): "
+                      "delete some first")
+    if used + adding > limits.max_upload_mb_total * 1_000_000:
+        raise Problem(429, "quota_uploads", f"this tenant's uploads would hold {(used + adding) / 1e6:,.1f} MB, more "
+                      f"than limits.max_upload_mb_total ({limits.max_upload_mb_total:,.0f} MB): delete some first")
 
 
 @router.get("/v1/uploads")

@@ -32,6 +32,11 @@ class Limits(_Strict):
     max_outputs_per_job: int = Field(10_000, ge=1)  # per job; more is 429 (a quota, not a malformed request)
     evaluate_wait_s: float = Field(30.0, ge=0, le=600)  # longest wait of POST /v1/evaluate before it answers 202
     retry_after_s: int = Field(5, ge=1)
+    max_line_mb: float = Field(16.0, gt=0, le=4096)  # a longer line of an input (inline or uploaded) is 413
+    max_columns: int = Field(1000, ge=1)  # a CSV input with more columns is 422
+    max_cells: int = Field(10_000_000, ge=1)  # rows x columns of a CSV input; more is 413
+    max_uploads: int = Field(100, ge=1)  # per tenant: stored uploads; more is 429 quota_uploads
+    max_upload_mb_total: float = Field(2048.0, gt=0)  # per tenant: bytes of stored uploads; more is 429
 
 
 class RunnerOptions(_Strict):
