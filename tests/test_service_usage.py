@@ -118,3 +118,32 @@ def test_usage_is_in_the_openapi_description() -> None:
 
     schema = json.loads(Path(COMMITTED).read_text(encoding="utf-8"))
     assert "/v1/usage" in schema["paths"]
+
+
+@pytest.mark.slow
+def test_metrics_for_prometheus_add_up_to_what_the_judge_answered(service: Service, judge: Any) -> None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tests.test_service_api import body, outputs_jsonl
+
+    client = service.client(service.new_key("metered"))
+    assert client.get("/metrics").status_code == 403  # a tenant's key sees no deployment-wide numbers
+    scraper = service.client(service.new_key("ops", "metrics"))
+    job = client.post("/v1/jobs", json={**body(outputs_jsonl(2).replace("topic", "metered topic")),
+                                        "judge_profile": "paid"}).json()["id"]
+    assert wait_status(client, job, ("completed", "failed"))["status"] == "completed"
+    reply = scraper.get("/metrics")
+    assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/plain")
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(reply.text) for s in family.samples}
+    paid = judge.stats.requests  # every job of this module used this judge
+    assert samples[("open_rag_eval_judge_calls_total", (("profile", "paid"),))] == paid
+    prompt = sum(r.prompt_tokens for r in judge.stats.log)
+    assert samples[("open_rag_eval_judge_tokens_total", (("kind", "prompt"), ("profile", "paid")))] == prompt
+    assert samples[("open_rag_eval_judge_cost_usd_total", (("profile", "paid"),))] > 0
+    assert samples[("open_rag_eval_jobs", (("state", "completed"),))] >= 1
+    assert samples[("open_rag_eval_jobs", (("state", "running"),))] == 0
+    assert samples[("open_rag_eval_queue_depth", ())] == 0
+    assert ("open_rag_eval_judge_failed_calls_total", (("profile", "paid"),)) in samples
+    durations = samples[("open_rag_eval_judge_request_seconds_count", (("profile", "paid#0"),))]
+    assert durations == paid  # this server's runner made every request and timed each

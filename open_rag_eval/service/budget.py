@@ -204,10 +204,11 @@ def _insert_ignore(connection: Any, table: sa.Table) -> Any:
 
 
 class BudgetedLimiter:
-    """A ``JudgeLimiter``: the job's own limiter, then a slot and the rates of the deployment's budget."""
+    """A ``JudgeLimiter``: the job's own limiter, then a slot and the rates of the deployment's budget (none with
+    ``runner.judge_budget: process``); each request's duration is observed for ``/metrics`` under ``name``."""
 
-    def __init__(self, inner: Any, budget: DeploymentBudget) -> None:
-        self.inner, self.budget = inner, budget
+    def __init__(self, inner: Any, budget: DeploymentBudget | None, name: str) -> None:
+        self.inner, self.budget, self.name = inner, budget, name
         self._pending: set[asyncio.Task[None]] = set()
 
     def __getattr__(self, name: str) -> Any:  # concurrency, requests, tokens: the job's own limiter's
@@ -215,14 +216,22 @@ class BudgetedLimiter:
 
     @contextlib.asynccontextmanager
     async def slot(self, estimated_tokens: int = 0, priority: int = 0) -> AsyncIterator[None]:
+        from open_rag_eval.service.metrics import observe_request
+
         async with self.inner.slot(estimated_tokens, priority):
-            token = await self.budget.enter()
+            token = await self.budget.enter() if self.budget is not None else None
             try:
-                await self.budget.draw("requests", 1)
-                await self.budget.draw("tokens", estimated_tokens)
-                yield
+                if self.budget is not None:
+                    await self.budget.draw("requests", 1)
+                    await self.budget.draw("tokens", estimated_tokens)
+                started = time.monotonic()
+                try:
+                    yield
+                finally:
+                    observe_request(self.name, time.monotonic() - started)
             finally:
-                await asyncio.shield(self.budget.leave(token))
+                if token is not None and self.budget is not None:
+                    await asyncio.shield(self.budget.leave(token))
 
     async def succeeded(self) -> None:
         await self.inner.succeeded()
@@ -232,7 +241,7 @@ class BudgetedLimiter:
 
     def used_tokens(self, estimated: int, actual: int) -> None:
         self.inner.used_tokens(estimated, actual)
-        if actual != estimated and self.budget.rates.tokens_per_minute:
+        if self.budget is not None and actual != estimated and self.budget.rates.tokens_per_minute:
             task = asyncio.get_running_loop().create_task(self.budget.settle("tokens", actual - estimated))
             self._pending.add(task)
             task.add_done_callback(self._pending.discard)

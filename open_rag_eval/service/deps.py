@@ -14,10 +14,10 @@ from open_rag_eval.service.keys import Principal, verify
 from open_rag_eval.service.problems import Problem
 from open_rag_eval.service.settings import Settings
 
-__all__ = ["ANONYMOUS", "BEARER", "COOKIE", "engine_of", "owned_row", "principal", "reader", "settings_of", "writer"]
+__all__ = ["ANONYMOUS", "BEARER", "COOKIE", "engine_of", "owned_row", "principal", "metrics_reader", "reader", "settings_of", "writer"]
 
 COOKIE = "ore_key"
-ANONYMOUS = Principal("default", frozenset({"read", "write"}))
+ANONYMOUS = Principal("default", frozenset({"read", "write", "metrics"}))
 BEARER = HTTPBearer(auto_error=False, description="an API key: open-rag-eval serve keys create --tenant NAME")
 
 
@@ -64,6 +64,7 @@ def _scoped(scope: str) -> Callable[[Principal], Awaitable[Principal]]:
 
 reader = _scoped("read")
 writer = _scoped("write")
+metrics_reader = _scoped("metrics")
 
 
 async def known_query(request: Request) -> None:

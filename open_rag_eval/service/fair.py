@@ -67,16 +67,17 @@ class FairShare:
 
 
 class SharedJudge:
-    """A job's judge whose calls take a slot of the profile's ``FairShare`` first; with ``budgets`` (one per
-    endpoint, ``service.budget``) each request to an endpoint also holds a slot of the deployment's budget."""
+    """A job's judge whose calls take a slot of the profile's ``FairShare`` first; each request to an endpoint also
+    holds a slot of the deployment's budget when ``budgets`` are given (one per endpoint, ``service.budget``)."""
 
-    def __init__(self, inner: Any, share: FairShare, job: str, budgets: Sequence[Any] = ()) -> None:
+    def __init__(self, inner: Any, share: FairShare, job: str, budgets: Sequence[Any] = (),
+                 profile: str = "") -> None:
         self._inner, self._share, self._job = inner, share, job
-        if budgets:
-            from open_rag_eval.service.budget import BudgetedLimiter
+        from open_rag_eval.service.budget import BudgetedLimiter
 
-            for endpoint, budget in zip(getattr(inner, "endpoints", []), budgets):
-                endpoint.limiter = BudgetedLimiter(endpoint.limiter, budget)
+        for i, endpoint in enumerate(getattr(inner, "endpoints", [])):
+            budget = budgets[i] if i < len(budgets) else None
+            endpoint.limiter = BudgetedLimiter(endpoint.limiter, budget, f"{profile}#{i}")
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)

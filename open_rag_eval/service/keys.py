@@ -22,7 +22,7 @@ from open_rag_eval.service.db import api_keys
 
 __all__ = ["SCOPES", "Principal", "create_key", "list_keys", "revoke_key", "verify"]
 
-SCOPES = ("read", "write")
+SCOPES = ("read", "write", "metrics")  # metrics: GET /metrics (the whole deployment's numbers)
 PREFIX = "ore_"
 _KEY = re.compile(r"^ore_([a-z0-9]{12})_([A-Za-z0-9_-]{43})$")
 _TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")

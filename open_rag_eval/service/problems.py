@@ -2,7 +2,7 @@
 
 Codes: ``unauthorized`` 401, ``forbidden`` 403 (the key lacks a scope), ``not_found`` 404 (also for another
 tenant's resources), ``job_active`` / ``not_ready`` 409, ``payload_too_large`` 413, ``invalid_request`` /
-``bad_config`` / ``bad_input`` / ``idempotency_key_reused`` 422, ``quota_jobs`` / ``quota_outputs`` 429,
+``bad_config`` / ``bad_input`` / ``idempotency_key_reused`` 422, ``quota_jobs`` / ``quota_outputs`` / ``quota_uploads`` 429,
 ``internal`` 500, ``not_ready`` 503 (``/readyz``).
 """
 

@@ -7,12 +7,12 @@ from typing import Any
 
 import sqlalchemy as sa
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 
 from open_rag_eval._version import __version__
-from open_rag_eval.service.deps import engine_of, reader, settings_of
+from open_rag_eval.service.deps import engine_of, metrics_reader, reader, settings_of
 from open_rag_eval.service.keys import Principal
-from open_rag_eval.service.problems import problem_response
+from open_rag_eval.service.problems import Problem, problem_response
 
 __all__ = ["router"]
 
@@ -83,3 +83,18 @@ async def usage(request: Request, who: Principal = Depends(reader),
     costs = [p["cost_usd"] for p in profiles if p["cost_usd"] is not None]
     return {"tenant": who.tenant, "since": since, "until": until, "by_profile": profiles,
             "total": {**total, "cost_usd": round(sum(costs), 10) if costs else None}}
+
+
+@router.get("/metrics", tags=["health"], response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+async def metrics(request: Request, who: Principal = Depends(metrics_reader)) -> PlainTextResponse:
+    """Prometheus metrics (a key with the ``metrics`` scope when auth is on): jobs by state, queue depth and age,
+    judge calls, tokens, cost and failed calls per profile, failed jobs by reason (the deployment's, from the
+    database), and this process's judge request durations."""
+    from open_rag_eval.service.metrics import CONTENT_TYPE, render
+
+    try:
+        text = await render(engine_of(request))
+    except ImportError:  # prometheus_client is in the [server] extra
+        raise Problem(404, "not_found", "metrics need prometheus_client (the [server] extra)") from None
+    return PlainTextResponse(text, media_type=CONTENT_TYPE)

@@ -204,7 +204,7 @@ class Runner:
         prepared = request["prepared"]
         loaded = _load(prepared)
         share, budget = self.share(job["judge_profile"]), self.budget(job["judge_profile"])
-        wrap = lambda judge: SharedJudge(judge, share, job["id"], budget)  # noqa: E731
+        wrap = lambda judge: SharedJudge(judge, share, job["id"], budget, job["judge_profile"])  # noqa: E731
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
 
