@@ -74,7 +74,11 @@ class SharedJudge:
                  profile: str = "") -> None:
         self._inner, self._share, self._job = inner, share, job
         from open_rag_eval.service.budget import BudgetedLimiter
+        from open_rag_eval.service.replies import RecordingCache
 
+        self.recorder = None if getattr(inner, "cache", None) is None else RecordingCache(inner.cache)
+        if self.recorder is not None:
+            inner.cache = self.recorder  # the replies this job used: purged with it
         for i, endpoint in enumerate(getattr(inner, "endpoints", [])):
             budget = budgets[i] if i < len(budgets) else None
             endpoint.limiter = BudgetedLimiter(endpoint.limiter, budget, f"{profile}#{i}")

@@ -251,13 +251,14 @@ async def cancel(request: Request, job_id: str, who: Principal = Depends(writer)
 
 @router.delete("/v1/jobs/{job_id}", status_code=204)
 async def delete(request: Request, job_id: str, who: Principal = Depends(writer)) -> Response:
-    """Delete a finished job and its files (a queued or running job: cancel it first)."""
+    """Delete a finished job, its files and the cached judge replies only it used (a queued or running job: cancel
+    it first). Its usage stays counted in ``GET /v1/usage``."""
     row = await owned(request, who, job_id)
     if row["status"] not in jobs.TERMINAL:
         raise Problem(409, "job_active", f"the job is {row['status']}: cancel it first")
-    await jobs.delete_job(engine_of(request), who.tenant, job_id)
-    folder = Path(json.loads(row["request"])["prepared"]["job_dir"])
-    await asyncio.to_thread(shutil.rmtree, folder, True)
+    from open_rag_eval.service.retention import remove
+
+    await remove(engine_of(request), settings_of(request), who.tenant, row)
     return Response(status_code=204)
 
 

@@ -18,6 +18,7 @@ import logging
 import os
 import secrets
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,7 @@ class Runner:
         self.active: dict[str, asyncio.Task[None]] = {}
         self.shares: dict[str, FairShare] = {}
         self.budgets: dict[str, list[DeploymentBudget]] = {}  # profile -> one per endpoint (judge_budget: deployment)
+        self.recorders: dict[str, tuple[Any, Path]] = {}  # job -> (the cache keys it used, its folder)
         self.finished = 0
         self._shown: dict[str, dict[str, Any]] = {}  # job -> the progress last sent as an event
         self.heartbeat = Heartbeat(settings.db_url, self.worker, settings.runner.heartbeat_s)
@@ -84,8 +86,10 @@ class Runner:
         stale at once and the work resumes elsewhere, or at the next start)."""
         limit = self.settings.runner.jobs
         await asyncio.to_thread(self.heartbeat.start)
+        swept = 0.0
         try:
             while not stop.is_set():
+                swept = await self._retention(swept)
                 job = await self._claim() if len(self.active) < limit else None
                 if job is None:
                     with contextlib.suppress(asyncio.TimeoutError):
@@ -106,6 +110,20 @@ class Runner:
             for budgets in self.budgets.values():
                 for budget in budgets:
                     await budget.close()
+
+    async def _retention(self, last: float) -> float:
+        """Sweep out the jobs past their tenant's retention every ``retention.every_s`` (the time of this sweep)."""
+        retention = self.settings.retention
+        now = time.monotonic()
+        if (retention.default_days is None and not retention.tenants) or now - last < retention.every_s:
+            return last
+        from open_rag_eval.service.retention import sweep
+
+        try:
+            await sweep(self.engine, self.settings)
+        except Exception as error:  # another replica removing the same job, a database hiccup: next time
+            log.warning("retention sweep failed: %s", error)
+        return now
 
     async def _give_back(self, job_ids: list[str]) -> None:
         """Stopping: the claims of the jobs this stop interrupted go stale at once, so another process (or the next
@@ -156,7 +174,16 @@ class Runner:
         finally:
             self.heartbeat.release(job_id)
 
+    async def _note_replies(self, job_id: str, done: bool = False) -> None:
+        recorder, folder = self.recorders.pop(job_id, (None, None)) if done else self.recorders.get(job_id, (None, None))
+        if recorder is not None and folder is not None:
+            try:
+                await asyncio.to_thread(_flush, recorder, folder)
+            except OSError as error:
+                log.warning("job %s: noting its judge replies failed: %s", job_id, error)
+
     async def _tick(self, job_id: str, progress: Progress, attempt: int) -> bool:
+        await self._note_replies(job_id)
         snapshot = progress_snapshot(progress)
         changed = snapshot != self._shown.get(job_id)
         self._shown[job_id] = snapshot
@@ -175,6 +202,7 @@ class Runner:
                       stopped_by: str | None) -> None:
         job_id = job["id"]
         self._shown.pop(job_id, None)
+        await self._note_replies(job_id, done=True)
         usage, attempt = usage_snapshot(progress), job.get("attempt", 1)
         final = json.dumps(progress_snapshot(progress), sort_keys=True)
         if stopped_by == "lost":
@@ -204,7 +232,12 @@ class Runner:
         prepared = request["prepared"]
         loaded = _load(prepared)
         share, budget = self.share(job["judge_profile"]), self.budget(job["judge_profile"])
-        wrap = lambda judge: SharedJudge(judge, share, job["id"], budget, job["judge_profile"])  # noqa: E731
+
+        def wrap(judge: Any) -> SharedJudge:
+            shared = SharedJudge(judge, share, job["id"], budget, job["judge_profile"])
+            self.recorders[job["id"]] = (shared.recorder, Path(prepared["job_dir"]))
+            return shared
+
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
 
@@ -223,6 +256,11 @@ class Runner:
     def folders(self, prepared: dict[str, Any]) -> list[str | Path]:
         """The server folders a job's messages and files name relatively: its own, its config's, the data folder."""
         return [prepared["job_dir"], prepared["base_dir"], self.settings.data_path]
+
+
+def _flush(recorder: Any, folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    recorder.flush(folder)
 
 
 def _load(prepared: dict[str, Any]) -> Any:

@@ -49,6 +49,20 @@ class RunnerOptions(_Strict):
     judge_budget: Literal["deployment", "process"] = "deployment"
 
 
+class Retention(_Strict):
+    default_days: float | None = Field(None, gt=0)  # every tenant's finished jobs older than this are removed
+    tenants: dict[str, float] = {}  # tenant -> days, over default_days
+    every_s: float = Field(3600.0, gt=0, le=86_400)  # how often each runner sweeps
+
+    @field_validator("tenants")
+    @classmethod
+    def _positive(cls, value: dict[str, float]) -> dict[str, float]:
+        for tenant, days in value.items():
+            if not days > 0:
+                raise ValueError(f"retention.tenants.{tenant}: days must be more than 0")
+        return value
+
+
 class Settings(_Strict):
     database_url: str | None = None  # None: sqlite+aiosqlite:///<data_dir>/service.sqlite
     data_dir: str = DEFAULT_DATA_DIR  # job folders, uploads, per-tenant judge caches, sweep histories
@@ -60,6 +74,7 @@ class Settings(_Strict):
     connector_allow: list[str] = []  # URL prefixes a client-sent http connector may query (SSRF guard)
     limits: Limits = Field(default_factory=Limits)
     runner: RunnerOptions = Field(default_factory=RunnerOptions)
+    retention: Retention = Field(default_factory=Retention)  # none by default: jobs are kept until deleted
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
     @field_validator("judge_profiles")
