@@ -97,3 +97,38 @@ def test_an_online_backup_restores_every_job(service: Service, tmp_path: Path) -
 
 def _key_of(client: Any) -> str:
     return str(client.headers["Authorization"]).split(" ", 1)[1]
+
+
+def test_pg_dump_and_pg_restore_bring_every_job_back(tmp_path: Path) -> None:
+    import shutil
+    import tempfile
+
+    from tests.postgres_server import PostgresServer, unavailable
+    from tests.service_server import free_port
+
+    if unavailable() is not None:
+        pytest.skip(str(unavailable()))
+    folder = Path(tempfile.mkdtemp(prefix="open-rag-eval-pg-"))
+    database = PostgresServer(folder, free_port())
+    try:
+        url = database.start()
+        settings = {"database_url": url, "data_dir": str(tmp_path / "data"),
+                    "runner": {"jobs": 1, "poll_s": 0.1, "heartbeat_s": 0.5}}
+        with Service(tmp_path / "a", settings) as first:
+            client = first.client()
+            job = client.post("/v1/jobs", json=body(outputs_jsonl(1))).json()["id"]
+            view = wait_status(client, job, ("completed",))
+            results = client.get(f"/v1/jobs/{job}/results", params={"format": "csv"}).content
+            dump = folder / "evals.dump"  # where the server's own user may write
+            where = ("-h", "127.0.0.1", "-p", str(database.port), "-U", "postgres")
+            database._run("pg_dump", *where, "-Fc", "-f", str(dump), "evals")
+        database._run("createdb", *where, "restored")
+        database._run("pg_restore", *where, "-d", "restored", str(dump))
+        restored = {**settings, "database_url": url.rsplit("/", 1)[0] + "/restored", "runner": {"jobs": 0}}
+        with Service(tmp_path / "b", restored) as second:
+            again = second.client()
+            assert again.get(f"/v1/jobs/{job}").json() == view
+            assert again.get(f"/v1/jobs/{job}/results", params={"format": "csv"}).content == results
+    finally:
+        database.stop()
+        shutil.rmtree(folder, ignore_errors=True)
