@@ -179,7 +179,7 @@ class Runner:
         if recorder is not None and folder is not None:
             try:
                 await asyncio.to_thread(_flush, recorder, folder)
-            except OSError as error:
+            except Exception as error:  # never in the way of the job's end
                 log.warning("job %s: noting its judge replies failed: %s", job_id, error)
 
     async def _tick(self, job_id: str, progress: Progress, attempt: int) -> bool:
