@@ -97,7 +97,7 @@ def test_the_limiter_holds_the_jobs_own_limiter_then_the_deployments_slot(tmp_pa
     async def main() -> tuple[int, int]:
         engine = await _engine(tmp_path)
         budget = DeploymentBudget(engine, "p#0", Rates(2, None, None), 30.0)
-        limiters = [BudgetedLimiter(Limiter.create(8), budget) for _ in range(3)]  # three jobs of 8 each
+        limiters = [BudgetedLimiter(Limiter.create(8), budget, "p#0") for _ in range(3)]  # three jobs of 8 each
 
         async def call(limiter: BudgetedLimiter) -> None:
             async with limiter.slot(10):
