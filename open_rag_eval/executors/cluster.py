@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any
 
 from open_rag_eval.config.executor import ExecutorOptions
-from open_rag_eval.core.errors import MissingDependency, OpenRagEvalError, RunIncomplete
+from open_rag_eval.core.errors import ConfigError, MissingDependency, OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
 from open_rag_eval.executors.relay import RemoteCache
 from open_rag_eval.executors.remote import Budget, CacheOwner, SharedLimiter, ShardWorker
@@ -52,13 +52,40 @@ def import_ray() -> Any:
     return ray
 
 
-def connect(address: str | None) -> Any:
+def connect(address: str | None, timeout_s: float = 30.0) -> Any:
     """Ray, initialised: an instance already started in this process, else ``address`` (None: a new local one,
-    even while a Ray cluster runs on this machine; ``auto`` joins that one)."""
+    even while a Ray cluster runs on this machine; ``auto`` joins that one). A ``host:port`` or ``ray://host:port``
+    address is first reached with a plain TCP connection bounded by ``timeout_s``: an unreachable cluster is one
+    clear error at once, not Ray's own retries for many minutes."""
     ray = import_ray()
     if not ray.is_initialized():
+        reachable(address, timeout_s)
         ray.init(address=address or "local", include_dashboard=False, configure_logging=False, log_to_driver=False)
     return ray
+
+
+def reachable(address: str | None, timeout_s: float) -> None:
+    """Raise ``OpenRagEvalError`` when ``address`` names a host and port that does not accept a TCP connection
+    within ``timeout_s`` (``local``, ``auto`` and no address are not checked)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if not address or address in ("local", "auto"):
+        return
+    split = urlsplit(address if "://" in address else f"ray://{address}")
+    try:
+        host, port = split.hostname, split.port or 6379
+    except ValueError:
+        host, port = None, None
+    if not host or port is None:
+        raise ConfigError(f"not a Ray address: {address!r} (host:port, ray://host:port or auto)",
+                          path="executor.address")
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as error:
+        raise OpenRagEvalError(f"the Ray cluster at {host}:{port} cannot be reached within {timeout_s:g} s "
+                               f"(executor.connect_timeout_s): {error.strerror or error}") from None
 
 
 class RayExecutor:
@@ -71,7 +98,7 @@ class RayExecutor:
         self.relays: list[Any] = []
 
     async def evaluate(self, loaded: Any, outputs: list[RAGOutput], progress: Progress) -> Evaluated:
-        ray = connect(self.options.address)
+        ray = connect(self.options.address, self.options.connect_timeout_s)
         plan = stages(loaded)
         try:
             self._start(ray, loaded, outputs)

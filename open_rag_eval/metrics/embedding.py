@@ -102,6 +102,13 @@ def embed_sync(texts: Sequence[str], options: EmbeddingOptions | None = None) ->
     loaded = _load(options)
     import torch  # noqa: PLC0415
 
+    from open_rag_eval.metrics.threads import model_threads  # noqa: PLC0415
+
+    with model_threads():  # the same values whatever the machine's thread count
+        return _embed(loaded, texts, options, torch)
+
+
+def _embed(loaded: _Model, texts: Sequence[str], options: EmbeddingOptions, torch: Any) -> list[list[float]]:
     vectors: list[list[float]] = []
     for start in range(0, len(texts), options.batch_size):
         batch = list(texts[start:start + options.batch_size])

@@ -246,7 +246,10 @@ def _score_sync(options: BertScoreOptions, first: list[str], second: list[str]) 
                     "(recorded as rescaled: false)", options.model_type, options.lang)
     if not first:
         return BertScores([], options.model_type, loaded.num_layers, loaded.rescaled)
-    _, _, f1 = loaded.scorer.score(first, second, batch_size=options.batch_size)
+    from open_rag_eval.metrics.threads import model_threads  # noqa: PLC0415
+
+    with model_threads():  # the same values whatever the machine's thread count
+        _, _, f1 = loaded.scorer.score(first, second, batch_size=options.batch_size)
     return BertScores([float(v) for v in f1.tolist()], options.model_type, loaded.num_layers, loaded.rescaled)
 
 

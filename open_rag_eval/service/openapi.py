@@ -29,6 +29,8 @@ def _statuses(path: str, method: str, operation: dict[str, Any]) -> list[int]:
     statuses = [500]
     if path.startswith("/v1/"):
         statuses += [401, 403, 422]
+    if operation.get("security"):  # a key is asked (e.g. /metrics)
+        statuses += [401, 403]
     if "{" in path:
         statuses += [404, 409]
     if method in ("post", "put", "patch") or "requestBody" in operation:
