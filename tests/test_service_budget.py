@@ -18,6 +18,7 @@ import sqlalchemy as sa
 
 pytest.importorskip("aiosqlite", reason="the [server] extra is not installed")
 
+from open_rag_eval.judge.limits import Limiter  # noqa: E402
 from open_rag_eval.service.budget import BudgetedLimiter, DeploymentBudget, Rates  # noqa: E402
 from open_rag_eval.service.db import judge_slots, migrate, open_engine  # noqa: E402
 
@@ -112,6 +113,28 @@ def test_the_limiter_holds_the_jobs_own_limiter_then_the_deployments_slot(tmp_pa
 
     budget_peak, job_peak = asyncio.run(main())
     assert budget_peak == 2 and job_peak <= 8  # a job waits for the deployment inside its own slot
+
+
+def test_on_sqlite_the_budget_is_the_one_processs_and_writes_nothing(tmp_path: Path) -> None:
+    from open_rag_eval.service.budget import ProcessBudget, budgets_for
+
+    async def main() -> tuple[int, int, int]:
+        engine = await _engine(tmp_path)
+        budgets = budgets_for(engine, "p", {"model": "m", "max_concurrency": 2}, 30.0)
+        assert [type(b) for b in budgets] == [ProcessBudget]
+        limiters = [BudgetedLimiter(Limiter.create(8), budgets[0], "p#0") for _ in range(3)]
+
+        async def call(limiter: BudgetedLimiter) -> None:
+            async with limiter.slot(10):
+                await asyncio.sleep(0.01)
+
+        await asyncio.gather(*(call(limiters[i % 3]) for i in range(24)))
+        async with engine.connect() as connection:
+            rows = (await connection.execute(sa.select(sa.func.count()).select_from(judge_slots))).scalar_one()
+        await engine.dispose()
+        return budgets[0].max_in_flight, budgets[0].in_flight, rows
+
+    assert asyncio.run(main()) == (2, 0, 0)
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from open_rag_eval.service.db import judge_buckets, judge_slots
 
-__all__ = ["BudgetedLimiter", "DeploymentBudget", "budgets_for"]
+__all__ = ["BudgetedLimiter", "DeploymentBudget", "ProcessBudget", "budgets_for"]
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class BudgetedLimiter:
     """A ``JudgeLimiter``: the job's own limiter, then a slot and the rates of the deployment's budget (none with
     ``runner.judge_budget: process``); each request's duration is observed for ``/metrics`` under ``name``."""
 
-    def __init__(self, inner: Any, budget: DeploymentBudget | None, name: str) -> None:
+    def __init__(self, inner: Any, budget: DeploymentBudget | ProcessBudget | None, name: str) -> None:
         self.inner, self.budget, self.name = inner, budget, name
         self._pending: set[asyncio.Task[None]] = set()
 
@@ -247,13 +247,51 @@ class BudgetedLimiter:
             task.add_done_callback(self._pending.discard)
 
 
+class ProcessBudget:
+    """The budget of one profile endpoint when the database is an embedded SQLite file: it serves one process, so
+    the deployment's budget is this process's (a semaphore and two token buckets shared by every job), and the
+    judge's calls add no writes to the file the requests and heartbeats write to."""
+
+    def __init__(self, key: str, rates: Rates) -> None:
+        from open_rag_eval.judge.limits import TokenBucket
+
+        self.key, self.rates = key, rates
+        self.in_flight = self.max_in_flight = 0
+        self._slots = asyncio.Semaphore(rates.slots)
+        self._buckets = {kind: TokenBucket(rate) for kind, rate in (
+            ("requests", rates.requests_per_minute), ("tokens", rates.tokens_per_minute)) if rate}
+
+    async def enter(self) -> str:
+        await self._slots.acquire()
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return "local"
+
+    async def leave(self, token: str) -> None:
+        self.in_flight -= 1
+        self._slots.release()
+
+    async def draw(self, kind: str, amount: float) -> None:
+        if kind in self._buckets and amount > 0:
+            await self._buckets[kind].acquire(amount)
+
+    async def settle(self, kind: str, amount: float) -> None:
+        if kind in self._buckets:
+            self._buckets[kind].adjust(amount)
+
+    async def close(self) -> None:
+        return None
+
+
 def budgets_for(engine: AsyncEngine, profile: str, section: dict[str, Any], lease_s: float
-                ) -> list[DeploymentBudget]:
-    """The budgets of a judge profile's endpoints, in the order of the judge client's endpoints."""
+                ) -> list[DeploymentBudget | ProcessBudget]:
+    """The budgets of a judge profile's endpoints, in the order of the judge client's endpoints: rows in the
+    database on PostgreSQL (every replica and worker), in this process on SQLite (which serves one process)."""
     from open_rag_eval.judge.config import JudgeConfig
 
     config = JudgeConfig.model_validate(section)
     limits = [limit for _, limit in config.endpoints()] or [config.max_concurrency]
-    return [DeploymentBudget(engine, f"{profile}#{i}", Rates(limit, config.requests_per_minute,
-                                                          config.tokens_per_minute), lease_s)
-            for i, limit in enumerate(limits)]
+    rates = [Rates(limit, config.requests_per_minute, config.tokens_per_minute) for limit in limits]
+    if engine.dialect.name == "sqlite":
+        return [ProcessBudget(f"{profile}#{i}", rate) for i, rate in enumerate(rates)]
+    return [DeploymentBudget(engine, f"{profile}#{i}", rate, lease_s) for i, rate in enumerate(rates)]

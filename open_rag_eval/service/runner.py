@@ -34,7 +34,7 @@ from open_rag_eval.core.redaction import redact
 from open_rag_eval.run.status import ERROR_CODE as INCOMPLETE_CODE
 from open_rag_eval.run.status import RunStatus
 from open_rag_eval.service import jobs
-from open_rag_eval.service.budget import DeploymentBudget, budgets_for
+from open_rag_eval.service.budget import DeploymentBudget, ProcessBudget, budgets_for
 from open_rag_eval.service.fair import FairShare, SharedJudge
 from open_rag_eval.service.heartbeat import Heartbeat
 from open_rag_eval.service.loop_thread import LoopThread
@@ -60,7 +60,8 @@ class Runner:
         self.worker = worker or worker_name()
         self.active: dict[str, asyncio.Task[None]] = {}
         self.shares: dict[str, FairShare] = {}
-        self.budgets: dict[str, list[DeploymentBudget]] = {}  # profile -> one per endpoint (judge_budget: deployment)
+        # profile -> one budget per endpoint (runner.judge_budget: deployment)
+        self.budgets: dict[str, list[DeploymentBudget | ProcessBudget]] = {}
         self.recorders: dict[str, tuple[Any, Path]] = {}  # job -> (the cache keys it used, its folder)
         self.finished = 0
         self._shown: dict[str, dict[str, Any]] = {}  # job -> the progress last sent as an event
@@ -72,7 +73,7 @@ class Runner:
             self.shares[profile] = FairShare(slots)
         return self.shares[profile]
 
-    def budget(self, profile: str) -> list[DeploymentBudget]:
+    def budget(self, profile: str) -> list[DeploymentBudget | ProcessBudget]:
         """The deployment-wide budget of the profile's endpoints (none with ``runner.judge_budget: process``)."""
         if self.settings.runner.judge_budget != "deployment":
             return []
