@@ -43,7 +43,7 @@ async def snapshot(engine: AsyncEngine) -> dict[str, Any]:
     """The deployment's numbers, from the database."""
     now = time.time()
     async with engine.connect() as connection:
-        states = dict((await connection.execute(sa.select(jobs.c.status, sa.func.count()).group_by(
+        states: dict[str, int] = dict((await connection.execute(sa.select(jobs.c.status, sa.func.count()).group_by(
             jobs.c.status))).all())
         depth, oldest = (await connection.execute(sa.select(sa.func.count(), sa.func.min(work_items.c.created)).where(
             work_items.c.status == "queued"))).one()
