@@ -131,8 +131,19 @@ class _DirectClient(httpx2.AsyncClient):
         parsed = self._urls.get(where)
         if parsed is None:  # one parse per endpoint, not one per call
             parsed = self._urls[where] = httpx2.Request(method, url, params=params).url
-        return httpx2.Request(method, parsed, content=content, headers=headers,
+        return httpx2.Request(method, parsed, content=content, headers=self._sdk_headers(headers),
                               extensions={"timeout": limit.as_dict()})
+
+    def _sdk_headers(self, headers: Any) -> Any:
+        """The SDK's headers, checked and normalised once per distinct set (the same for every call of a judge)."""
+        if not isinstance(headers, list):
+            return headers
+        key = tuple(headers)
+        memo: dict[tuple[Any, ...], httpx2.Headers] = self.__dict__.setdefault("_parsed_headers", {})
+        known = memo.get(key)
+        if known is None:
+            known = memo[key] = httpx2.Headers(headers)
+        return known
 
     @property
     def _urls(self) -> dict[tuple[str, str], httpx2.URL]:
