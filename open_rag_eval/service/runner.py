@@ -40,6 +40,7 @@ from open_rag_eval.service.heartbeat import Heartbeat
 from open_rag_eval.service.loop_thread import LoopThread
 from open_rag_eval.service.paths import relative_text, served_files
 from open_rag_eval.service.settings import Settings
+from open_rag_eval.service.tracing import TracedJudge, TracedProgress, configured_tracer
 
 __all__ = ["Runner", "RunnerThread", "worker_name"]
 
@@ -55,8 +56,10 @@ def worker_name() -> str:
 
 
 class Runner:
-    def __init__(self, engine: AsyncEngine, settings: Settings, worker: str | None = None) -> None:
+    def __init__(self, engine: AsyncEngine, settings: Settings, worker: str | None = None,
+                 tracer: Any | None = None) -> None:
         self.engine, self.settings = engine, settings
+        self.tracer = tracer if tracer is not None else configured_tracer()  # None: tracing off (service.tracing)
         self.worker = worker or worker_name()
         self.active: dict[str, asyncio.Task[None]] = {}
         self.shares: dict[str, FairShare] = {}
@@ -151,7 +154,8 @@ class Runner:
     async def _run_job(self, job: dict[str, Any]) -> None:
         job_id = job["id"]
         log.info("job %s: %s", job_id, "resumed" if job.get("resumed") else "started")
-        progress = Progress()
+        span = self._job_span(job)
+        progress = Progress() if span is None else TracedProgress(self.tracer, span)
         self.heartbeat.hold(job_id)  # renewed apart from this loop: a long CPU stretch of the job is no death
         work = asyncio.create_task(self._execute(job, progress))
         stopped_by: str | None = None
@@ -174,6 +178,16 @@ class Runner:
             raise
         finally:
             self.heartbeat.release(job_id)
+            if span is not None:
+                _end_job_span(span, progress, work, stopped_by)
+
+    def _job_span(self, job: dict[str, Any]) -> Any | None:
+        if self.tracer is None:
+            return None
+        attributes = {"job.id": job["id"], "job.kind": str(job.get("kind", "")),
+                      "tenant": str(job.get("tenant", "")), "judge.profile": str(job.get("judge_profile", "")),
+                      "job.attempt": int(job.get("attempt", 1)), "job.resumed": bool(job.get("resumed"))}
+        return self.tracer.start_span("job", attributes=attributes)
 
     async def _note_replies(self, job_id: str, done: bool = False) -> None:
         recorder, folder = self.recorders.pop(job_id, (None, None)) if done else self.recorders.get(job_id, (None, None))
@@ -234,10 +248,10 @@ class Runner:
         loaded = _load(prepared)
         share, budget = self.share(job["judge_profile"]), self.budget(job["judge_profile"])
 
-        def wrap(judge: Any) -> SharedJudge:
+        def wrap(judge: Any) -> Any:
             shared = SharedJudge(judge, share, job["id"], budget, job["judge_profile"])
             self.recorders[job["id"]] = (shared.recorder, Path(prepared["job_dir"]))
-            return shared
+            return TracedJudge(shared, self.tracer, progress) if isinstance(progress, TracedProgress) else shared
 
         if job["kind"] == "sweep":
             from open_rag_eval.sweeps.run import asweep
@@ -257,6 +271,24 @@ class Runner:
     def folders(self, prepared: dict[str, Any]) -> list[str | Path]:
         """The server folders a job's messages and files name relatively: its own, its config's, the data folder."""
         return [prepared["job_dir"], prepared["base_dir"], self.settings.data_path]
+
+
+def _end_job_span(span: Any, progress: Progress, work: asyncio.Task[Any], stopped_by: str | None) -> None:
+    """The job's span ends with the run: its state (``ok``, ``incomplete``, ``cancelled``, ``lost``, ``failed``);
+    a failed run's span names the error's kind only (its message may name server files)."""
+    if isinstance(progress, TracedProgress):
+        progress.close()
+    if stopped_by is not None or work.cancelled() or not work.done():
+        state = stopped_by or "cancelled"
+    elif (error := work.exception()) is not None:
+        state = "failed"
+        from opentelemetry.trace import Status, StatusCode
+
+        span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    else:
+        state = "ok" if work.result()[2].complete else "incomplete"
+    span.set_attribute("job.state", state)
+    span.end()
 
 
 def _flush(recorder: Any, folder: Path) -> None:
