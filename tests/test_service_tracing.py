@@ -138,3 +138,43 @@ def test_without_otel_variables_the_runner_has_no_tracer(tmp_path: Path, monkeyp
     monkeypatch.setattr(tracing, "_made", False)
     assert tracing.configured_tracer({"OTEL_TRACES_EXPORTER": "otlp",
                                       "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}) is not None
+
+
+def test_without_the_packages_tracing_is_off_not_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setattr(tracing, "_made", False)
+    monkeypatch.setattr(tracing, "_tracer", None)
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # importing it raises ImportError
+    assert tracing.configured_tracer({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9"}) is None
+
+
+def test_a_failed_judge_call_is_an_error_span_naming_the_kind_not_the_message() -> None:
+    from opentelemetry.trace import StatusCode
+
+    from open_rag_eval.core.errors import JudgeCallError
+
+    class Failing:
+        async def complete(self, request: Any) -> Any:
+            raise JudgeCallError("POST https://judge.internal/v1 with key sk-made-up-0000 failed")
+
+    class Request:
+        task = "umbrela"
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    job = tracer.start_span("job")
+    progress = tracing.TracedProgress(tracer, job)
+    progress.begin("trec")
+    judge = tracing.TracedJudge(Failing(), tracer, progress)
+    with pytest.raises(JudgeCallError):
+        asyncio.run(judge.complete(Request()))
+    progress.close()
+    job.end()
+    (call,) = [span for span in exporter.get_finished_spans() if span.name == "judge call"]
+    assert call.status.status_code is StatusCode.ERROR and call.status.description == "JudgeCallError"
+    assert call.attributes["judge.task"] == "umbrela" and "judge.cached" not in call.attributes
+    assert call.parent is not None and call.parent.span_id != job.get_span_context().span_id  # under the stage
+    assert not call.events  # no exception event: its message could name a URL or a key
