@@ -24,6 +24,7 @@ from tests.service_server import free_port
 pytest.importorskip("fastapi", reason="the [server] extra is not installed")
 pytest.importorskip("aiosqlite", reason="the [server] extra is not installed")
 
+from open_rag_eval.run.status import RunStatus  # noqa: E402
 from open_rag_eval.service import jobs  # noqa: E402
 from open_rag_eval.service.db import open_engine  # noqa: E402
 from open_rag_eval.service.runner import Runner  # noqa: E402
@@ -42,15 +43,15 @@ class BlockingRunner(Runner):
         self.blocking, self.release = threading.Event(), threading.Event()
         self.ticks = 0
 
-    async def _tick(self, job_id: str, progress: Any) -> bool:
+    async def _tick(self, job_id: str, progress: Any, attempt: int = 1) -> bool:
         self.ticks += 1
-        return await super()._tick(job_id, progress)
+        return await super()._tick(job_id, progress, attempt)
 
-    async def _execute(self, job: dict[str, Any], progress: Any) -> tuple[Path, str | None]:
+    async def _execute(self, job: dict[str, Any], progress: Any) -> tuple[Path, str | None, RunStatus]:
         self.blocking.set()
         while not self.release.is_set():  # CPU on the loop: no tick, no other task of this loop runs meanwhile
             sum(range(5000))
-        return self.settings.data_path, None
+        return self.settings.data_path, None, RunStatus()
 
 
 class Probe:
