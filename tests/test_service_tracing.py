@@ -178,3 +178,20 @@ def test_a_failed_judge_call_is_an_error_span_naming_the_kind_not_the_message() 
     assert call.attributes["judge.task"] == "umbrela" and "judge.cached" not in call.attributes
     assert call.parent is not None and call.parent.span_id != job.get_span_context().span_id  # under the stage
     assert not call.events  # no exception event: its message could name a URL or a key
+
+
+@pytest.mark.slow
+def test_a_real_server_traces_a_job_when_otel_variables_ask(tmp_path: Path) -> None:
+    """``serve`` with ``OTEL_TRACES_EXPORTER=console``: the spans of a job submitted over HTTP are in its output."""
+    from tests.service_server import Service, wait_status
+
+    env = {"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "100", "OTEL_SERVICE_NAME": "evals-test"}
+    with Service(tmp_path / "served", env=env) as service, service.client() as client:
+        created = client.post("/v1/jobs", json={"config": TREC, "judge_profile": "sim",
+                                                "inputs": {"format": "jsonl", "data": outputs_jsonl(1)}})
+        assert created.status_code in (200, 201, 202), created.text
+        job_id = created.json()["id"]
+        assert wait_status(client, job_id, ("completed",))["status"] == "completed"
+    log = service.log.read_text(encoding="utf-8")
+    assert f'"job.id": "{job_id}"' in log and '"name": "stage trec"' in log and '"judge.task": "umbrela"' in log
+    assert '"service.name": "evals-test"' in log
