@@ -185,10 +185,14 @@ def test_every_shipped_template_is_recognised() -> None:
     kinds = {}
     for entry in prompts.manifest():
         # data: e.g. the stopword list; the RAG guide's prompts are a system and a user message (below)
+        # reask.corrective is a follow-up message, never a prompt alone (checked below, after a prompt)
         if not entry["id"].endswith("_system") and entry.get("kind") != "data" \
-                and not entry["id"].startswith("rag_guide."):
+                and not entry["id"].startswith(("rag_guide.", "reask.")):
             kinds[entry["id"]] = reply(user(prompts.load(entry["id"]).render(**fields))).kind
     assert "unknown" not in kinds.values(), [k for k, v in kinds.items() if v == "unknown"]
+    umbrela = prompts.load("umbrela.bing_zeroshot").render(**fields)
+    follow_up = prompts.load("reask.corrective").render(problem="not a grade 0-3")
+    assert reply([("user", umbrela), ("assistant", "maybe"), ("user", follow_up)]).kind == "umbrela"
     from open_rag_eval.metrics.rag_guide import TASKS
 
     guide = {**fields, "claim": TIDES, "reference": TIDES}

@@ -6,7 +6,7 @@ content, by word overlap. It is deterministic, fast, and means nothing about a r
 
 | kind | recognised by | reply |
 |---|---|---|
-| ``umbrela`` | UMBRELA "bing" prompt (zero- or few-shot) | ``##final score: G``; G from query/passage overlap |
+| ``umbrela`` | UMBRELA "bing" prompt (zero- or few-shot) | ``##final score: G``; G from query/passage overlap (G alone for vectara's ``<query>``/``<passage>`` variant) |
 | ``umbrela_basic`` | UMBRELA "basic" prompt (zero- or few-shot) | one line of explanation, then G alone |
 | ``nugget_create`` | nugget creator ("Update the list of atomic nuggets") | a Python list of nuggets |
 | ``nugget_importance`` | nugget scorer ("vital or okay") | a Python list of ``vital``/``okay`` |
@@ -178,9 +178,16 @@ def umbrela_grade(query: str, passage: str) -> int:
 _BASIC_WHY = ("shares none of", "shares a few of", "shares many of", "covers nearly all of")
 
 
+_TAGGED = re.compile(r"<query>\s*(.*?)\s*</query>\s*<passage>\s*(.*?)\s*</passage>", _DOTALL)
+
+
 def _umbrela(text: str, basic: bool) -> Reply | None:
     end = r"\n\s*(?:##final score|Explanation:)" if basic else r"\n\s*Split this problem into steps"
     match = _last("Query: ", r"(.*?)\n\s*Passage: (.*?)" + end, text)
+    tagged = _TAGGED.search(text) if match is None and not basic else None
+    if tagged is not None:  # vectara's prompt for GPT-OSS and Qwen (umbrela.vectara_oss): the score value only
+        query, passage = tagged.group(1).strip(), tagged.group(2).strip()
+        return Reply("umbrela", query, str(umbrela_grade(query, passage)))
     if match is None:
         return None
     query, passage = match.group(1).strip(), match.group(2).strip()
