@@ -235,6 +235,19 @@ def test_identical_requests_in_flight_are_made_once() -> None:
     assert (snapshot["total"]["calls"], snapshot["total"]["deduplicated"]) == (1, 4)
 
 
+def test_identical_requests_read_from_the_cache_count_one_hit(tmp_path: Path) -> None:
+    async def same(judge: OpenAIJudge) -> dict:
+        await asyncio.gather(*(judge.complete(ask("same")) for _ in range(5)))
+        return judge.accounting.snapshot()["total"]
+
+    with ScriptedServer(default=Reply.ok("2")) as server:
+        paid = with_judge(config(server.base_url, cache="c.sqlite"), same, tmp_path)
+        read = with_judge(config(server.base_url, cache="c.sqlite"), same, tmp_path)
+    assert len(server.completions) == 1
+    assert (paid["calls"], paid["cache_hits"], paid["deduplicated"]) == (1, 0, 4)
+    assert (read["calls"], read["cache_hits"], read["deduplicated"]) == (0, 1, 4)  # the cache is read once, as paid
+
+
 def test_cache_hit_and_sample_index(tmp_path: Path) -> None:
     async def three(judge: OpenAIJudge) -> tuple[list, dict]:
         results = [await judge.complete(ask("x")), await judge.complete(ask("x")),

@@ -134,12 +134,12 @@ class OpenAIJudge:
             else:
                 stats.failures += 1
             raise
-        if source == "cache":
-            stats.cache_hits += 1
-            if completion.fingerprint:
-                self.accounting.fingerprints.add(completion.fingerprint)
-        elif follower:
+        if follower:  # the one call or cache read in flight is counted by its leader, a repeat of it as repeated
             stats.deduplicated += 1
+        elif source == "cache":
+            stats.cache_hits += 1
+        if source == "cache" and completion.fingerprint:
+            self.accounting.fingerprints.add(completion.fingerprint)
         return replace(completion, cached=True) if follower else completion
 
     def final_params(self, method_params: Mapping[str, Any], task: str = "") -> dict[str, Any]:
