@@ -141,35 +141,62 @@ def _queries(outputs: Sequence[RAGOutput]) -> list[_Query]:
     return list(seen.values())
 
 
-def _unrelated(target: str, others: Sequence[_Query], exclude: str) -> Passage | None:
+POOL_MAX = 512  # passages an unrelated one is picked from (a spread sample of a larger run's)
+ATTEMPTS = 50  # queries tried per task before it gives up finding pairs
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The passages an unrelated one is picked from, with their words computed once: every passage of a run of up to
+    ``POOL_MAX``, else an evenly spread sample; passages longer than twice the run's median are left out."""
+
+    entries: tuple[tuple[str, Passage, frozenset[str]], ...]
+
+    @classmethod
+    def of(cls, queries: Sequence[_Query]) -> _Pool:
+        lengths = sorted(len(p.text) for q in queries for p in q.passages)
+        limit = 2 * lengths[len(lengths) // 2] if lengths else 0
+        usable = [(q.query_id, p) for q in queries for p in q.passages if p.text.strip() and len(p.text) <= limit]
+        step = max(1, -(-len(usable) // POOL_MAX))
+        return cls(tuple((qid, p, frozenset(_words(p.text))) for qid, p in usable[::step]))
+
+
+def _unrelated(target: str, pool: _Pool, exclude: str) -> Passage | None:
     """The passage of another query sharing the fewest words with ``target``; the shortest on a tie, then the first
-    seen. Passages longer than twice the run's median are left out: controls cost little."""
-    lengths = sorted(len(p.text) for q in others for p in q.passages)
-    limit = 2 * lengths[len(lengths) // 2] if lengths else 0
-    pool = [p for q in others if q.query_id != exclude for p in q.passages if p.text.strip() and len(p.text) <= limit]
-    return min(pool, key=lambda p: (_overlap(target, p.text), len(p.text)), default=None)
+    seen (controls cost little, so long passages are not in the pool)."""
+    words = _words(target)
+    best: tuple[float, int] | None = None
+    found = None
+    for qid, passage, theirs in pool.entries:
+        if qid == exclude:
+            continue
+        key = (len(words & theirs) / len(words) if words else 0.0, len(passage.text))
+        if best is None or key < best:
+            best, found = key, passage
+    return found
 
 
 def build_controls(outputs: Sequence[RAGOutput], tasks: Sequence[str], pairs: int, seed: int = 0) -> list[Control]:
     """Up to ``pairs`` pairs per task from the run's outputs (queries chosen with ``seed``). Pairs that need
     another query (an unrelated passage) are not built when the run has a single query."""
     queries = _queries(outputs)
+    pool = _Pool.of(queries)
     order = list(queries)
     random.Random(seed).shuffle(order)
     items: list[Control] = []
     for task in tasks:
         made = 0
-        for q in order:
+        for q in order[:ATTEMPTS]:
             if made >= pairs:
                 break
-            pair = _BUILDERS[task](q, queries, made)
+            pair = _BUILDERS[task](q, pool, made)
             if pair:
                 items.extend(pair)
                 made += 1
     return items
 
 
-def _umbrela_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+def _umbrela_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
     low = _unrelated(q.query, queries, q.query_id)
     if not q.answer or low is None:
         return []
@@ -179,7 +206,7 @@ def _umbrela_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]
                     built=f"passage {low.id} of another query, sharing fewest words with the query")]
 
 
-def _support_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+def _support_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
     for passage in q.passages:
         sentences = _sentences(passage.text)
         if not sentences:
@@ -195,14 +222,14 @@ def _support_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]
     return []
 
 
-def _no_answer_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+def _no_answer_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
     if not q.answer:
         return []
     return [Control("no_answer", n, "high", q.query_id, q.query, q.answer, built="the system's answer (not a refusal)"),
             Control("no_answer", n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
 
 
-def _assign_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+def _assign_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
     quoted = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(q.answer, 3)), "")
     low = _unrelated(q.answer, queries, q.query_id) if quoted else None
     absent = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(low.text, 3)), "") if low else ""
@@ -214,7 +241,7 @@ def _assign_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
                     f"a sentence of passage {low.id} of another query, absent from the answer")]
 
 
-def _useful_pair(q: _Query, queries: Sequence[_Query], n: int) -> list[Control]:
+def _useful_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
     low = _unrelated(q.answer, queries, q.query_id) if q.answer else None
     if low is None:
         return []

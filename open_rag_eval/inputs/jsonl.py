@@ -62,7 +62,7 @@ def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
                     data = data[3:]
                 if b"\x00" in data:
                     raise UnicodeError("NUL")
-                raw = data.decode("utf-8")
+                raw = data.decode("utf-8").removesuffix("\n")  # the line as the whole-file reader splits it
                 if not raw.strip():
                     continue
                 where = Where(str(path), number)
