@@ -10,7 +10,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
-from open_rag_eval.inputs.validate import check_output
+from open_rag_eval.inputs.validate import check_input_file, check_output
 from open_rag_eval.inputs.text import (
     LONE_SURROGATE,
     MAX_WHOLE,
@@ -53,6 +53,7 @@ def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
     lines (when its lines are not contiguous, ``read_jsonl_outputs`` gives each output the labels of all of them).
     A file ``read_jsonl_outputs`` refuses as a whole (empty, binary, not UTF-8) is refused with its error."""
     path = Path(path)
+    check_input_file(path)  # a regular file of bounded size: a device would be read for ever
     group, group_id = _Outputs(), None
     n_lines = 0
     try:

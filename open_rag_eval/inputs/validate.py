@@ -34,8 +34,8 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.notices import note, tallied
 from open_rag_eval.core.types import RAGOutput
 
-__all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "TEXT_FIELDS", "check_output", "check_outputs", "check_text_value",
-           "checked_fetch", "note", "read_input_bytes", "tallied"]
+__all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "TEXT_FIELDS", "check_input_file", "check_output", "check_outputs",
+           "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied"]
 
 log = logging.getLogger("open_rag_eval.inputs")
 
@@ -50,8 +50,8 @@ NO_ANSWER = ("no answer: an output without an answer cannot be scored (give the 
 # ---------------------------------------------------------------- files
 
 
-def read_input_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of an input file: a regular file of at most ``limit`` bytes, read with that bound."""
+def check_input_file(path: Path, limit: int = MAX_INPUT_BYTES) -> None:
+    """An input file is a regular file of at most ``limit`` bytes (a device such as /dev/zero would never end)."""
     try:
         info = path.stat()
     except OSError as error:
@@ -62,6 +62,11 @@ def read_input_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     if info.st_size > limit:
         raise InputError(f"the file has {info.st_size:,} bytes, more than the limit of {limit:,}: split it",
                          file=str(path))
+
+
+def read_input_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of an input file: a regular file of at most ``limit`` bytes, read with that bound."""
+    check_input_file(path, limit)
     try:
         with path.open("rb") as handle:
             data = handle.read(limit + 1)
