@@ -63,7 +63,8 @@ def test_retention_removes_a_tenants_finished_jobs_files_and_replies(service: Se
     assert wait_status(short, job, ("completed",))["status"] == "completed"
     assert _replies(service.cache("short"))
     wait_for(lambda: short.get(f"/v1/jobs/{job}").status_code == 404, 60)
-    assert not service.job_dir(job).exists()
+    # the sweeper deletes the row first, then the folder and the replies: wait for the whole removal
+    wait_for(lambda: not service.job_dir(job).exists(), 30)
     assert _replies(service.cache("short")) == set()
     assert short.get("/v1/usage").json()["total"]["calls"] > 0
     time.sleep(2)  # several sweeps later, the other tenant's job is still there
