@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.cli.console import ProgressDisplay, quiet_third_party
 from open_rag_eval.core.errors import JudgeUnavailable
 from open_rag_eval.judge.accounting import Accounting
@@ -433,7 +434,7 @@ def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.Captu
 
     reason = "HHEM weights unavailable (not in the cache)"
     result = EvalResult(scores=[Score(query_id=f"q{i}", run=1, metric="hhem.score", error=reason) for i in range(11)])
-    print_summary(RunReport(result, summary, tmp_path, manifest, False, []))
+    print_summary(RunReport(result, summary, tmp_path, manifest, RunInfo(), []))
     out = capsys.readouterr().out.splitlines()
     start = out.index("headline (the numbers to look at first; report.html shows them with their distributions):")
     assert out[start + 1:start + 5] == [

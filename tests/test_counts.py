@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.core.types import EvalResult, Score
 from open_rag_eval.report.html_report import render_report
 from open_rag_eval.run.results import write_results
@@ -41,7 +42,7 @@ def _scores() -> list[Score]:
 def test_each_kind_is_counted_apart_in_every_view(tmp_path: Path) -> None:
     outputs = [output("q1"), output("q2"), output("q3")]
     scores = _scores()
-    summary = write_results(tmp_path, outputs, EvalResult(scores=scores), simulated=True)
+    summary = write_results(tmp_path, outputs, EvalResult(scores=scores), RunInfo(simulated=True))
     (tmp_path / "manifest.json").write_text(json.dumps(run_status(summary, scores).manifest_fields()),
                                             encoding="utf-8")
     expected = {  # metric: (n, n_failed, n_undefined, n_unavailable, n_skipped, status)

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.cli import main
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.report.loader import load_results
@@ -109,7 +110,7 @@ def test_plot_reads_a_results_directory_written_by_eval(tmp_path: Path) -> None:
     outputs = [RAGOutput(query_id=q, query=f"{q}?") for q in ("q1", "q2")]
     scores = [Score(query_id="q1", run=1, metric="umbrela.mean", value=2.0),
               Score(query_id="q2", run=1, metric="umbrela.mean", error="judge call failed")]
-    write_results(tmp_path, outputs, EvalResult(scores=scores), simulated=True)
+    write_results(tmp_path, outputs, EvalResult(scores=scores), RunInfo(simulated=True))
     loaded = load_results(tmp_path)
     assert loaded.simulated is True
     assert [row.scores for row in loaded.rows] == [{"umbrela.mean": 2.0}, {"umbrela.mean": None}]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.store.fileio import atomic_write, atomic_write_text
 from open_rag_eval.run.results import metric_order, summarize, write_results
 from open_rag_eval.scoring.stats import aggregate
@@ -69,7 +70,7 @@ def test_summary_counts_failures_and_never_averages_them() -> None:
 
 
 def test_files(tmp_path: Path) -> None:
-    write_results(tmp_path, outputs(), result(), simulated=True)
+    write_results(tmp_path, outputs(), result(), RunInfo(simulated=True))
     rows = list(csv.DictReader((tmp_path / "results.csv").open(encoding="utf-8")))
     assert [(r["query_id"], r["run"]) for r in rows] == [("q1", "1"), ("q1", "2"), ("q1", "all"), ("q2", "1")]
     assert list(rows[0])[:5] == ["query_id", "query", "run", "umbrela.p@3", "umbrela.p@10"]

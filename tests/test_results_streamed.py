@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.run.results import write_results
 from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
 
@@ -58,7 +59,7 @@ def _expected() -> dict:
 
 
 def test_results_json_is_byte_for_byte_one_indented_json_dump_of_the_whole_document(tmp_path: Path) -> None:
-    write_results(tmp_path, _outputs(), _result(), simulated=True)
+    write_results(tmp_path, _outputs(), _result(), RunInfo(simulated=True))
     text = (tmp_path / "results.json").read_text(encoding="utf-8")
     document = json.loads(text)
     summary = document.pop("summary")
@@ -68,7 +69,7 @@ def test_results_json_is_byte_for_byte_one_indented_json_dump_of_the_whole_docum
 
 
 def test_results_json_of_a_run_without_outputs_or_scores_writes_empty_lists(tmp_path: Path) -> None:
-    write_results(tmp_path, [], EvalResult(), simulated=False)
+    write_results(tmp_path, [], EvalResult(), RunInfo(simulated=False))
     text = (tmp_path / "results.json").read_text(encoding="utf-8")
     assert text == '{\n  "simulated": false,\n  "outputs": [],\n  "queries": [],\n  "summary": []\n}\n'
 

@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from open_rag_eval.core.progress import Count, Event, Progress
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
@@ -443,7 +444,7 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan, o
 
 
 def print_summary(report: RunReport) -> None:
-    if report.simulated:
+    if report.info.simulated:
         _out(SIMULATED)
     from open_rag_eval.health.check import is_health
     from open_rag_eval.core.catalogue import is_dispersion
@@ -462,11 +463,11 @@ def print_summary(report: RunReport) -> None:
     _out("missing: values that failed, are undefined (a spread over one run, alpha with no variation), were "
          "skipped (too few runs) or are unavailable here; summary.csv and report.html count each kind apart")
     _headline(report)
-    _accounting_line(report.manifest.get("accounting"), report.simulated)
+    _accounting_line(report.manifest.get("accounting"), report.info)
     _health(report)
     _diagnosis(report)
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
-    if report.simulated:
+    if report.info.simulated:
         _out(SIMULATED)
 
 
@@ -541,11 +542,11 @@ def _headline(report: RunReport) -> None:
         _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}  {arrow}  {goal}".rstrip())
 
 
-def _accounting_line(snapshot: dict[str, Any] | None, simulated: bool) -> None:
+def _accounting_line(snapshot: dict[str, Any] | None, info: RunInfo) -> None:
     if not snapshot:
         return
     total = snapshot["total"]
-    cost = "none (simulated judge)" if simulated else _money(total.get("cost_usd"), total.get("usage_unknown", 0))
+    cost = "none (simulated judge)" if info.simulated else _money(total.get("cost_usd"), total.get("usage_unknown", 0))
     _out(
         f"judge: {total['calls']} calls, {total['cache_hits']} cache hits, {total['retries']} retries, "
         f"{total['failures']} failures, {total['prompt_tokens']} prompt + {total['completion_tokens']} completion "

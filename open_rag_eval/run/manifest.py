@@ -12,9 +12,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from open_rag_eval._version import __version__
 from open_rag_eval.config import LoadedConfig, recorded_config
 from open_rag_eval.judge.base import Judge
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.core.redaction import safe_url, scrub_config
 
 __all__ = ["build_manifest", "file_digest", "now_iso"]
@@ -46,7 +46,7 @@ def _prompts_sent(accounting: Any) -> list[str]:
     return sorted(name for name, digest in _prompt_hashes().items() if digest in used)
 
 
-def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -> dict[str, Any] | None:
+def _judge_section(loaded: LoadedConfig, judge: Judge | None, info: RunInfo) -> dict[str, Any] | None:
     if judge is None:
         return None
     config = loaded.judge
@@ -56,7 +56,7 @@ def _judge_section(loaded: LoadedConfig, judge: Judge | None, simulated: bool) -
         "model": judge.model,
         "base_url": safe_url(config.base_url) if config.base_url else config.base_url,
         "api_key_env": config.api_key_env,
-        "simulated": simulated,
+        "simulated": info.simulated,
         "max_concurrency": config.max_concurrency,
         "fingerprints": snapshot.get("fingerprints", []),
     }
@@ -77,19 +77,19 @@ def _criteria_section(loaded: LoadedConfig) -> dict[str, Any]:
 
 
 def build_manifest(
-    loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, simulated: bool, *, wall_time_s: float
+    loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, info: RunInfo, *, wall_time_s: float
 ) -> dict[str, Any]:
-    """The manifest of a run of ``counts`` (outputs, queries)."""
+    """The manifest of a run of ``counts`` (outputs, queries) whose run ``info`` was decided by the pipeline."""
     accounting = getattr(judge, "accounting", None)
     input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input else None
     return {
         "tool": "open-rag-eval",
-        "tool_version": __version__,
+        "tool_version": info.tool_version,
         "created": now_iso(),
         "python": sys.version.split()[0],
         "platform": platform.platform(terse=True),
         "config": scrub_config(recorded_config(loaded.raw)),  # URL credentials and literal credentials removed
-        "config_digest": loaded.digest,
+        "config_digest": info.config_digest,
         "input": {
             "path": str(loaded.config.input) if input_path else None,
             "sha256": file_digest(input_path) if input_path and input_path.is_file() else None,
@@ -100,8 +100,8 @@ def build_manifest(
         "prompt_hashes": _prompt_hashes(),  # every template this version ships (what a rerun would use)
         "prompts_sent": _prompts_sent(accounting),
         **_criteria_section(loaded),
-        "judge": _judge_section(loaded, judge, simulated),
-        "simulated": simulated,
+        "judge": _judge_section(loaded, judge, info),
+        "simulated": info.simulated,
         "accounting": accounting.snapshot() if accounting is not None else None,
         "wall_time_s": round(wall_time_s, 3),
     }

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.evaluators.base import Context, Plan
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.core.recording import HealthRecorder, recording
@@ -46,7 +47,7 @@ from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all", "is_simulated",
-           "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "windowed"]
+           "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info", "windowed"]
 
 log = logging.getLogger(__name__)
 
@@ -58,11 +59,11 @@ class RunReport:
     large run streams its files instead); ``reasons``: the first reason of each metric without any value."""
 
     def __init__(self, result: EvalResult | None, summary: list[Aggregate], output_dir: Path,
-                 manifest: dict[str, Any], simulated: bool, outputs: list[RAGOutput] | None = None,
+                 manifest: dict[str, Any], info: RunInfo, outputs: list[RAGOutput] | None = None,
                  incomplete: list[dict[str, Any]] | None = None, health: HealthReport | None = None,
                  reasons: dict[str, str] | None = None) -> None:
         self._result, self._outputs = result, outputs
-        self.summary, self.output_dir, self.manifest, self.simulated = summary, output_dir, manifest, simulated
+        self.summary, self.output_dir, self.manifest, self.info = summary, output_dir, manifest, info
         self.incomplete = incomplete or []  # judged metrics that failed for every output
         self.health = health  # None when no judge was used
         self.reasons = reasons if reasons is not None else _first_reasons(result, summary)
@@ -269,15 +270,15 @@ async def arun(
                     del everything, evaluated
                 evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
                 progress.begin("write", "results")
-                simulated = is_simulated(judge)
+                info = run_info(loaded, judge)
                 health = _health(recorder, loaded.judge.health, cited, controls,
                                  loaded.judge.structured or "text") if judge is not None else None
                 with generation.writing():
-                    summary = write_spilled(generation.path, spill, simulated,
+                    summary = write_spilled(generation.path, spill, info,
                                             health.summary_rows() if health else ())
                 status = spilled_run_status(summary, spill)
                 reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
-            manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, simulated,
+            manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, info,
                                       wall_time_s=time.monotonic() - started)
             manifest["health"] = health.snapshot() if health is not None else None
         manifest.update(status.manifest_fields())
@@ -290,7 +291,7 @@ async def arun(
                 _write_report(write_report, generation.path)
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
-    return RunReport(None, summary, out, manifest, simulated, source.all() if isinstance(source, ListSource) else None,
+    return RunReport(None, summary, out, manifest, info, source.all() if isinstance(source, ListSource) else None,
                      list(status.incomplete), health, reasons)
 
 
@@ -490,6 +491,12 @@ def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool, **shared: Any
     from open_rag_eval.judge import open_judge
 
     return open_judge(config, base_dir=base_dir, simulated=simulated, **shared)
+
+
+def run_info(loaded: LoadedConfig, judge: Judge | None) -> RunInfo:
+    """What the run's files say about the run, decided here once the run's judge has answered (every writer is
+    handed this value; nothing else decides whether a run was simulated)."""
+    return RunInfo(simulated=is_simulated(judge), config_digest=loaded.digest)
 
 
 def is_simulated(judge: Judge | None) -> bool:

@@ -13,6 +13,7 @@ from typing import Any, TextIO
 from open_rag_eval.store.csv_cells import csv_text, write_csv
 from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.core.catalogue import metric_order, value_bounds
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, kind
 from open_rag_eval.run.spill import Spill, finite, query_buckets
 from open_rag_eval.run.status import RunStatus, metric_status, metric_status_of, run_status_of
@@ -69,24 +70,18 @@ def _cell(value: float | None) -> str:
     return "" if value is None else repr(round(value, 10))
 
 
-def write_results_csv(handle: TextIO, outputs: Sequence[RAGOutput], scores: Sequence[Score], simulated: bool) -> None:
-    metrics = metric_order(score.metric for score in scores)
-    errored = [m for m in metrics if m in {score.metric for score in scores if score.error}]
-    write_csv(handle, _csv_header(metrics, errored), _csv_rows(outputs, scores, metrics, errored, simulated))
-
-
 def _csv_header(metrics: Sequence[str], errored: Sequence[str]) -> list[str]:
     return [*KEY_COLUMNS, *metrics, *(f"{m}.error" for m in errored), SIMULATED_COLUMN]
 
 
 def _csv_rows(outputs: Sequence[RAGOutput], scores: Sequence[Score], metrics: Sequence[str], errored: Sequence[str],
-              simulated: bool) -> Iterator[list[Any]]:
+              info: RunInfo) -> Iterator[list[Any]]:
     """The rows of ``outputs`` (whole queries) and their scores, under the run's columns."""
     table: dict[Key, dict[str, Score]] = defaultdict(dict)
     for score in scores:
         table[(score.query_id, score.run)][score.metric] = score
     queries = {o.query_id: o.query for o in outputs}
-    flag = str(simulated).lower()
+    flag = str(info.simulated).lower()
     for query_id, run in _row_keys(outputs, scores):
         cells = table.get((query_id, run), {})
         row: list[Any] = [query_id, queries.get(query_id, ""), "all" if run is None else run]
@@ -96,13 +91,13 @@ def _csv_rows(outputs: Sequence[RAGOutput], scores: Sequence[Score], metrics: Se
         yield row
 
 
-def summary_csv(summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None = None) -> str:
+def summary_csv(summary: Sequence[Aggregate], info: RunInfo, status: dict[str, str] | None = None) -> str:
     header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable",
               "n_skipped", "min", "median", "p95", "max", "status", "simulated_judge"]
     rows = [
         [a.metric, _cell(a.mean), _cell(a.std), _cell(a.ci95_low), _cell(a.ci95_high), a.n, a.n_failed, a.n_undefined,
          a.n_unavailable, a.n_skipped, _cell(a.min), _cell(a.median), _cell(a.p95), _cell(a.max), (status or {}).get(a.metric, "ok"),
-         str(simulated).lower()]
+         str(info.simulated).lower()]
         for a in summary
     ]
     return csv_text(header, rows)
@@ -135,21 +130,6 @@ def _fill(entry: dict[str, Any], scores: Iterable[Score], details: Iterable[Deta
     return entry
 
 
-def write_results_json(
-    handle: TextIO, outputs: Sequence[RAGOutput], result: EvalResult, summary: Sequence[Aggregate], simulated: bool,
-    status: dict[str, str] | None = None,
-) -> None:
-    """results.json, one output at a time: the bytes of ``json.dump(..., indent=2)`` of the whole document, with
-    memory holding one output's entry, not the document. Non-finite floats anywhere become null."""
-    window = (list(outputs), list(result.scores), list(result.details))
-    _write_json(handle, [window], _one_bucket([window]), summary, simulated, status)
-
-
-def _one_bucket(windows: Iterable[tuple[Any, ...]]) -> Iterator[dict[str, Any]]:
-    for window in windows:
-        yield from _entries(*window)[1].values()
-
-
 def _query_entries(spill: Spill) -> Iterator[dict[str, Any]]:
     """The queries' entries of a spilled run in a whole run's order: bucket by bucket, window by window."""
     for bucket in spill.buckets():
@@ -160,9 +140,9 @@ def _query_entries(spill: Spill) -> Iterator[dict[str, Any]]:
 
 
 def _write_json(handle: TextIO, windows: Iterable[tuple[Any, ...]], query_entries: Iterable[dict[str, Any]],
-                summary: Sequence[Aggregate], simulated: bool, status: dict[str, str] | None) -> None:
+                summary: Sequence[Aggregate], info: RunInfo, status: dict[str, str] | None) -> None:
     """results.json from windows of whole queries, (outputs, scores, details) each, and the queries' entries."""
-    handle.write('{\n  "simulated": ' + json.dumps(simulated) + ',\n  "outputs": ')
+    handle.write('{\n  "simulated": ' + json.dumps(info.simulated) + ',\n  "outputs": ')
     _write_list(handle, (entry for window in windows for entry in _entries(*window[:3])[0]))
     handle.write(',\n  "queries": ')
     _write_list(handle, query_entries)
@@ -220,17 +200,17 @@ def _query_entry(queries: dict[str, dict[str, Any]], runs: dict[str, tuple[str, 
 
 
 def write_results(
-    output_dir: Path, outputs: Sequence[RAGOutput], result: EvalResult, simulated: bool,
+    output_dir: Path, outputs: Sequence[RAGOutput], result: EvalResult, info: RunInfo,
     extra_rows: Sequence[Aggregate] = (),
 ) -> list[Aggregate]:
     """Write results.csv, summary.csv and results.json; return the summary (``extra_rows``, e.g. the judge-health
     rates, are appended to it)."""
     with Spill() as spill:
         spill.add(outputs, [result])
-        return write_spilled(output_dir, spill, simulated, extra_rows)
+        return write_spilled(output_dir, spill, info, extra_rows)
 
 
-def write_spilled(output_dir: Path, spill: Spill, simulated: bool, extra_rows: Sequence[Aggregate] = ()
+def write_spilled(output_dir: Path, spill: Spill, info: RunInfo, extra_rows: Sequence[Aggregate] = ()
                   ) -> list[Aggregate]:
     """results.csv, summary.csv and results.json of a run whose windows are in ``spill``, in streaming passes over
     them: memory holds a window, or one metric's values. Returns the summary (``extra_rows`` appended)."""
@@ -239,15 +219,15 @@ def write_spilled(output_dir: Path, spill: Spill, simulated: bool, extra_rows: S
 
     def rows() -> Iterator[list[Any]]:
         for outputs, scores in spill.windows(("outputs", "scores")):
-            yield from _csv_rows(outputs, scores, metrics, errored, simulated)
+            yield from _csv_rows(outputs, scores, metrics, errored, info)
 
     summary = [_aggregate(m, spill.values(m), spill.kinds.get(m) or Counter()) for m in metrics]
     summary += list(extra_rows)
     status = metric_status_of(summary, spill.kinds)
     atomic_write(output_dir / "results.csv", lambda handle: write_csv(handle, _csv_header(metrics, errored), rows()))
-    atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, simulated, status)))
+    atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, info, status)))
     atomic_write(output_dir / "results.json", lambda handle: _write_json(
-        handle, spill.windows(("outputs", "scores", "details")), _query_entries(spill), summary, simulated, status))
+        handle, spill.windows(("outputs", "scores", "details")), _query_entries(spill), summary, info, status))
     return summary
 
 

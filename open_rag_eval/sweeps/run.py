@@ -136,14 +136,14 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_opt
         report = await arun(loaded, outputs=outputs, output_dir=out, write_report=write_report, **run_options)
         record = SweepRecord(
             id=sweep_id, started_at=started.isoformat(timespec="seconds"),
-            finished_at=_now().isoformat(timespec="seconds"), system=options.system, config_digest=loaded.digest,
+            finished_at=_now().isoformat(timespec="seconds"), system=options.system, config_digest=report.info.config_digest,
             output_dir=str(out), n_queries=len({o.query_id for o in outputs}), n_outputs=len(outputs),
-            n_failed_outputs=len(failed), simulated=report.simulated, scores=report.result.scores,
+            n_failed_outputs=len(failed), simulated=report.info.simulated, scores=report.result.scores,
             summary=report.summary)
         history.append(record)
         baseline = _baseline(history, sweep_id, options, str(loaded.path or ""))
         outcome = SweepOutcome(sweep_id, options.system, out, record.n_queries, len(outputs), len(failed),
-                               connector.repeats, report.simulated, baseline)
+                               connector.repeats, report.info.simulated, baseline)
         if baseline is not None:
             outcome.comparisons = compare(history, baseline, sweep_id, options)
         history.set_verdict(sweep_id, outcome.verdict, {"baseline": baseline,
