@@ -185,14 +185,11 @@ class _LogprobJudge:
     async def complete(self, request: JudgeRequest) -> Completion:
         self.params.append(dict(request.params))
         text = '{"reason": "fine", "score": 4}'
-        completion = Completion(text=text)
-        if self.with_logprobs:
-            tokens = [{"token": t, "top_logprobs": []} for t in ('{"', "reason", '":', ' "fine"', ', "', "score", '":')]
-            tokens.append({"token": " 4", "top_logprobs": [
-                {"token": " 4", "logprob": math.log(0.6)}, {"token": " 5", "logprob": math.log(0.2)},
-                {"token": " 3", "logprob": math.log(0.2)}]})
-            object.__setattr__(completion, "logprobs", tokens)
-        return completion
+        if not self.with_logprobs:
+            return Completion(text=text)
+        tokens = [(t, ()) for t in ('{"', "reason", '":', ' "fine"', ', "', "score", '":')]
+        tokens.append((" 4", ((" 4", math.log(0.6)), (" 5", math.log(0.2)), (" 3", math.log(0.2)))))
+        return Completion(text=text, logprobs=(*tokens, ("}", ())))
 
 
 @pytest.mark.parametrize("with_logprobs", [True, False])

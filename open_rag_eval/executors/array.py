@@ -22,7 +22,7 @@ from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.executors.shards import (ShardResult, check_shardable, evaluate_rest, evaluate_shard,
                                             merge_accounting, merge_health, merge_results, needs_judge, split_by_query,
                                             stages)
-from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path
+from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path, read_entries
 from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session, load_outputs
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.manifest import file_digest
@@ -170,10 +170,9 @@ def merge_caches(folders: Sequence[Path], target: Path | None) -> int:
                 continue
             source = connect(path, CACHE_DB, readonly=True)
             try:
-                for row in source.execute("SELECT key, text, prompt_tokens, completion_tokens, fingerprint, model, "
-                                          "created FROM completions"):
-                    if main.get_sync(row[0]) is None:
-                        main.put_sync(row[0], CachedCompletion(*row[1:]))
+                for key, entry in read_entries(source):
+                    if main.get_sync(key) is None:
+                        main.put_sync(key, entry)
                         copied += 1
             except sqlite3.Error as error:
                 raise InputError(f"the shard's cache cannot be read: {error}", file=str(path)) from None

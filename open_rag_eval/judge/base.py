@@ -12,9 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Completion", "Judge", "JudgeRequest", "Message", "Priority"]
+__all__ = ["Completion", "Judge", "JudgeRequest", "Message", "Priority", "TokenLogprobs"]
 
 Message = tuple[str, str]  # (role, content)
+# the log-probabilities of a reply's tokens, where the request asked for them (``logprobs: true``): each token as
+# written, with its most likely alternatives at that position as (token, log-probability) pairs
+TokenLogprobs = tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
 
 
 class Priority:
@@ -72,6 +75,7 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     fingerprint: str | None = None
+    logprobs: TokenLogprobs | None = None  # None: not asked for, or the judge returned none
 
 
 class Judge(Protocol):

@@ -3,6 +3,11 @@
 The key is the sha256 of canonical JSON of everything that determines a completion: base_url, model, messages,
 final params, response format, prompt version and sample index. The raw text is stored and parsed afterwards,
 so a parser fix never invalidates a paid-for cache. Failures are never stored.
+
+A reply's token log-probabilities (asked for by ``scoring: logprobs``) are kept beside it in their own table,
+``logprobs``, paired with the reply by key and creation time: a cache written before they were kept opens as it
+is (the table is added), its replies read without log-probabilities, a reply stored again without them never
+picks up the log-probabilities of the one it replaced, and a reply deleted takes its log-probabilities along.
 """
 
 from __future__ import annotations
@@ -10,15 +15,18 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import sqlite3
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.judge.base import TokenLogprobs
 from open_rag_eval.store.sqlite import Database, connect, db_path, guard
 
-__all__ = ["CACHE_DB", "CachedCompletion", "JudgeCache", "cache_key", "cache_path"]
+__all__ = ["CACHE_DB", "CachedCompletion", "JudgeCache", "cache_key", "cache_path", "decode_logprobs",
+           "encode_logprobs", "read_entries"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS completions (
@@ -29,12 +37,23 @@ CREATE TABLE IF NOT EXISTS completions (
     fingerprint TEXT,
     model TEXT NOT NULL,
     created REAL NOT NULL
-)
+);
+CREATE TABLE IF NOT EXISTS logprobs (
+    key TEXT PRIMARY KEY,
+    created REAL NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS logprobs_follow AFTER DELETE ON completions BEGIN
+    DELETE FROM logprobs WHERE key = old.key;
+END
 """
+_SELECT = ("SELECT c.text, c.prompt_tokens, c.completion_tokens, c.fingerprint, c.model, c.created, l.data "
+           "FROM completions c LEFT JOIN logprobs l ON l.key = c.key AND l.created = c.created")
 
 
-CACHE_DB = Database("judge cache", "judge.cache", {"completions": frozenset(
-    {"key", "text", "prompt_tokens", "completion_tokens", "fingerprint", "model", "created"})})
+CACHE_DB = Database("judge cache", "judge.cache", {
+    "completions": frozenset({"key", "text", "prompt_tokens", "completion_tokens", "fingerprint", "model", "created"}),
+    "logprobs": frozenset({"key", "created", "data"})})
 
 
 def cache_path(setting: str | bool, base_dir: Path) -> Path | None:
@@ -68,6 +87,40 @@ class CachedCompletion:
     fingerprint: str | None
     model: str
     created: float  # unix time
+    logprobs: TokenLogprobs | None = None
+
+
+def encode_logprobs(logprobs: TokenLogprobs) -> str:
+    return json.dumps([[token, [list(alt) for alt in alternatives]] for token, alternatives in logprobs],
+                      ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_logprobs(data: str | None) -> TokenLogprobs | None:
+    """The stored log-probabilities; None when there are none or they cannot be read (never a failed lookup)."""
+    if data is None:
+        return None
+    try:
+        return tuple((str(token), tuple((str(alt), float(logprob)) for alt, logprob in alternatives))
+                     for token, alternatives in json.loads(data))
+    except (ValueError, TypeError):
+        return None
+
+
+def _entry(row: Sequence[Any]) -> CachedCompletion:
+    """A cache entry from a row of ``_SELECT``."""
+    return CachedCompletion(*row[:6], decode_logprobs(row[6]))
+
+
+def read_entries(connection: sqlite3.Connection) -> Iterator[tuple[str, CachedCompletion]]:
+    """Every entry of a judge cache opened elsewhere (read-only), with its log-probabilities where it keeps them."""
+    if connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'logprobs'").fetchone():
+        rows = connection.execute(_SELECT.replace("SELECT ", "SELECT c.key, ", 1))
+        for row in rows:
+            yield row[0], _entry(row[1:])
+    else:
+        for row in connection.execute("SELECT key, text, prompt_tokens, completion_tokens, fingerprint, model, "
+                                      "created FROM completions"):
+            yield row[0], CachedCompletion(*row[1:])
 
 
 class JudgeCache:
@@ -90,17 +143,25 @@ class JudgeCache:
 
     def get_sync(self, key: str) -> CachedCompletion | None:
         with self._read_lock, guard(self.path, CACHE_DB):
-            row = self._reader.execute(
-                "SELECT text, prompt_tokens, completion_tokens, fingerprint, model, created "
-                "FROM completions WHERE key = ?", (key,)).fetchone()
-        return None if row is None else CachedCompletion(*row)
+            row = self._reader.execute(_SELECT + " WHERE c.key = ?", (key,)).fetchone()
+        return None if row is None else _entry(row)
 
     def put_sync(self, key: str, entry: CachedCompletion) -> None:
+        values = (key, entry.text, entry.prompt_tokens, entry.completion_tokens, entry.fingerprint, entry.model,
+                  entry.created)
         with self._lock, guard(self.path, CACHE_DB):
-            self._db.execute(
-                "INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, entry.text, entry.prompt_tokens, entry.completion_tokens, entry.fingerprint,
-                 entry.model, entry.created))
+            if entry.logprobs is None:
+                self._db.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)", values)
+                return
+            self._db.execute("BEGIN IMMEDIATE")  # the reply and its log-probabilities together, or neither
+            try:
+                self._db.execute("INSERT OR REPLACE INTO completions VALUES (?, ?, ?, ?, ?, ?, ?)", values)
+                self._db.execute("INSERT OR REPLACE INTO logprobs VALUES (?, ?, ?)",
+                                 (key, entry.created, encode_logprobs(entry.logprobs)))
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     async def get(self, key: str) -> CachedCompletion | None:
         return self.get_sync(key)

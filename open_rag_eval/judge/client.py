@@ -217,7 +217,8 @@ class OpenAIJudge:
         reply, entry = recorded(reply, self.model)
         if self.cache is not None and not self.transport.caches:  # a transport that caches has put it there
             await self.cache.put(key, entry)
-        return Completion(reply.text, False, entry.prompt_tokens, entry.completion_tokens, reply.fingerprint), "api"
+        return Completion(reply.text, False, entry.prompt_tokens, entry.completion_tokens, reply.fingerprint,
+                          entry.logprobs), "api"
 
     def _check_fits(self, request: JudgeRequest, params: Mapping[str, Any]) -> None:
         """With ``judge.context_tokens`` declared, a prompt that cannot fit with the reply its task needs (not the
@@ -361,15 +362,16 @@ def cached_completion(hit: CachedCompletion | None) -> Completion | None:
     """A cached reply as the judge returns it; None when there is none, or only reasoning (asked again)."""
     if hit is None or not strip_reasoning(hit.text):
         return None
-    return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens, hit.fingerprint)
+    return Completion(strip_reasoning(hit.text), True, hit.prompt_tokens, hit.completion_tokens, hit.fingerprint,
+                      hit.logprobs)
 
 
 def recorded(reply: Judgment, model: str) -> tuple[Judgment, CachedCompletion]:
-    """A judgment with any echoed key redacted, and the cache entry that keeps it."""
+    """A judgment with any echoed key redacted, and the cache entry that keeps it (with its log-probabilities)."""
     reply = replace(reply, raw=redact_secrets(reply.raw), text=redact_secrets(reply.text))
     usage = reply.usage
     entry = CachedCompletion(reply.raw, usage.prompt_tokens or 0, usage.completion_tokens or 0, reply.fingerprint,
-                             model, _unix_now())
+                             model, _unix_now(), reply.logprobs)
     return reply, entry
 
 

@@ -13,7 +13,8 @@ Failures carry what the client does next: ``retry`` (429, 408, 409, 5xx, a body 
 ``fail`` (this judgment is lost, the next may work) or ``down`` (every later call would fail too: auth, no such
 model, no quota). ``overload`` marks failures that mean "too much at once" (429, context overflow), which lower the
 adaptive concurrency. Usage is checked here too: token counts that are missing, not integers, negative or absurd
-are ``None`` (unknown), never 0.
+are ``None`` (unknown), never 0. A judgment also carries the log-probabilities of its tokens where the reply has them
+(``choices[0].logprobs.content[*]``: each token and its ``top_logprobs``); a shape that cannot be read whole is none.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from open_rag_eval.core.redaction import cut
+from open_rag_eval.judge.base import TokenLogprobs
 
 __all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "error_fields",
-           "is_context_overflow", "read_usage", "strip_reasoning", "success_body"]
+           "is_context_overflow", "read_logprobs", "read_usage", "strip_reasoning", "success_body"]
 
 MAX_TOKENS = 10**9  # token counts above this are not real usage
 _RETRY_STATUS = {408, 409, 429}
@@ -77,6 +79,7 @@ class Judgment:
     usage: Usage
     fingerprint: str | None
     finish_reason: str | None
+    logprobs: TokenLogprobs | None = None  # where the reply carries them (asked with ``logprobs: true``)
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,31 @@ def read_usage(body: Any) -> Usage:
         shown = {k: usage.get(k) for k in ("prompt_tokens", "completion_tokens")}
         return Usage(None, None, f"invalid usage in the reply {_short(repr(shown), 120)}")
     return Usage(prompt, completion)
+
+
+def read_logprobs(choice: dict[str, Any]) -> TokenLogprobs | None:
+    """A choice's token log-probabilities (``logprobs.content``: ``{"token", "top_logprobs": [{"token",
+    "logprob"}]}`` each); None when there are none, or when a token cannot be read (the positions would not line up).
+    An alternative whose log-probability is not a finite number is left out."""
+    logprobs = choice.get("logprobs")
+    content = logprobs.get("content") if isinstance(logprobs, dict) else None
+    if not isinstance(content, list) or not content:
+        return None
+    tokens = []
+    for item in content:
+        token = item.get("token") if isinstance(item, dict) else None
+        if not isinstance(token, str):
+            return None
+        top = item.get("top_logprobs")
+        alternatives = tuple((alt["token"], float(alt["logprob"])) for alt in (top if isinstance(top, list) else ())
+                             if isinstance(alt, dict) and isinstance(alt.get("token"), str)
+                             and _finite(alt.get("logprob")))
+        tokens.append((token, alternatives))
+    return tuple(tokens)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _text_of(content: Any) -> str | None:
@@ -156,7 +184,7 @@ def classify_body(body: Any) -> Judgment | Failure:
     if not text:
         what = "only reasoning" if raw.strip() else BLANK.removeprefix("empty reply from the judge (")
         return Failure("fail", f"empty reply from the judge ({what}, finish_reason={finish})", usage=usage)
-    return Judgment(text, raw, usage, fingerprint, finish)
+    return Judgment(text, raw, usage, fingerprint, finish, read_logprobs(choice))
 
 
 def success_body(content_type: str, content: bytes) -> Any:

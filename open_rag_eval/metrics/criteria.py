@@ -22,6 +22,7 @@ refusing.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ PARAMS = {"max_tokens": 300}
 STEPS_PARAMS = {"max_tokens": 400}
 LOGPROB_PARAMS = {"logprobs": True, "top_logprobs": 20}
 TEMPLATE, STEPS_TEMPLATE = "criteria.judge", "criteria.steps"
+_SCORE = re.compile(r'"score"\s*:\s*"?')  # where the reply's grade begins
 
 
 @dataclass(frozen=True)
@@ -199,21 +201,27 @@ async def _judge(session: CriteriaSession, spec: CriterionSpec, output: RAGOutpu
     if session.logprobs:
         weighted = weighted_grade(spec.scale, _grade_alternatives(reply))
         if weighted is None:
-            row["scoring"] = "label (the judge returned no log-probabilities for the grade)"
+            returned = reply.completion is not None and reply.completion.logprobs
+            row["scoring"] = ("label (no log-probability on a value of the scale where the grade is written)"
+                              if returned else "label (the judge returned no log-probabilities for the grade)")
         else:
             value, row["scoring"], row["weighted_grade"] = weighted, "logprobs", round(weighted, 6)
     return Score.ok(output, metric, normalise(spec.scale, value)), row
 
 
 def _grade_alternatives(reply: Asked[tuple[int, str]]) -> list[tuple[str, float]]:
-    """The (token, log-probability) alternatives at the position where the reply writes its grade: the first token
-    after ``"score"`` that is not punctuation or space; [] when the reply carries no log-probabilities."""
-    tokens = getattr(getattr(reply, "completion", None), "logprobs", None) or []
-    seen = ""
-    for token in tokens:
-        text = str(token.get("token", ""))
-        if '"score"' in seen and text.strip(' :"\n'):
-            return [(str(alt.get("token", "")), float(alt.get("logprob", float("-inf"))))
-                    for alt in token.get("top_logprobs") or []]
-        seen += text
+    """The (token, log-probability) alternatives at the token where the reply writes its grade: the one holding the
+    first character after the reply's last ``"score":`` (and its opening quote); [] when the reply carries no
+    log-probabilities or no such token."""
+    tokens = reply.completion.logprobs if reply.completion is not None else None
+    if not tokens:
+        return []
+    found = list(_SCORE.finditer("".join(token for token, _ in tokens)))
+    if not found:
+        return []
+    start, end = found[-1].end(), 0
+    for token, alternatives in tokens:
+        end += len(token)
+        if end > start:
+            return list(alternatives)
     return []
