@@ -108,7 +108,9 @@ def decode_logprobs(data: str | None) -> TokenLogprobs | None:
 
 def _entry(row: Sequence[Any]) -> CachedCompletion:
     """A cache entry from a row of ``_SELECT``."""
-    return CachedCompletion(*row[:6], decode_logprobs(row[6]))
+    text, prompt_tokens, completion_tokens, fingerprint, model, created, logprobs = row
+    return CachedCompletion(text, prompt_tokens, completion_tokens, fingerprint, model, created,
+                            decode_logprobs(logprobs))
 
 
 def read_entries(connection: sqlite3.Connection) -> Iterator[tuple[str, CachedCompletion]]:
