@@ -177,6 +177,19 @@ def test_ablate_bm25_top_k_moves_recall_with_a_p_value_and_resumes(
     accounting = json.loads((root / "top_k=5" / "manifest.json").read_text())["accounting"]["total"]
     assert accounting["calls"] == 0 and accounting["cache_hits"] > 0
     assert _csv(root / "ablation.csv") == rows  # the same numbers, seeded
+    # --fail-if-worse makes it a gate with compare's exit codes; without one a worse variant is a finding (exit 0)
+    caplog.clear()
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.recall@10"]) == 1
+    assert "gates: REGRESSION (golden.recall@10 (top_k=1) REGRESSION, golden.recall@10 (top_k=5) PASS)" in caplog.text
+    # hit@10: 1.000 -> 0.813 with top_k 1, six queries changed: 2 / 2^6 cannot pass Holm's 0.05 / 8
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.hit@10"]) == 7
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.hit@10",
+                 "--fail-if-worse", "golden.recall@10"]) == 1
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.recall@10:0.5"]) == 0
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.recal@10"]) == 3
+    assert main(["-q", "ablate", "--config", str(config), "--fail-if-worse", "golden.recall@10:-1"]) == 3
+    gated = _csv(root / "ablation.csv")[("top_k=1", "golden.recall@10")]  # the last written: under the 0.5 allowed
+    assert gated["verdict"] == "PASS" and "no drop beyond the 0.5 allowed" in gated["reason"]
     # --list names each variant, its folder and whether it is finished; a changed config runs again
     capsys.readouterr()
     assert main(["ablate", "--config", str(config), "--list"]) == 0

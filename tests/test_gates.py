@@ -17,7 +17,7 @@ from open_rag_eval.core.errors import EXIT_INCONCLUSIVE, Inconclusive, OpenRagEv
 from open_rag_eval.core.types import Score
 from open_rag_eval.report.loader import load_results
 from open_rag_eval.scoring.paired import PairedResult
-from open_rag_eval.scoring.verdict import Rule, decide
+from open_rag_eval.scoring.verdict import Rule, decide, worst
 from open_rag_eval.sweeps.history import History, SweepRecord
 from open_rag_eval.sweeps.run import compare as sweep_compare
 from open_rag_eval.testing import assert_metrics
@@ -75,14 +75,19 @@ def _sweep(tmp_path: Path, n: int, drop: float, options: SweepOptions) -> str:
     return result.state.upper() if result.state != "ok" else "PASS"
 
 
-def _ablate(tmp_path: Path, n: int, drop: float) -> str:
-    from open_rag_eval.ablation.table import ablation_table
+def _ablate(tmp_path: Path, n: int, drop: float, rule: Rule | None = None) -> str:
+    """The ablation table's verdict on the variant, and the gate ``ablate --fail-if-worse`` exits with (the same)."""
+    from open_rag_eval.ablation.table import ablation_table, gate
 
     a, b = _values(n, drop)
-    base, variant = load_results(_folder(tmp_path / "base", a)), load_results(_folder(tmp_path / "var", b))
+    folder = tmp_path / f"ablate-{n}-{drop}-{rule}"
+    base, variant = load_results(_folder(folder / "base", a)), load_results(_folder(folder / "var", b))
     base.label, variant.label = "base", "variant"
-    (row,) = ablation_table(base, [base, variant], [METRIC], resamples=2000).rows
-    return str(row["verdict"]).split()[0]
+    table = ablation_table(base, [base, variant], [METRIC], resamples=2000, rules={METRIC: rule or Rule()})
+    (row,) = table.rows
+    (verdict,) = gate(table, [METRIC])
+    assert verdict.metric == f"{METRIC} (variant)" and str(row["verdict"]).split()[0] == verdict.outcome
+    return worst([verdict])
 
 
 CASES = [  # (n, drop, expected verdict with no drop allowed)
@@ -111,6 +116,8 @@ def test_an_absolute_drop_rule_trips_whatever_the_p_value(tmp_path: Path) -> Non
     assert _assert(4, 0.3, fail_if_drop={METRIC: 0.1}) == "REGRESSION"
     assert _sweep(tmp_path, 4, 0.3, SweepOptions(thresholds={METRIC: 0.0}, fail_if_drop={METRIC: 0.1})) == \
         "REGRESSION"
+    assert _ablate(tmp_path, 4, 0.3, Rule(max_drop=0.1, fail_if_drop=0.1)) == "REGRESSION"  # ablate --fail-if-worse M:0.1
+    assert _ablate(tmp_path, 4, 0.3, Rule(max_drop=0.5, fail_if_drop=0.5)) == "PASS"
 
 
 def test_the_issue_compare_case_ci_excludes_zero_is_no_pass() -> None:

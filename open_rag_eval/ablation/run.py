@@ -9,8 +9,10 @@ which every variant shares). The ablation's folder is locked while it runs.
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,8 +20,9 @@ from open_rag_eval.ablation.output import write_csv, write_json, write_markdown
 from open_rag_eval.ablation.table import AblationTable, ablation_table
 from open_rag_eval.ablation.variants import Variant, ablate_options, ablation_root, build_variants
 from open_rag_eval.config import LoadedConfig
-from open_rag_eval.core.errors import MissingDependency, StorageError
+from open_rag_eval.core.errors import InputError, MissingDependency, StorageError
 from open_rag_eval.report.data import ResultSet
+from open_rag_eval.scoring.verdict import Rule
 from open_rag_eval.store.lock import FolderLock
 
 __all__ = ["AblationOutcome", "aablate", "ablate", "finished"]
@@ -57,11 +60,23 @@ def _results(variant: Variant) -> ResultSet:
     return result
 
 
-def ablate(loaded: LoadedConfig) -> AblationOutcome:
-    return asyncio.run(aablate(loaded))
+def ablate(loaded: LoadedConfig, rules: Mapping[str, Rule] | None = None) -> AblationOutcome:
+    return asyncio.run(aablate(loaded, rules))
 
 
-async def aablate(loaded: LoadedConfig) -> AblationOutcome:
+def _check_gates(rules: Mapping[str, Rule], sets: list[ResultSet]) -> None:
+    """A gate on a metric no variant has could never trip: refused (exit 3), naming the close names."""
+    known = {metric for result in sets for metric in result.metrics}
+    for metric in rules:
+        if metric not in known:
+            close = difflib.get_close_matches(metric, sorted(known), n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise InputError(f"no variant has a metric '{metric}', so this gate could never trip{hint}",
+                             field="--fail-if-worse")
+
+
+async def aablate(loaded: LoadedConfig, rules: Mapping[str, Rule] | None = None) -> AblationOutcome:
+    """Run every variant (or reuse it) and compare; ``rules``: the gated metrics' allowed drops (``gate``)."""
     from open_rag_eval.report import write_report
     from open_rag_eval.run.pipeline import arun
 
@@ -87,8 +102,9 @@ async def aablate(loaded: LoadedConfig) -> AblationOutcome:
                 incomplete.append(variant.name)
         sets = [_results(variant) for variant in variants]
         baseline = next(s for s, v in zip(sets, variants) if v.baseline)
+        _check_gates(rules or {}, sets)
         table = ablation_table(baseline, sets, options.metrics, alpha=options.alpha, seed=options.seed,
-                               resamples=options.resamples)
+                               resamples=options.resamples, rules=rules)
         simulated = any(bool(s.simulated) for s in sets)
         outcome = AblationOutcome(root, variants, table, simulated, ran, reused, incomplete)
         outcome.files = [write_csv(table, root / "ablation.csv"),

@@ -8,22 +8,25 @@ does not make a chance difference look significant -- and the verdict every gate
 REGRESSION (significantly worse than the baseline), INCONCLUSIVE (worse, but the test cannot confirm it, with why),
 PASS (not worse; "better" when significantly better). The best variant of a metric has the highest mean over its
 queries (the lowest for lower-is-better metrics); ties are all named.
+
+``gate``: the verdicts of the gated metrics (``ablate --fail-if-worse``), one per variant other than the baseline,
+under each metric's rule (``scoring.verdict.Rule``: the allowed drop); the command exits with the worst of them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from open_rag_eval.report.compare import compare, default_metrics
 from open_rag_eval.report.data import ResultSet
 from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import PairedResult, holm
-from open_rag_eval.scoring.verdict import decide
+from open_rag_eval.scoring.verdict import Rule, Verdict, decide
 
-__all__ = ["COLUMNS", "AblationTable", "ablation_table", "query_mean"]
+__all__ = ["COLUMNS", "AblationTable", "ablation_table", "gate", "query_mean"]
 
 COLUMNS = ("variant", "metric", "n", "mean_baseline", "mean_variant", "diff", "ci95_low", "ci95_high", "p_value",
            "significant", "verdict", "reason")
@@ -40,6 +43,7 @@ class AblationTable:
     skipped: list[tuple[str, str, str]] = field(default_factory=list)  # (variant, metric, why not compared)
     skipped_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, metric) -> its verdict
     alpha: float = 0.05
+    verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (variant, metric), compared or not
 
 
 def query_mean(result: ResultSet, metric: str) -> float | None:
@@ -59,14 +63,22 @@ def _metrics(baseline: ResultSet, others: Sequence[ResultSet]) -> list[str]:
     return [m for m in chosen if all(m in default_metrics(baseline, other) for other in others[1:])]
 
 
-def _verdict(row: dict[str, Any], significant: bool, tests: int, alpha: float) -> dict[str, Any]:
-    metric, lower = row["metric"], lower_is_better(row["metric"])
+def _verdict(row: dict[str, Any], significant: bool, tests: int, alpha: float, rule: Rule) -> Verdict:
     test = PairedResult(row["n"], row["mean_a"], row["mean_b"], row["diff"], row["ci95_low"], row["ci95_high"],
                         row["p_value"])
-    verdict = decide(metric, test, lower=lower, significant=significant, alpha=alpha, n_changed=row["changed"],
-                     tests=tests)
-    better = significant and (row["diff"] < 0 if lower else row["diff"] > 0)
+    return decide(row["metric"], test, lower=lower_is_better(row["metric"]), rule=rule, significant=significant,
+                  alpha=alpha, n_changed=row["changed"], tests=tests)
+
+
+def _verdict_cells(row: dict[str, Any], significant: bool, verdict: Verdict) -> dict[str, Any]:
+    better = significant and (row["diff"] < 0 if lower_is_better(row["metric"]) else row["diff"] > 0)
     return {"verdict": verdict.outcome + (" (better)" if better else ""), "reason": verdict.reason, "better": better}
+
+
+def gate(table: AblationTable, metrics: Sequence[str]) -> list[Verdict]:
+    """The verdict of each gated metric for each variant other than the baseline, named ``metric (variant)``."""
+    return [replace(verdict, metric=f"{metric} ({variant})") for metric in metrics for variant in table.variants
+            if variant != table.baseline and (verdict := table.verdicts.get((variant, metric))) is not None]
 
 
 def _best(table: AblationTable, metric: str) -> dict[str, Any]:
@@ -86,10 +98,14 @@ def _best(table: AblationTable, metric: str) -> dict[str, Any]:
 
 
 def ablation_table(baseline: ResultSet, variants: Sequence[ResultSet], metrics: Sequence[str] | None = None, *,
-                   alpha: float = 0.05, seed: int = 0, resamples: int = 10_000) -> AblationTable:
-    """Compare each of ``variants`` (labelled by name; the baseline among them or not) with ``baseline``."""
+                   alpha: float = 0.05, seed: int = 0, resamples: int = 10_000,
+                   rules: Mapping[str, Rule] | None = None) -> AblationTable:
+    """Compare each of ``variants`` (labelled by name; the baseline among them or not) with ``baseline``;
+    ``rules``: each gated metric's allowed drop (compared even when not among ``metrics``), the others allow none."""
     others = [v for v in variants if v.label != baseline.label]
+    rules = rules or {}
     chosen = list(metrics) if metrics else _metrics(baseline, others)
+    chosen += [metric for metric in rules if metric not in chosen]
     labels = [v.label for v in variants]
     ordered = labels if baseline.label in labels else [baseline.label, *labels]
     sets = {baseline.label: baseline, **{v.label: v for v in others}}
@@ -97,15 +113,18 @@ def ablation_table(baseline: ResultSet, variants: Sequence[ResultSet], metrics: 
                           {label: {m: query_mean(sets[label], m) for m in chosen} for label in ordered}, alpha=alpha)
     tested = []
     for other in others:
-        comparison = compare(baseline, other, chosen, seed=seed, resamples=resamples)
+        comparison = compare(baseline, other, chosen, seed=seed, resamples=resamples, rules=rules)
         table.skipped += [(other.label, metric, why) for metric, why in comparison.skipped.items()]
         table.skipped_verdicts.update({(other.label, m): comparison.verdicts[m].outcome for m in comparison.skipped})
+        table.verdicts.update({(other.label, m): comparison.verdicts[m] for m in comparison.skipped})
         tested += [(other.label, row) for row in comparison.rows]
     rejected = holm([row["p_value"] for _, row in tested], alpha)
     for (label, row), significant in zip(tested, rejected):
+        verdict = _verdict(row, significant, len(tested), alpha, rules.get(row["metric"], Rule()))
+        table.verdicts[(label, row["metric"])] = verdict
         table.rows.append({"variant": label, "metric": row["metric"], "n": row["n"], "mean_baseline": row["mean_a"],
                            "mean_variant": row["mean_b"], "diff": row["diff"], "ci95_low": row["ci95_low"],
                            "ci95_high": row["ci95_high"], "p_value": row["p_value"], "significant": significant,
-                           **_verdict(row, significant, len(tested), alpha)})
+                           **_verdict_cells(row, significant, verdict)})
     table.best = {metric: _best(table, metric) for metric in chosen}
     return table

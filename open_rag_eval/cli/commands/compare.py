@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap / permutation resamples")
 
 
-def _gates(specs: list[str], flag: str = "--fail-if-worse") -> list[tuple[str, float | None]]:
+def parse_gates(specs: list[str], flag: str = "--fail-if-worse") -> list[tuple[str, float | None]]:
     from open_rag_eval.core.errors import InputError
     from open_rag_eval.report.peer import metric_name
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
 
     from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, Rule, worst
 
-    gates = _gates(args.fail_if_worse)
+    gates = parse_gates(args.fail_if_worse)
     rules = {m: Rule() if amount is None else Rule(max_drop=amount, fail_if_drop=amount) for m, amount in gates}
     a, b = load_results(Path(args.a)), load_results(Path(args.b))
     _check_gates(gates, a, b)
