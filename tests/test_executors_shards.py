@@ -130,3 +130,20 @@ def test_a_config_ray_cannot_shard_is_exit_2(tmp_path: Path, caplog: pytest.LogC
     config = write_config(tmp_path, "taped", judge={"record": "tape.jsonl"})
     assert main(["-q", "eval", "--config", str(config), "--shard", "0/2"]) == 2
     assert "judge.record" in caplog.text and not (tmp_path / "taped").exists()
+
+
+def test_merged_shards_of_a_judge_that_answers_as_the_simulated_one_are_labelled_simulated(tmp_path: Path) -> None:
+    """The config names an endpoint, not ``judge.simulated``; the endpoint is a `simulate-judge` server. Its
+    fingerprints reach the merge with the shards' accounting, and the run, deciding once, is labelled simulated."""
+    from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+
+    with SimulatedJudgeServer(SimulatedServerConfig()) as server:
+        config = write_config(tmp_path, "named", base_url=server.base_url, consistency=False, metrics=("umbrela",))
+        shards = [tmp_path / f"shard{i}" for i in range(2)]
+        for i, shard in enumerate(shards):
+            assert main(["-q", "eval", "--config", str(config), "--shard", f"{i}/2", "--output-dir", str(shard)]) == 0
+        assert main(["-q", "merge", *map(str, shards), "--output-dir", str(tmp_path / "merged")]) == 0
+    manifest = json.loads((tmp_path / "merged" / "manifest.json").read_text())
+    assert manifest["simulated"] is True and manifest["judge"]["simulated"] is True
+    rows = (tmp_path / "merged" / "results.csv").read_text().splitlines()
+    assert rows[0].endswith(",simulated_judge") and len(rows) > 1 and all(r.endswith(",true") for r in rows[1:])

@@ -23,7 +23,7 @@ from open_rag_eval.executors.shards import (ShardResult, check_shardable, evalua
                                             merge_accounting, merge_health, merge_results, needs_judge, split_by_query,
                                             stages)
 from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path, read_entries
-from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session, load_outputs
+from open_rag_eval.run.pipeline import Evaluated, judge_session, load_outputs
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.manifest import file_digest
 from open_rag_eval.store.sqlite import connect
@@ -103,7 +103,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
             "n_outputs": len(outputs), "positions": positions,
             "outputs": [o.model_dump(mode="json") for o in mine],
             "parts": [part.model_dump(mode="json") for part in result.parts],
-            "accounting": result.accounting, "health": result.health, "simulated": result.simulated,
+            "accounting": result.accounting, "health": result.health,
             "nugget_lists": result.nugget_lists,
         })
         generation.commit()
@@ -194,17 +194,15 @@ class MergedShards:
 
         plan = stages(loaded)
         results = [ShardResult(s["index"], [EvalResult.model_validate(p) for p in s["parts"]], s["accounting"],
-                               s["health"], s["simulated"], s["nugget_lists"]) for s in self.shards]
+                               s["health"], s["nugget_lists"]) for s in self.shards]
         models = {i: await evaluate_models(spec, outputs) for i, spec in plan.models.items()}
         result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, models)
         snapshots, health = [r.accounting for r in results], [r.health for r in results]
-        simulated = any(r.simulated for r in results)
         if plan.driver:
             if needs_judge(plan.driver):
                 async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or "")) as judge:
                     rest, recorded = await evaluate_rest(loaded, results, outputs, judge, result, progress)
                     snapshots.append(cast(Any, judge).accounting.snapshot())  # the run's client counts its calls
-                    simulated = simulated or is_simulated(judge)
             else:
                 rest, recorded = await evaluate_rest(loaded, results, outputs, None, result, progress)
             result.extend(rest)
@@ -216,8 +214,9 @@ class MergedShards:
             from open_rag_eval.judge.accounting import price_for
 
             config = loaded.judge
-            judge_view = types.SimpleNamespace(model=config.model, simulated=simulated, accounting=merge_accounting(
-                snapshots, config.model, price_for(config.model, config.prices)))
+            accounting = merge_accounting(snapshots, config.model, price_for(config.model, config.prices))
+            judge_view = types.SimpleNamespace(model=config.model, simulated=config.simulated is not None,
+                                               accounting=accounting)
         return Evaluated(result, judge_view, merge_health(health))
 
 

@@ -33,7 +33,7 @@ from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, 
                                             merge_results, needs_judge, split_by_query, stages)
 from open_rag_eval.judge.accounting import price_for
 from open_rag_eval.judge.cache import cache_path
-from open_rag_eval.run.pipeline import Evaluated, is_simulated, judge_session
+from open_rag_eval.run.pipeline import Evaluated, judge_session
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
@@ -111,13 +111,11 @@ class RayExecutor:
             result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, model_results)
             snapshots = [r.accounting for r in results]
             health = [r.health for r in results]
-            simulated = any(r.simulated for r in results)
             if plan.driver:
                 rest, judge, recorded = await self._driver(loaded, outputs, results, result, progress, bertscored)
                 result.extend(rest)
                 if judge is not None:
                     snapshots.append(judge.accounting.snapshot())
-                    simulated = simulated or is_simulated(judge)
                 health.append(recorded)
         finally:
             self._close_cache(ray)
@@ -128,7 +126,8 @@ class RayExecutor:
         if needs_judge(loaded.evaluators):
             config = loaded.judge
             accounting = merge_accounting(snapshots, config.model, price_for(config.model, config.prices))
-            judge_view = types.SimpleNamespace(model=config.model, simulated=simulated, accounting=accounting)
+            judge_view = types.SimpleNamespace(model=config.model, simulated=config.simulated is not None,
+                                               accounting=accounting)
         return Evaluated(result, judge_view, merge_health(health))
 
     # -- the run's actors --------------------------------------------------------------------------------

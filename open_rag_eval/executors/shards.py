@@ -101,7 +101,6 @@ class ShardResult:
     parts: list[EvalResult]
     accounting: dict[str, Any] | None = None  # Accounting.snapshot() of the shard's judge
     health: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> TaskCounts fields
-    simulated: bool = False
     # evaluator index -> query id -> its nugget list, for evaluators after the shards (judge test-retest reuses them)
     nugget_lists: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
@@ -109,7 +108,7 @@ class ShardResult:
 async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
                          output_dir: Path | None = None) -> ShardResult:
     """Run every evaluator of ``loaded`` on ``outputs`` (one shard) with ``judge``, as a local run does."""
-    from open_rag_eval.run.pipeline import evaluate_all, is_simulated
+    from open_rag_eval.run.pipeline import evaluate_all
 
     evaluators = [spec.build() for spec in stages(loaded).shards]
     with recording() as recorder:
@@ -118,7 +117,7 @@ async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge
     lists = {i: {query: asdict(built) for query, built in e.nugget_lists.items()}
              for i, e in enumerate(evaluators) if getattr(e, "nugget_lists", None)}
     return ShardResult(index, parts, accounting.snapshot() if accounting is not None else None,
-                       {task: vars(counts) for task, counts in recorder.tasks.items()}, is_simulated(judge), lists)
+                       {task: vars(counts) for task, counts in recorder.tasks.items()}, lists)
 
 
 async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput], judge: Judge | None,

@@ -389,7 +389,7 @@ def _unix_now() -> float:
     return time.time()
 
 
-def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
+def open_judge(config: JudgeConfig, *, base_dir: Path,
                http_client: httpx2.AsyncClient | None = None, limiter: JudgeLimiter | None = None,
                cache: Any = None, limiters: Sequence[JudgeLimiter] | None = None,
                transport: Transport | None = None, sleep: Sleep = asyncio.sleep) -> OpenAIJudge:
@@ -399,7 +399,7 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
     ``limiter`` and ``cache`` replace the config's own (one budget and one cache shared by many processes);
     ``limiters`` replace the own limiters of the ``judge.base_urls`` endpoints, one each, in order; ``transport``
     replaces the SDK transport (``http_client``: the ``httpx2`` client under the SDK's)."""
-    settings = judge_settings(config, simulated=simulated)
+    settings = judge_settings(config)
     overridden = sorted(METHOD_PARAMS & config.params.keys())
     if overridden:
         log.warning("judge.params sets %s for every request, over the published methods' own values: "
@@ -420,18 +420,18 @@ def open_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
     )
 
 
-def judge_settings(config: JudgeConfig, *, simulated: bool = False) -> JudgeSettings:
+def judge_settings(config: JudgeConfig) -> JudgeSettings:
     """The client settings of ``config``, the key read from its environment variable (``ConfigError`` when a
     remote endpoint needs one and it is unset)."""
     urls = [url for url, _ in _urls(config)]
     api_key = os.environ.get(config.api_key_env, "").strip()
     if not api_key:
         remote = next((url for url in urls if not is_local_url(url)), None)
-        if not simulated and remote is not None:
+        if config.simulated is None and remote is not None:
             raise ConfigError(f"no API key for {safe_url(remote)}: set the environment variable "
                               f"{config.api_key_env}", path="judge.api_key_env")
         api_key = NO_KEY  # local servers ignore it; OpenAI-compatible servers expect the header to be there
-    return settings_for(config, urls, api_key=api_key, simulated=simulated)
+    return settings_for(config, urls, api_key=api_key)
 
 
 def open_transport(settings: JudgeSettings, *, http_client: httpx2.AsyncClient | None = None) -> SdkTransport:

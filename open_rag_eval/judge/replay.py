@@ -201,7 +201,7 @@ async def _no_sleep(_seconds: float) -> None:
     await asyncio.sleep(0)
 
 
-def open_taped_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = False,
+def open_taped_judge(config: JudgeConfig, *, base_dir: Path,
                      transport: httpx2.AsyncBaseTransport | None = None) -> OpenAIJudge:
     """The judge for a config with ``replay`` or ``record`` set. The judge cache is off for both: a replay must
     answer from the file alone, and a recording must see every request. ``transport`` (tests) replaces the
@@ -222,12 +222,12 @@ def open_taped_judge(config: JudgeConfig, *, base_dir: Path, simulated: bool = F
     if config.cache is not False:
         log.info("judge: recording to %s with the judge cache off, so every request reaches the endpoint",
                  config.record)
-    settings = judge_settings(uncached, simulated=simulated)
+    settings = judge_settings(uncached)
     http = None if transport is None else httpx2.AsyncClient(transport=transport, timeout=config.timeout_s)
     writer = _TapeWriter(_resolve(config.record, base_dir), os.environ.get(config.api_key_env, "").strip())
     recording = RecordingTransport(open_transport(settings, http_client=http), writer, model=config.model)
     try:
-        return open_judge(uncached, base_dir=base_dir, simulated=simulated, transport=recording)
+        return open_judge(uncached, base_dir=base_dir, transport=recording)
     except BaseException:
         writer.close()
         raise

@@ -47,14 +47,16 @@ class JudgeSettings:
         return (self.cache_endpoint or self.base_urls[0]).rstrip("/")
 
 
-def settings_for(config: JudgeConfig, urls: list[str], *, api_key: str, simulated: bool) -> JudgeSettings:
-    """The settings of a judge for ``config`` whose endpoints are ``urls`` and key ``api_key``."""
+def settings_for(config: JudgeConfig, urls: list[str], *, api_key: str) -> JudgeSettings:
+    """The settings of a judge for ``config`` whose endpoints are ``urls`` and key ``api_key`` (simulated when the
+    config starts the simulated judge: ``judge.simulated``)."""
     azure = config.azure
     return JudgeSettings(
         model=config.model, base_urls=tuple(url.rstrip("/") for url in urls), api_key=api_key,
         key_name=config.api_key_env, params=dict(config.params), drop_params=frozenset(config.drop_params),
         timeout_s=config.timeout_s, max_reply_bytes=int(config.max_reply_mb * 1_000_000),
-        context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param, simulated=simulated,
+        context_tokens=config.context_tokens, max_tokens_param=config.max_tokens_param,
+        simulated=config.simulated is not None,
         retry=RetryPolicy(config.max_retries, config.backoff_base_s, config.backoff_cap_s, config.retry_after_cap_s),
         azure_api_version=None if azure is None else azure.api_version,
         azure_deployment=None if azure is None else azure.deployment or config.model,

@@ -46,7 +46,7 @@ from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all", "is_simulated",
+__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all",
            "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info", "windowed"]
 
 log = logging.getLogger(__name__)
@@ -462,7 +462,7 @@ async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "", **s
     ``shared``: a limiter, a cache and an endpoint index shared by many processes (``open_judge``)."""
     if config.simulated is None:
         try:
-            judge = _open(config, base_dir, simulated=False, **shared)
+            judge = _open(config, base_dir, **shared)
         except ConfigError as error:  # the judge's checks know the YAML path; the config file is known here
             raise ConfigError(error.problem, path=error.path, file=error.file or file) from None
         async with judge:
@@ -475,11 +475,11 @@ async def judge_session(config: JudgeConfig, base_dir: Path, file: str = "", **s
         # the default for a real judge, on results a real model never judged)
         model = config.model if "model" in config.model_fields_set else server.config.model
         simulated = config.model_copy(update={"base_url": server.base_url, "model": model})
-        async with _open(simulated, base_dir, simulated=True, **shared) as judge:
+        async with _open(simulated, base_dir, **shared) as judge:
             yield judge
 
 
-def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool, **shared: Any) -> Any:
+def _open(config: JudgeConfig, base_dir: Path, **shared: Any) -> Any:
     """The judge client; a recording or replaying one when ``judge.record`` / ``judge.replay`` is set."""
     if config.replay is not None or config.record is not None:
         from open_rag_eval.judge.replay import open_taped_judge
@@ -487,19 +487,19 @@ def _open(config: JudgeConfig, base_dir: Path, *, simulated: bool, **shared: Any
         if shared:
             raise ConfigError("judge.record / judge.replay tape one process's calls: use executor: local",
                               path="judge.replay" if config.replay is not None else "judge.record")
-        return open_taped_judge(config, base_dir=base_dir, simulated=simulated)
+        return open_taped_judge(config, base_dir=base_dir)
     from open_rag_eval.judge import open_judge
 
-    return open_judge(config, base_dir=base_dir, simulated=simulated, **shared)
+    return open_judge(config, base_dir=base_dir, **shared)
 
 
 def run_info(loaded: LoadedConfig, judge: Judge | None) -> RunInfo:
     """What the run's files say about the run, decided here once the run's judge has answered (every writer is
     handed this value; nothing else decides whether a run was simulated)."""
-    return RunInfo(simulated=is_simulated(judge), config_digest=loaded.digest)
+    return RunInfo(simulated=_is_simulated(judge), config_digest=loaded.digest)
 
 
-def is_simulated(judge: Judge | None) -> bool:
+def _is_simulated(judge: Judge | None) -> bool:
     """Started as the simulated judge, or answered by one (a `simulate-judge` server named as base_url): its
     fingerprints carry a check a real endpoint's cannot pass by chance, whatever they start with."""
     if judge is None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from open_rag_eval.calibration.injection import PAYLOADS, ProbeResult, probe
 from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.store.csv_cells import csv_text
 from open_rag_eval.store.fileio import atomic_write_json, atomic_write_text
 from open_rag_eval.cli.terminal import echo
@@ -36,21 +37,21 @@ def run_probe(args: argparse.Namespace) -> int:
     trec = next((spec.build() for spec in loaded.evaluators if isinstance(spec.build(), TrecEvaluator)),
                 TrecEvaluator())
 
-    async def main() -> tuple[ProbeResult, bool]:
+    async def main() -> tuple[ProbeResult, RunInfo]:
         async with pipeline.judge_session(loaded.judge, loaded.base_dir, str(loaded.path or "")) as judge:
             result = await probe(judge, outputs, sample=args.sample, seed=args.seed, grader=trec.umbrela,
                                  citation=trec.citation)
-            return result, pipeline.is_simulated(judge)
+            return result, pipeline.run_info(loaded, judge)
 
-    result, simulated = asyncio.run(main())
+    result, info = asyncio.run(main())
     out = args.output_dir or loaded.resolve_path(loaded.config.output_dir)
     rows = result.rows()
-    write_probe(out, rows, {"sample": args.sample, "seed": args.seed, "simulated": simulated,
+    write_probe(out, rows, {"sample": args.sample, "seed": args.seed, "simulated": info.simulated,
                             "payloads": {task: [vars(p) for p in payloads] for task, payloads in PAYLOADS.items()},
                             "examples": {f"{c.task}/{c.payload}": c.examples for c in result.cells},
                             "ci": "Wilson score 95%", "headline": result.headline(),
                             "baseline_one_label": result.one_label()})
-    echo("\n".join([*result.headline(), *table(rows, simulated)]))
+    echo("\n".join([*result.headline(), *table(rows, info)]))
     if (out / "results.json").exists() and (out / "report.html").exists():
         from open_rag_eval.report import write_report  # noqa: PLC0415 (heavy at use)
 
@@ -68,7 +69,7 @@ def write_probe(out: Path, rows: list[dict[str, Any]], meta: dict[str, Any]) -> 
     atomic_write_json(out / "injection.json", {**meta, "rows": rows})
 
 
-def table(rows: list[dict[str, Any]], simulated: bool) -> list[str]:
+def table(rows: list[dict[str, Any]], info: RunInfo) -> list[str]:
     lines = [f"{'task':<9} {'payload':<20} {'moved':>11} {'rate':>6}  {'95% CI':<16} {'to target':>10} "
              f"{'no verdict':>10}"]
     for row in rows:
@@ -76,6 +77,6 @@ def table(rows: list[dict[str, Any]], simulated: bool) -> list[str]:
         ci = "" if row["ci_low"] is None else f"[{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
         lines.append(f"{row['task']:<9} {row['payload']:<20} {row['moved']:>4}/{row['compared']:<6} {rate:>6}  "
                      f"{ci:<16} {row['to_target']:>4}/{row['off_target']:<5} {row['no_verdict']:>10}")
-    if simulated:
+    if info.simulated:
         lines.append("SIMULATED JUDGE: these rates describe the loopback simulated judge, not a real model")
     return lines
