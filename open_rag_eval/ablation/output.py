@@ -25,11 +25,11 @@ def _p(value: float) -> str:
     return f"{value:.4f}" if value >= 0.0001 else f"{value:.1e}"
 
 
-def markdown(table: AblationTable, *, simulated: bool = False, incomplete: Sequence[str] = ()) -> str:
+def markdown(table: AblationTable, *, incomplete: Sequence[str] = ()) -> str:
     """The table for people: each variant's means, its paired tests against the baseline, the best per metric;
     ``incomplete`` names the variants whose run finished incomplete (said first)."""
     lines = [f"# Ablation: {len(table.variants)} variants, baseline `{table.baseline}`", ""]
-    if simulated:
+    if table.simulated:
         lines += ["**SIMULATED JUDGE**: judged numbers come from the loopback simulated judge.", ""]
     if incomplete:
         lines += [f"**INCOMPLETE**: {', '.join(incomplete)}: a judged metric failed for every output of the run "
@@ -58,9 +58,8 @@ def markdown(table: AblationTable, *, simulated: bool = False, incomplete: Seque
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(table: AblationTable, path: Path, *, simulated: bool = False,
-                   incomplete: Sequence[str] = ()) -> Path:
-    atomic_write_text(path, markdown(table, simulated=simulated, incomplete=incomplete))
+def write_markdown(table: AblationTable, path: Path, *, incomplete: Sequence[str] = ()) -> Path:
+    atomic_write_text(path, markdown(table, incomplete=incomplete))
     return path
 
 
@@ -83,9 +82,9 @@ def write_csv(table: AblationTable, path: Path) -> Path:
     return path
 
 
-def write_json(table: AblationTable, variants: Sequence[Variant], path: Path, *, simulated: bool = False,
+def write_json(table: AblationTable, variants: Sequence[Variant], path: Path, *,
                incomplete: Sequence[str] = ()) -> Path:
-    data = {"baseline": table.baseline, "alpha": table.alpha, "simulated": simulated, "metrics": table.metrics,
+    data = {"baseline": table.baseline, "alpha": table.alpha, "simulated": table.simulated, "metrics": table.metrics,
             "variants": [{"name": v.name, "settings": v.settings, "baseline": v.baseline,
                           "folder": v.folder.name, "complete": v.name not in incomplete} for v in variants],
             "means": table.means, "rows": table.rows, "best": table.best,

@@ -35,7 +35,6 @@ class AblationOutcome:
     root: Path
     variants: list[Variant]
     table: AblationTable
-    simulated: bool
     ran: list[str] = field(default_factory=list)
     reused: list[str] = field(default_factory=list)
     incomplete: list[str] = field(default_factory=list)  # variants whose run finished incomplete
@@ -105,12 +104,10 @@ async def aablate(loaded: LoadedConfig, rules: Mapping[str, Rule] | None = None)
         _check_gates(rules or {}, sets)
         table = ablation_table(baseline, sets, options.metrics, alpha=options.alpha, seed=options.seed,
                                resamples=options.resamples, rules=rules)
-        simulated = any(bool(s.simulated) for s in sets)
-        outcome = AblationOutcome(root, variants, table, simulated, ran, reused, incomplete)
+        outcome = AblationOutcome(root, variants, table, ran, reused, incomplete)
         outcome.files = [write_csv(table, root / "ablation.csv"),
-                         write_markdown(table, root / "ablation.md", simulated=simulated, incomplete=incomplete),
-                         write_json(table, variants, root / "ablation.json", simulated=simulated,
-                                    incomplete=incomplete)]
+                         write_markdown(table, root / "ablation.md", incomplete=incomplete),
+                         write_json(table, variants, root / "ablation.json", incomplete=incomplete)]
         outcome.files += _plot(table, sets, root / "ablation.png")
     return outcome
 

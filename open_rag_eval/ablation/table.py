@@ -44,6 +44,7 @@ class AblationTable:
     skipped_verdicts: dict[tuple[str, str], str] = field(default_factory=dict)  # (variant, metric) -> its verdict
     alpha: float = 0.05
     verdicts: dict[tuple[str, str], Verdict] = field(default_factory=dict)  # (variant, metric), compared or not
+    simulated: bool = False  # a variant's run was judged by the simulated judge (as its result files say)
 
 
 def query_mean(result: ResultSet, metric: str) -> float | None:
@@ -110,7 +111,8 @@ def ablation_table(baseline: ResultSet, variants: Sequence[ResultSet], metrics: 
     ordered = labels if baseline.label in labels else [baseline.label, *labels]
     sets = {baseline.label: baseline, **{v.label: v for v in others}}
     table = AblationTable(baseline.label, ordered, chosen,
-                          {label: {m: query_mean(sets[label], m) for m in chosen} for label in ordered}, alpha=alpha)
+                          {label: {m: query_mean(sets[label], m) for m in chosen} for label in ordered}, alpha=alpha,
+                          simulated=any(bool(s.simulated) for s in sets.values()))
     tested = []
     for other in others:
         comparison = compare(baseline, other, chosen, seed=seed, resamples=resamples, rules=rules)

@@ -34,6 +34,7 @@ from typing import Any
 
 from open_rag_eval.config import LoadedConfig, SweepOptions
 from open_rag_eval.core.errors import ConfigError, OpenRagEvalError
+from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.sweeps.history import HISTORY_DB, History, SweepRecord
 from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
@@ -78,7 +79,7 @@ class SweepOutcome:
     n_outputs: int
     n_failed_outputs: int
     repeats: int
-    simulated: bool
+    info: RunInfo  # the sweep's run: whether it was simulated, its config's digest
     baseline_id: str | None
     comparisons: list[Comparison] = field(default_factory=list)
 
@@ -143,7 +144,7 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_opt
         history.append(record)
         baseline = _baseline(history, sweep_id, options, str(loaded.path or ""))
         outcome = SweepOutcome(sweep_id, options.system, out, record.n_queries, len(outputs), len(failed),
-                               connector.repeats, report.info.simulated, baseline)
+                               connector.repeats, report.info, baseline)
         if baseline is not None:
             outcome.comparisons = compare(history, baseline, sweep_id, options)
         history.set_verdict(sweep_id, outcome.verdict, {"baseline": baseline,

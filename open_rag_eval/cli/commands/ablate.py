@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     gates = parse_gates(args.fail_if_worse)
     rules = {m: Rule() if amount is None else Rule(max_drop=amount, fail_if_drop=amount) for m, amount in gates}
     outcome = ablate(loaded, rules)
-    echo(markdown(outcome.table, simulated=outcome.simulated, incomplete=outcome.incomplete), end="")
+    echo(markdown(outcome.table, incomplete=outcome.incomplete), end="")
     if outcome.reused:
         log.info("reused %d finished variant(s): %s", len(outcome.reused), ", ".join(outcome.reused))
     log.info("wrote %s", ", ".join(str(path) for path in outcome.files))

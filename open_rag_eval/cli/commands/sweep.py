@@ -106,7 +106,7 @@ def format_outcome(outcome: SweepOutcome) -> str:
          f"{outcome.n_failed_outputs} of {outcome.n_outputs} system calls failed"),
         f"results: {outcome.output_dir}",
     ]
-    if outcome.simulated:
+    if outcome.info.simulated:
         lines.append("SIMULATED JUDGE: judge-based scores come from the simulated judge and mean nothing")
     if outcome.baseline_id is None:
         lines.append("verdict: FIRST SWEEP (no baseline yet; recorded)")
