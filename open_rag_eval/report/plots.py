@@ -290,9 +290,9 @@ def plot_history(points: Sequence[tuple[Any, float]], baseline_index: int | None
     return _finish(fig, plt, shown, title or f"open-rag-eval: {display_name(metric)} over time", path, legend=False)
 
 
-def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *, labels: tuple[str, str],
-                simulated: bool = False) -> Path:
-    """Comparison plot: per metric the mean difference (B - A) with its 95% CI; significant ones filled."""
+def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *, sets: tuple[ResultSet, ResultSet]) -> Path:
+    """Comparison plot of ``sets`` (A, B): per metric the mean difference (B - A) with its 95% CI; significant ones
+    filled; both named simulated when either was judged by the simulated judge."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.55 * max(1, len(rows))))
     for y, row in enumerate(reversed(rows)):
@@ -305,8 +305,9 @@ def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *, labels: tuple[str
     ax.set_yticklabels([f"{r['metric']}  (p={r['p_value']:.3g}, n={r['n']})" for r in reversed(rows)], fontsize=9)
     ax.set_xlabel("mean difference B - A with 95% bootstrap CI (filled: significant after Holm)")
     ax.grid(axis="x", linestyle="--", alpha=0.5)
-    shown = [ResultSet(label=label, path=path, layout="ours", rows=[], simulated=simulated) for label in labels]
-    title = f"B = {short_label(labels[1], 40)}  vs  A = {short_label(labels[0], 40)}"
+    simulated = any(s.simulated for s in sets)
+    shown = [ResultSet(label=s.label, path=path, layout="ours", rows=[], simulated=simulated) for s in sets]
+    title = f"B = {short_label(sets[1].label, 40)}  vs  A = {short_label(sets[0].label, 40)}"
     return _finish(fig, plt, shown, title, path, legend=False)
 
 

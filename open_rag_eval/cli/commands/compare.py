@@ -102,8 +102,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             from open_rag_eval.report.plots import plot_forest
 
-            log.info("wrote %s", plot_forest(comparison.rows, out / "compare.png", labels=(a.label, b.label),
-                                             simulated=bool(a.simulated or b.simulated)))
+            log.info("wrote %s", plot_forest(comparison.rows, out / "compare.png", sets=(a, b)))
         except MissingDependency as error:
             log.warning("no compare.png: %s", error)
     verdicts = [cmp.gate(comparison, metric) for metric, _ in gates]
