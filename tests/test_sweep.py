@@ -130,3 +130,35 @@ def test_history_trend_bars_start_at_zero() -> None:
     low, high = bar_scale("citation.f1", [0.60, 0.498])
     bars = [round(BAR * (m - low) / (high - low)) for m in (0.60, 0.498)]
     assert bars == [12, 10]  # min-max scaling drew 20 and 1
+
+
+def _null_judge_sweep(tmp_path: Path, url: str, judge_url: str, rules: str) -> Path:
+    """A sweep whose criteria judge answers every request with a null content: criteria.polite fails everywhere."""
+    config = sweep_config(tmp_path, url, queries=3, rules=rules)
+    text = config.read_text().replace("evaluators:\n", (
+        f"judge: {{model: gpt-4o-mini, base_url: '{judge_url}', api_key_env: OPEN_RAG_EVAL_TEST_NO_KEY, cache: false, "
+        "backoff_base_s: 0.001, backoff_cap_s: 0.002}\nevaluators:\n"
+        "  - {type: criteria, criteria: [{name: polite, question: 'Is the answer polite?'}]}\n"))
+    config.write_text(text)
+    return config
+
+
+def test_a_sweep_whose_run_is_incomplete_exits_6_unless_it_regressed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    from tests.openai_server import Reply, ScriptedServer
+
+    with RagServer() as server, ScriptedServer(default=Reply.shaped({"role": "assistant", "content": None})) as judge:
+        config = _null_judge_sweep(tmp_path, server.url, judge.base_url, "thresholds: {consistency.rougeL: 0.1}")
+        assert main(["sweep", "--config", str(config)]) == 6  # the first sweep: nothing to compare, yet incomplete
+        out = capsys.readouterr().out
+        assert "INCOMPLETE RUN: criteria.polite failed for every output; commonest reason: " in out
+        assert "verdict: FIRST SWEEP" in out
+        assert "error: incomplete run: criteria.polite failed for every output" in caplog.text
+        assert main(["sweep", "--config", str(config)]) == 6  # stable on consistency, still incomplete
+        assert "verdict: STABLE" in capsys.readouterr().out
+        # a threshold on the metric that failed: no value in this sweep is a regression, and a regression's 1 wins
+        config = _null_judge_sweep(tmp_path, server.url, judge.base_url, "thresholds: {criteria.polite: 0.1}")
+        assert main(["sweep", "--config", str(config)]) == 1
+        assert "verdict: REGRESSION in criteria.polite (no value" in capsys.readouterr().out
+    with History(tmp_path / "history.sqlite") as history:
+        assert [s.verdict for s in history.sweeps()] == ["first", "stable", "regression"]

@@ -257,7 +257,7 @@ class Runner:
             from open_rag_eval.sweeps.run import asweep
 
             outcome = await asweep(loaded, wrap_judge=wrap, progress=progress)  # its usage and progress too
-            output_dir, verdict, status = Path(outcome.output_dir), outcome.verdict, RunStatus()
+            output_dir, verdict, status = Path(outcome.output_dir), outcome.verdict, outcome.status
         else:
             from open_rag_eval.report import write_report
             from open_rag_eval.run import pipeline

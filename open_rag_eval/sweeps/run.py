@@ -19,6 +19,10 @@ The rule is ``scoring.verdict``'s, the one ``compare``, ``assert_metrics`` and `
 
 Metrics where lower is better (spreads, failure counts, latency...) have their "drop" measured upwards.
 Without thresholds a sweep records and reports, and is always stable.
+
+The outcome also carries the sweep's run status (``run.status``): a sweep whose run is incomplete (a judged metric
+failed for every output) says so at every door -- exit 6 in the CLI unless a regression was found, the service's
+``incomplete`` job state -- beside its verdict.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import paired_test
 from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, Rule, decide, min_p_value, queries_needed
 from open_rag_eval.run.generation import real_folder
+from open_rag_eval.run.status import RunStatus
 from open_rag_eval.store.lock import FolderLock
 from open_rag_eval.store.sqlite import db_path
 
@@ -82,6 +87,7 @@ class SweepOutcome:
     info: RunInfo  # the sweep's run: whether it was simulated, its config's digest
     baseline_id: str | None
     comparisons: list[Comparison] = field(default_factory=list)
+    status: RunStatus = field(default_factory=RunStatus)  # the sweep's run: complete, or incomplete with why
 
     @property
     def regressions(self) -> list[Comparison]:
@@ -144,7 +150,7 @@ async def asweep(loaded: LoadedConfig, *, now: datetime | None = None, **run_opt
         history.append(record)
         baseline = _baseline(history, sweep_id, options, str(loaded.path or ""))
         outcome = SweepOutcome(sweep_id, options.system, out, record.n_queries, len(outputs), len(failed),
-                               connector.repeats, report.info, baseline)
+                               connector.repeats, report.info, baseline, status=report.status)
         if baseline is not None:
             outcome.comparisons = compare(history, baseline, sweep_id, options)
         history.set_verdict(sweep_id, outcome.verdict, {"baseline": baseline,

@@ -2,8 +2,10 @@
 
 Exit codes: 0 stable (or the first sweep: nothing to compare with), 1 regression beyond a threshold or a
 ``fail_if_drop`` amount (named on stdout), 2 bad config or missing extra, 3 bad input, 4 judge unavailable, 5 any
-other error (e.g. every call to the RAG system failed), 7 inconclusive (a metric moved beyond its threshold but the
-paired test cannot confirm it: the code every gate gives INCONCLUSIVE, ``scoring.verdict``). Errors never exit 1, so 1 always means "regression".
+other error (e.g. every call to the RAG system failed), 6 the sweep's run is incomplete (a judged metric failed for
+every output: ``run.status``; recorded, with its verdict, unless that verdict is a regression, whose 1 wins),
+7 inconclusive (a metric moved beyond its threshold but the paired test cannot confirm it: the code every gate gives
+INCONCLUSIVE, ``scoring.verdict``). Errors never exit 1, so 1 always means "regression".
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 HELP = "query a live RAG system, evaluate consistency, record the sweep in the history and compare with a baseline"
 
 EXIT_STABLE, EXIT_REGRESSION, EXIT_ERROR = 0, 1, 5  # INCONCLUSIVE: the one code every gate uses
+_VERDICT_CODES = {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}
 
 log = logging.getLogger("open_rag_eval")
 
@@ -52,9 +55,20 @@ def run(args: argparse.Namespace) -> int:
         log.exception("sweep failed: %s", type(error).__name__)
         return EXIT_ERROR
     echo(format_outcome(outcome), end="")
-    code = {"regression": EXIT_REGRESSION, "inconclusive": EXIT_INCONCLUSIVE}.get(outcome.verdict, EXIT_STABLE)
-    tracked = track_sweep(outcome, tracking, code)
+    code = exit_code_of(outcome)
+    if not outcome.status.complete:
+        log.error("%s", outcome.status.line(outcome.output_dir))
+    tracked = track_sweep(outcome, tracking, _VERDICT_CODES.get(outcome.verdict, EXIT_STABLE))
     return code if code != EXIT_STABLE else tracked  # a verdict outranks a tracking failure (its line is printed)
+
+
+def exit_code_of(outcome: SweepOutcome) -> int:
+    """A regression's 1, else 6 for an incomplete run (a re-run may settle the rest), else 7 or 0 by the verdict."""
+    from open_rag_eval.run.status import EXIT_INCOMPLETE
+
+    if outcome.verdict != "regression" and not outcome.status.complete:
+        return EXIT_INCOMPLETE
+    return _VERDICT_CODES.get(outcome.verdict, EXIT_STABLE)
 
 
 def track_sweep(outcome: SweepOutcome, options: Any, code: int) -> int:
@@ -108,6 +122,8 @@ def format_outcome(outcome: SweepOutcome) -> str:
     ]
     if outcome.info.simulated:
         lines.append("SIMULATED JUDGE: judge-based scores come from the simulated judge and mean nothing")
+    if not outcome.status.complete:
+        lines.append(f"INCOMPLETE RUN: {outcome.status.summary()}")
     if outcome.baseline_id is None:
         lines.append("verdict: FIRST SWEEP (no baseline yet; recorded)")
         return "\n".join(lines) + "\n"
