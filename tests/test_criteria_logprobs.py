@@ -21,7 +21,7 @@ from open_rag_eval.judge.client import open_judge
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.replay import open_taped_judge
 from open_rag_eval.judge.replies import classify_body, read_logprobs
-from tests.openai_server import FAST, Reply, ScriptedServer, ask, completion_body, outcome
+from tests.openai_server import FAST, Reply, ScriptedServer, ask, azure_door, completion_body, outcome
 
 REPLY = '{"reason": "Polite but curt.", "score": 4}'
 TOKENS = ['{"', "reason", '":', ' "', "Polite but curt.", '",', ' "', "score", '":', " ", "4", "}"]
@@ -85,6 +85,21 @@ def test_the_judge_s_logprobs_weight_the_grade_and_come_back_from_the_cache(tmp_
     assert value == pytest.approx(0.638889, abs=1e-6)
     assert not cached and cached_again and len(server.completions) == 1  # the second run read the cache alone
     assert (again, row_again) == (value, row)
+
+
+def test_azure_openai_gets_the_same_request_and_its_logprobs_are_read(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AZURE_JUDGE_KEY", "azure-test-key-5521")
+    door = azure_door("judge-dep", "2024-10-21", "azure-test-key-5521")
+    with ScriptedServer(default=Reply(200, _logprob_body()), door=door) as server:
+        cfg = JudgeConfig(model="gpt-4o-mini", base_url=server.origin, api_key_env="AZURE_JUDGE_KEY", cache=False,
+                          azure={"api_version": "2024-10-21", "deployment": "judge-dep"}, **FAST)
+        value, row, _ = _evaluate(cfg, tmp_path)
+    seen = server.completions[0]
+    assert seen.path.startswith("/openai/deployments/judge-dep/chat/completions?")
+    assert (seen.body["logprobs"], seen.body["top_logprobs"]) == (True, 20)
+    assert (row["scoring"], row["weighted_grade"]) == ("logprobs", 3.555556) and value == pytest.approx(0.638889,
+                                                                                                      abs=1e-6)
 
 
 @pytest.mark.parametrize(("top", "said"), [
