@@ -8,6 +8,9 @@ CPU figures, so the two sides' CPU is measured apart). Parts (each can be run al
   user+sys CPU (from ``os.wait4``) divided by its judge calls (from the manifest), the same for a warm (fully
   cached) rerun, and the difference: CPU per call net of start-up and writing. Beside it: calls/s and the simulated
   judge's own CPU per request (from ``/proc/PID/stat``), so it is clear which side is the limit.
+- ``client``: the judge client alone, in this process: N distinct requests (``--calls``, default 3,000; after a
+  warm-up of 200) at concurrency 64 against the same 0 ms judge process, cache off; this process's user+sys CPU
+  (``getrusage``) per call, three rounds. No start-up, input, metrics or writing: the client's own cost per call.
 - ``concurrency``: N queries (default 500) at 300 +- 50 ms, concurrency 64 then 256; wall, judge span and
   span / floor (see ``judge_bench.py`` for the floor).
 - ``eval``: the whole ``eval`` command on 20 x 5 at 300 +- 50 ms, concurrency 64: cold (empty cache), then warm.
@@ -19,8 +22,10 @@ CPU figures, so the two sides' CPU is measured apart). Parts (each can be run al
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -34,7 +39,7 @@ from scale_bench import start_judge
 
 from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
 
-PARTS = ("help", "cpu", "concurrency", "eval")
+PARTS = ("help", "cpu", "client", "concurrency", "eval")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -103,6 +108,46 @@ def part_cpu(args: argparse.Namespace, work: Path) -> None:
           f"({judge_cpu / wall * 100:.0f}% of a core over the run)")
 
 
+def part_client(args: argparse.Namespace, work: Path) -> None:
+    from open_rag_eval.judge.base import JudgeRequest
+    from open_rag_eval.judge.client import open_judge
+    from open_rag_eval.judge.config import JudgeConfig
+
+    rows = make_rows(max(1, args.calls // 5), 5, args.seed)
+    texts = [f"Query: {row['query']}\nPassage {n}: {row['passage']}" for n, row in enumerate(rows)]
+    server, base_url = start_judge(0, 0)
+    os.environ[KEY_ENV] = "simulated"
+    config = JudgeConfig(model="simulated-judge", base_url=base_url, api_key_env=KEY_ENV, max_concurrency=64,
+                         cache=False)
+
+    def ask(n: int) -> JudgeRequest:
+        prompt = f"Grade the passage (0-3).\n{texts[n % len(texts)]}\n#{n}"
+        return JudgeRequest("umbrela", (("user", prompt),), {"temperature": 0.0, "max_tokens": 64})
+
+    async def rounds() -> list[float]:
+        judge = open_judge(config, base_dir=work)
+        try:
+            await asyncio.gather(*(judge.complete(ask(-n)) for n in range(1, 201)))  # connections, imports
+            figures = []
+            for round_ in range(3):
+                before = resource.getrusage(resource.RUSAGE_SELF)
+                await asyncio.gather(*(judge.complete(ask(round_ * args.calls + n)) for n in range(args.calls)))
+                after = resource.getrusage(resource.RUSAGE_SELF)
+                cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+                figures.append(cpu / args.calls * 1000)
+            return figures
+        finally:
+            await judge.aclose()
+
+    try:
+        figures = asyncio.run(rounds())
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    print(f"client: {args.calls} calls at concurrency 64, 0 ms judge, in-process client CPU per call "
+          f"{', '.join(f'{f:.3f}' for f in figures)} ms (three rounds); machine load {os.getloadavg()[0]:.1f}")
+
+
 def _judge_run(args: argparse.Namespace, work: Path, queries: int, concurrencies: Sequence[int],
                warm: bool, tag: str) -> None:
     write_csv(work / f"{tag}.csv", make_rows(queries, args.passages, args.seed))
@@ -128,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--part", action="append", choices=PARTS, help="repeatable; default every part")
     parser.add_argument("--queries", type=int, default=500, help="queries of the cpu and concurrency parts")
     parser.add_argument("--passages", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=3000, help="judge calls of each round of the client part")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     parts = args.part or list(PARTS)
@@ -138,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             part_help()
         if "cpu" in parts:
             part_cpu(args, work)
+        if "client" in parts:
+            part_client(args, work)
         if "concurrency" in parts:
             _judge_run(args, work, args.queries, (64, 256), False, "concurrency")
         if "eval" in parts:

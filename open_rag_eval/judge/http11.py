@@ -30,7 +30,8 @@ __all__ = ["Http11Pool", "Reply", "proxied"]
 MAX_HEADER_LINES = 200
 MAX_IDLE = 100
 _NO_BODY = {204, 304}
-_OWN_HEADERS = {b"accept-encoding", b"connection", b"transfer-encoding"}  # the pool sets or refuses these
+# the pool sets these itself (or refuses them)
+_OWN_HEADERS = {b"accept-encoding", b"connection", b"content-length", b"transfer-encoding"}
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 
 
@@ -88,35 +89,33 @@ class Http11Pool:
         self._host = parsed.host
         self._port = parsed.port or (443 if parsed.scheme == "https" else 80)
         self._tls = ssl_context or httpx2.create_ssl_context() if parsed.scheme == "https" else None
-        netloc = parsed.netloc.decode("ascii")
-        path = parsed.raw_path.decode("ascii") or "/"
-        lines = [f"POST {path} HTTP/1.1", f"Host: {netloc}", f"Accept-Encoding: {ACCEPT_ENCODING}"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        self._head = ("\r\n".join(lines) + "\r\nContent-Length: ").encode("latin-1")
+        own = [(name.encode("latin-1"), value.encode("latin-1")) for name, value in headers.items()]
+        self._head = self.head(parsed.raw_path, [(b"Host", parsed.netloc), *own])
         self._idle: list[_Connection] = []
         self._closed = False
 
     async def post(self, body: bytes) -> Reply:
-        request = self._head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
-        try:
-            async with asyncio.timeout(self.deadline_s):
-                try:
-                    return await self._exchange(request, reuse=True)
-                except _Stale:
-                    return await self._exchange(request, reuse=False)
-        except TimeoutError:
-            raise httpx2.ReadTimeout(f"no complete reply within {self.deadline_s:g}s") from None
+        """POST ``body`` to this pool's URL with its headers."""
+        return await self.request(self._head, body)
 
     async def send(self, target: bytes, headers: Sequence[tuple[bytes, bytes]], body: bytes, *,
                    deadline_s: float | None = None) -> Reply:
-        """POST ``body`` to ``target`` (path and query) of this origin with these headers (the SDK's request, which
-        names its Host and Content-Length); ``deadline_s`` replaces the pool's deadline for this request."""
+        """POST ``body`` to ``target`` (path and query) of this origin with these headers (a request built by the
+        ``openai`` SDK, which names its Host); ``deadline_s`` replaces the pool's deadline for this request."""
+        return await self.request(self.head(target, headers), body, deadline_s=deadline_s)
+
+    @staticmethod
+    def head(target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
+        """The encoded head of a POST to ``target`` with ``headers``, up to the value of its Content-Length (which
+        ``request`` adds for each body): the same head serves every request that differs only in its body."""
         lines = [b"POST " + (target or b"/") + b" HTTP/1.1"]
         lines += [name + b": " + value for name, value in headers if name.lower() not in _OWN_HEADERS]
         lines.append(b"Accept-Encoding: " + ACCEPT_ENCODING.encode("ascii"))
-        if not any(name.lower() == b"content-length" for name, _ in headers):
-            lines.append(b"Content-Length: " + str(len(body)).encode("ascii"))
-        request = b"\r\n".join(lines) + b"\r\n\r\n" + body
+        return b"\r\n".join(lines) + b"\r\nContent-Length: "
+
+    async def request(self, head: bytes, body: bytes, *, deadline_s: float | None = None) -> Reply:
+        """POST ``body`` with ``head`` (from ``head``), bounded by ``deadline_s`` (else the pool's deadline)."""
+        request = head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
         deadline = self.deadline_s if deadline_s is None else deadline_s
         try:
             async with asyncio.timeout(deadline):

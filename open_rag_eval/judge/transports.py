@@ -3,12 +3,13 @@
 The judge client (``judge.client``) owns the policy -- cache, slots, retries, accounting -- and hands each attempt,
 a ``Call``, to its ``Transport``. Three implement it:
 
-- ``SdkTransport`` (here): the request is built and sent by the official ``openai`` SDK (``AsyncOpenAI``, or
+- ``SdkTransport`` (here): the request is built by the official ``openai`` SDK (``AsyncOpenAI``, or
   ``AsyncAzureOpenAI`` for ``judge.azure``: deployment paths, ``api-version``, the ``api-key`` header), with SDK
-  retries off; underneath, as the SDK's ``httpx2`` transport, ``PooledTransport`` hands each request to the judge's
-  keep-alive HTTP/1.1 pool (``judge.http11``), bounded like every request of the project (a total deadline, a
-  bound on the reply's size, no redirect followed). With a proxy in the environment the bounded ``httpx2`` client
-  (``open_rag_eval.transport``) is used instead;
+  retries off, and sent by the judge's keep-alive HTTP/1.1 pool (``judge.http11``) of ``PooledTransport``, the
+  SDK's ``httpx2`` transport, bounded like every request of the project (a total deadline, a bound on the reply's
+  size, no redirect followed). The SDK builds the request of an endpoint and deadline once; each call sends it
+  with its own body (see ``SdkTransport``). With a proxy in the environment, or an ``httpx2`` client given, the
+  SDK builds every request and that client sends it (``open_rag_eval.transport``'s bounded client);
 - the record/replay tape (``judge.replay``): answers from a recording, or records what another transport answered;
 - the Ray relay (``executors.relay``): asks an actor that makes the call and caches its judgment.
 
@@ -19,7 +20,6 @@ An attempt ends with one ``Answer``: the raw HTTP ``Reply`` (the client reads it
 
 from __future__ import annotations
 
-import functools
 import json
 import ssl
 from collections.abc import Mapping, Sequence
@@ -93,68 +93,68 @@ class PooledTransport(httpx2.AsyncBaseTransport):
         self._pools: dict[tuple[str, str, int | None], Http11Pool] = {}
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        reply = await self.exchange(request)
+        reply = await self.pool(request.url).send(request.url.raw_path, request.headers.raw, request.content,
+                                                  deadline_s=read_deadline(request))
         headers = [(name, value) for name, value in reply.headers.items() if name not in _DECODED]
         return httpx2.Response(reply.status_code, headers=headers, content=reply.content, request=request)
 
-    async def exchange(self, request: httpx2.Request) -> Reply:
-        """The reply to ``request`` from the pool of its origin, as the pool reads it (headers lower-cased)."""
-        url = request.url
+    def pool(self, url: httpx2.URL) -> Http11Pool:
+        """The keep-alive pool of ``url``'s origin."""
         origin = (url.scheme, url.host, url.port)
         pool = self._pools.get(origin)
         if pool is None:
             pool = self._pools[origin] = Http11Pool(str(url.copy_with(raw_path=b"/")), deadline_s=self.deadline_s,
                                                     max_bytes=self.max_bytes, headers={})
-        timeout = request.extensions.get("timeout")
-        deadline = timeout.get("read") if isinstance(timeout, dict) else None
-        return await pool.send(url.raw_path, request.headers.raw, request.content,
-                               deadline_s=deadline if isinstance(deadline, (int, float)) else None)
+        return pool
 
     async def aclose(self) -> None:
         for pool in self._pools.values():
             await pool.aclose()
 
 
+def read_deadline(request: httpx2.Request) -> float | None:
+    """The read timeout the SDK gave ``request`` (the pool's total deadline for it), if any."""
+    timeout = request.extensions.get("timeout")
+    deadline = timeout.get("read") if isinstance(timeout, dict) else None
+    return deadline if isinstance(deadline, (int, float)) else None
+
+
 class _DirectClient(httpx2.AsyncClient):
-    """The SDK's ``httpx2`` client with nothing between it and its transport: no auth flow, no cookie jar, no
-    redirect loop (none is ever followed) -- the SDK sets the auth headers itself and the judge keeps no cookies."""
+    """The SDK's ``httpx2`` client with nothing between it and its transport: the request exactly as the SDK built
+    it (no client defaults merged in: the SDK sets every header itself), no auth flow, no cookie jar, no redirect
+    loop (none is ever followed)."""
 
     def build_request(self, method: str, url: httpx2.URL | str, *, content: Any = None,  # type: ignore[override]
                       params: Any = None, headers: Any = None, timeout: Any = None, **other: Any) -> httpx2.Request:
-        """The SDK's request as it built it (its URL is absolute, its headers complete): no merging with client
-        defaults, which the SDK never sets on this client."""
         if any(value is not None for value in other.values()):  # data, files, json, cookies: the general path
             return super().build_request(method, url, content=content, params=params, headers=headers,
                                          timeout=timeout, **other)
         limit = self.timeout if timeout is None or isinstance(timeout, UseClientDefault) else httpx2.Timeout(timeout)
-        where = (str(url), str(params))
-        parsed = self._urls.get(where)
-        if parsed is None:  # one parse per endpoint, not one per call
-            parsed = self._urls[where] = httpx2.Request(method, url, params=params).url
-        return httpx2.Request(method, parsed, content=content, headers=self._sdk_headers(headers),
+        return httpx2.Request(method, url, params=params, content=content, headers=headers,
                               extensions={"timeout": limit.as_dict()})
-
-    def _sdk_headers(self, headers: Any) -> Any:
-        """The SDK's headers, checked and normalised once per distinct set (the same for every call of a judge)."""
-        if not isinstance(headers, list):
-            return headers
-        key = tuple(headers)
-        memo: dict[tuple[Any, ...], httpx2.Headers] = self.__dict__.setdefault("_parsed_headers", {})
-        known = memo.get(key)
-        if known is None:
-            known = memo[key] = httpx2.Headers(headers)
-        return known
-
-    @property
-    def _urls(self) -> dict[tuple[str, str], httpx2.URL]:
-        return self.__dict__.setdefault("_parsed_urls", {})  # type: ignore[no-any-return]
 
     async def send(self, request: httpx2.Request, **_: Any) -> httpx2.Response:  # type: ignore[override]
         return await self._transport.handle_async_request(request)
 
 
+@dataclass(frozen=True, slots=True)
+class _Head:
+    """The request the SDK builds for a chat completion on one endpoint with one deadline, encoded up to its body's
+    length, and the pool that sends it (``Http11Pool.head``)."""
+
+    pool: Http11Pool
+    head: bytes
+    deadline_s: float | None
+
+
 class SdkTransport:
-    """Every attempt through the ``openai`` SDK, one client per endpoint (see the module docstring)."""
+    """Every attempt through the ``openai`` SDK, one client per endpoint (see the module docstring).
+
+    Over the keep-alive pool, the SDK builds the request of each endpoint and deadline once -- by its own steps:
+    the request options, ``_build_request`` (the URL with Azure's deployment path and ``api-version``, the auth and
+    default headers), ``_prepare_request`` -- and every call sends that request with its own body and length: a
+    chat completion's request differs from call to call only in its body, which the SDK sends as given. Building
+    it anew for each call cost more client CPU than the exchange itself (``bench/perf_bench.py --part cpu``)."""
 
     caches = False
 
@@ -165,43 +165,42 @@ class SdkTransport:
         self._given = http_client
         self._http: httpx2.AsyncClient | None = http_client
         self._clients: list[AsyncOpenAI | None] = [None] * len(self.targets)
-        self._templates: dict[float | None, Any] = {}
-
-    def prepare(self) -> None:
-        """Build the clients now (so the wait for a slot is the only wait of the first calls)."""
-        for index in range(len(self.targets)):
-            self._client(index)
+        self._heads: dict[tuple[int, float | None], _Head] = {}
 
     async def send(self, call: Call) -> Answer:
-        client = self._client(call.endpoint)
         try:
-            # the request the SDK's chat.completions.create sends, built by the SDK's own steps (options, the
-            # request with its URL -- Azure's deployment path and api-version --, auth and default headers), its
-            # body given as JSON bytes: the SDK's typed-params transform would cost more client CPU than the rest of
-            # a call. The SDK's retry loop is left out (ours is the only one), and the raw reply is read by
-            # judge.replies, the one reader of replies (bench/perf_bench.py --part cpu)
-            options = self._options(call.deadline_s).model_copy(update={"content": self.body(call)})
-            options = await client._prepare_options(options)
-            request = client._build_request(options)
-            await client._prepare_request(request)
-            http = self._http_client()
-            if isinstance(http, _DirectClient) and isinstance(http._transport, PooledTransport):
-                return await http._transport.exchange(request)
-            response = await http.send(request)
+            body = self.body(call)
+            pooled = self._pooled()
+            if pooled is not None:
+                head = self._heads.get((call.endpoint, call.deadline_s)) or await self._head(call, pooled)
+                return await head.pool.request(head.head, body, deadline_s=head.deadline_s)
+            request = await self.request(call.endpoint, call.deadline_s, body)
+            response = await self._http_client().send(request)
             return Reply(response.status_code, _lower(response.headers), await response.aread())
         except TRANSPORT_ERRORS as error:
             return failure_of(error, call.deadline_s or self.timeout_s, self.targets[call.endpoint].base_url)
 
-    def _options(self, deadline_s: float | None) -> Any:
-        """The SDK's request options of a chat completion (one per deadline; each call copies it with its body)."""
-        options = self._templates.get(deadline_s)
-        if options is None:
-            from openai._models import FinalRequestOptions
+    async def request(self, endpoint: int, deadline_s: float | None, body: bytes) -> httpx2.Request:
+        """The request ``chat.completions.create`` sends to ``endpoint``, built by the SDK's own steps, its body
+        given as JSON bytes (the SDK's typed-params transform would cost more client CPU than the rest of a call).
+        The SDK's retry loop and response objects are left out: ours is the only retry loop, and the raw reply is
+        read by ``judge.replies``, the one reader of replies."""
+        from openai._models import FinalRequestOptions
 
-            timeout: dict[str, Any] = {} if deadline_s is None else {"timeout": deadline_s}
-            options = self._templates[deadline_s] = FinalRequestOptions.construct(
-                method="post", url="/chat/completions", **timeout)
-        return options
+        client = self._client(endpoint)
+        timeout: dict[str, Any] = {} if deadline_s is None else {"timeout": deadline_s}
+        options = FinalRequestOptions.construct(method="post", url="/chat/completions", content=body, **timeout)
+        options = await client._prepare_options(options)
+        request = client._build_request(options)
+        await client._prepare_request(request)
+        return request
+
+    async def _head(self, call: Call, pooled: PooledTransport) -> _Head:
+        request = await self.request(call.endpoint, call.deadline_s, b"")
+        head = _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
+                     read_deadline(request))
+        self._heads[(call.endpoint, call.deadline_s)] = head
+        return head
 
     def body(self, call: Call) -> bytes:
         """The request body: the final params, the model and the messages, as compact JSON."""
@@ -214,6 +213,12 @@ class SdkTransport:
         if client is None:
             client = self._clients[index] = _sdk_client(self.targets[index], self._http_client())
         return client
+
+    def _pooled(self) -> PooledTransport | None:
+        """The keep-alive pool's transport, unless the SDK goes through a given or proxied ``httpx2`` client."""
+        http = self._http_client()
+        transport = http._transport if isinstance(http, _DirectClient) else None
+        return transport if isinstance(transport, PooledTransport) else None
 
     def _http_client(self) -> httpx2.AsyncClient:
         if self._http is None:
@@ -230,42 +235,15 @@ class SdkTransport:
 
 
 def _sdk_client(target: Target, http: httpx2.AsyncClient) -> AsyncOpenAI:
-    plain, azure = _sdk_classes()
-    headers = {"user-agent": f"open-rag-eval/{__version__}", **target.headers}
-    if target.azure_api_version is not None:
-        return azure(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,  # type: ignore[no-any-return]
-                     api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,
-                     http_client=http, default_headers=headers)
-    return plain(base_url=target.base_url, api_key=target.api_key, max_retries=0,  # type: ignore[no-any-return]
-                 http_client=http, default_headers=headers)
-
-
-@functools.cache
-def _sdk_classes() -> tuple[type, type]:
-    """``AsyncOpenAI`` and ``AsyncAzureOpenAI`` that remember the headers and URLs they build for every call alike
-    (the same key, defaults and deadline; the same path): the SDK rebuilds them per request, which costs more client
-    CPU than the exchange itself (``bench/perf_bench.py --part cpu``)."""
     from openai import AsyncAzureOpenAI, AsyncOpenAI
 
-    class Remembering:
-        def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
-            if options.headers or retries_taken:
-                return super()._build_headers(options, retries_taken=retries_taken)  # type: ignore[misc, no-any-return]
-            memo: dict[str, httpx2.Headers] = self.__dict__.setdefault("_memo_headers", {})
-            key = repr(options.timeout)
-            if key not in memo:
-                memo[key] = super()._build_headers(options, retries_taken=0)  # type: ignore[misc]
-            return memo[key].copy()
-
-        def _prepare_url(self, url: str) -> httpx2.URL:
-            memo: dict[str, httpx2.URL] = self.__dict__.setdefault("_memo_urls", {})
-            if url not in memo:
-                memo[url] = super()._prepare_url(url)  # type: ignore[misc]
-            return memo[url]
-
-    plain = type("JudgeOpenAI", (Remembering, AsyncOpenAI), {})
-    azure = type("JudgeAzureOpenAI", (Remembering, AsyncAzureOpenAI), {})
-    return plain, azure
+    headers = {"user-agent": f"open-rag-eval/{__version__}", **target.headers}
+    if target.azure_api_version is not None:
+        return AsyncAzureOpenAI(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,
+                                api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,
+                                http_client=http, default_headers=headers)
+    return AsyncOpenAI(base_url=target.base_url, api_key=target.api_key, max_retries=0, http_client=http,
+                       default_headers=headers)
 
 
 def _lower(headers: httpx2.Headers) -> dict[str, str]:
