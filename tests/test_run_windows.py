@@ -10,7 +10,7 @@ import pytest
 from open_rag_eval.config import load_config
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.types import EvalResult, Score
-from open_rag_eval.inputs.jsonl import jsonl_query_groups, read_jsonl_outputs
+from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes, read_jsonl_outputs
 from open_rag_eval.run import pipeline, source
 from open_rag_eval.run.spill import Spill
 
@@ -123,6 +123,67 @@ def test_the_streamed_reader_refuses_what_the_whole_file_reader_refuses(tmp_path
     with pytest.raises(InputError) as streamed:
         list(jsonl_query_groups(path))
     assert str(streamed.value) == str(whole.value) and problem in str(whole.value)
+
+
+def test_the_shape_of_a_file_read_as_json_alone_is_the_shape_of_its_outputs(tmp_path: Path) -> None:
+    path = tmp_path / "shape.jsonl"
+    lines = [*_outputs(), {"query_id": 7, "query": "Seven?", "answer": "Seven [1].", "error": "timeout"},
+             {"question": "Contexts?", "contexts": ["one", "two"], "response": "One [1]."},
+             {"question": "Contexts?", "contexts": ["one"], "response": "Two [1]."}]
+    path.write_text("\n" + "".join(json.dumps(line) + "\n\n" for line in lines), encoding="utf-8")
+    groups = list(jsonl_query_groups(path))
+    shape = [(group[0].query_id, len(group), sum(o.error is None for o in group)) for group in groups]
+    assert list(jsonl_query_sizes(path)) == shape
+    assert shape[0] == ("q0", 2, 2) and shape[5] == ("q5", 3, 2) and shape[-2:] == [("7", 1, 0), (
+        groups[-1][0].query_id, 2, 2)] and groups[-1][0].query_id.startswith("q_")
+
+
+@pytest.mark.parametrize("text, problem", [
+    ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x"', ":2: not valid JSON"),
+    ('{"query_id": "q1", "query": "x"}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),  # in line order
+    ('{"query_id": "q1", "query": "x", "answer": "a"}\n[1, 2]\n', ":2: a line must be a JSON object"),
+    ('{"query": "x", "answer": "a"}\n', ":1: field 'query_id': missing query_id"),
+    ("\n\n", "empty file"),
+])
+def test_reading_the_shape_refuses_a_line_that_is_not_a_json_object_with_the_file_s_first_error(
+        tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as whole:
+        read_jsonl_outputs(path)
+    with pytest.raises(InputError) as shape:
+        list(jsonl_query_sizes(path))
+    assert str(shape.value) == str(whole.value) and problem in str(whole.value)
+
+
+def test_a_bad_field_late_in_a_file_fails_the_run_and_publishes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    lines = _outputs()
+    config = _config(tmp_path, "late", lines)
+    before, _ = _run(config, 5, monkeypatch)  # a first run's results, which the failed run must leave as they are
+    lines[20]["run"] = "three"  # q8's second run, in the last window: line 21
+    (tmp_path / "late.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    source.JsonlSource(tmp_path / "late.jsonl")  # valid JSON on every line: the source opens
+    with pytest.raises(InputError) as failed:
+        _run(config, 5, monkeypatch)
+    assert str(failed.value) == f"{tmp_path / 'late.jsonl'}:21: field 'run': expected a whole number >= 0, got 'three'"
+    out = tmp_path / "late-out"
+    assert {name: (out / name).read_bytes() for name in FILES} == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".") or "late-out" in p.name) == ["late-out"]
+
+
+def test_a_warning_about_many_outputs_is_one_line_a_kind_for_the_whole_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    lines = _outputs()
+    for line in lines:
+        if "answer" in line:
+            line["answer"] += " Unknown [9]."  # a citation of no retrieved passage, in every window
+    config = _config(tmp_path, "warn", lines)
+    with caplog.at_level("WARNING"):
+        _run(config, 5, monkeypatch)
+    unknown = [r.getMessage() for r in caplog.records if "9)" in r.getMessage()]
+    assert len(unknown) == 1 and unknown[0].startswith("21 output(s): "), unknown
+    assert f"first: line 1 (9); line 2 (9); line 3 (9) and 18 more" in unknown[0]
 
 
 def test_bad_bytes_late_in_a_file_fail_before_any_window(tmp_path: Path) -> None:

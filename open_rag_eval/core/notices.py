@@ -3,7 +3,8 @@
 Inside ``tallied()`` (a door reading its input, an evaluator at work) ``note(kind, message, item)`` counts; when the
 block ends, one warning per kind: ``2000 output(s): citations that name no retrieved passage (kept, counted as
 fabricated); first: in.jsonl:2 (7); in.jsonl:3 (7); in.jsonl:4 (7) and 1997 more``. Outside it a note is logged
-at once. Nested blocks share the outermost tally. No dependencies beyond logging.
+at once. Nested blocks share the outermost tally. Inside ``quiet()`` notes are dropped (items read twice, noted
+the other time). No dependencies beyond logging.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-__all__ = ["SHOWN", "note", "tallied"]
+__all__ = ["SHOWN", "note", "quiet", "tallied"]
 
 SHOWN = 3  # items named in a tallied line
 
@@ -62,3 +63,13 @@ def tallied() -> Iterator[None]:
         _TALLY.reset(token)
     for entry in tally.values():
         logging.getLogger(entry.logger).warning("%s", entry.line())
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """Drop the notes of this block: its items are read again elsewhere, where they are noted."""
+    token = _TALLY.set({})
+    try:
+        yield
+    finally:
+        _TALLY.reset(token)

@@ -247,7 +247,9 @@ async def arun(
             with spill:
                 if executor is None:
                     live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
-                    with recording(HealthRecorder(watch=live)) as recorder:  # every judgment, for the health report
+                    # every judgment recorded for the health report; a warning about many outputs is one line
+                    # per kind for the whole run (not per window)
+                    with recording(HealthRecorder(watch=live)) as recorder, tallied():
                         checking = asyncio.ensure_future(run_controls_of(
                             evaluators, source.first(CONTROL_OUTPUTS), judge, loaded.judge.health, live.controls_done))
                         try:

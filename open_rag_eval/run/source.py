@@ -7,17 +7,22 @@ once, provided each query's outputs are contiguous in the input. When they are n
 with other queries'), the run is one window: every output in memory, as before.
 
 ``ListSource`` windows outputs already in memory (a connector's, a caller's). ``JsonlSource`` streams a JSONL input
-file: it is read twice, once to check every line (bad input fails before anything is asked or written, naming file
-and line) and count, once window by window while evaluating.
+file: it is read twice, once as JSON alone (the run's shape: counts, contiguous queries; a line that is not a JSON
+object fails the run before anything is asked or written, naming file and line), once window by window, building
+and checking each output. A line that is JSON but not a valid output (a missing field...) fails the run when its
+window is read, with the same error: the windows before it were evaluated (their judgments are in the judge's
+cache) but nothing is published, since a run's files replace the previous ones only when it succeeds.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
 
+from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 
@@ -104,37 +109,47 @@ class ListSource:
 
 
 class JsonlSource:
-    """A JSONL input file, streamed (``limit``: its first queries); checked line by line when opened."""
+    """A JSONL input file, streamed (``limit``: its first queries). Opening it reads each line as JSON alone (its
+    shape: queries, outputs, whether they are contiguous); each output is built and checked field by field when its
+    window is read (``jsonl_query_sizes``)."""
 
     def __init__(self, path: Path, limit: int | None = None) -> None:
-        from open_rag_eval.inputs.jsonl import jsonl_query_groups
+        from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes
 
         self.path, self.limit = path, limit
         self._read = jsonl_query_groups
+        self._kept: deque[list[RAGOutput]] | None = None  # the whole run, read once for ``first``
         seen: set[int] = set()
         self.n_outputs = self.n_queries = 0
         self.contiguous = True
         fewest: int | None = None
-        for group in self._read(path):  # the whole file is checked, as when it is read at once
+        for query_id, size, answered in jsonl_query_sizes(path):  # every line, as when the file is read at once
             if limit is None or len(seen) < limit:
-                answered = sum(output.error is None for output in group)
                 fewest = answered if fewest is None else min(fewest, answered)
-            key = hash(group[0].query_id)
+            key = hash(query_id)
             if key in seen:  # (or a hash collision: then one window too, which is always right)
                 self.contiguous = False
             seen.add(key)
             if limit is None or len(seen) <= limit:
-                self.n_outputs += len(group)
+                self.n_outputs += size
         self.n_queries = len(seen) if limit is None else min(limit, len(seen))
         self.fewest_answered = fewest or 0
-        if not self.contiguous:
-            everything = self.all()
+        self._everything: list[RAGOutput] | None = None
+        if not self.contiguous:  # one window: every output, read once
+            self._everything = everything = self.all()
             self.n_outputs, self.n_queries = len(everything), len({o.query_id for o in everything})
             self.fewest_answered = fewest_answered(everything)
 
     def _groups(self) -> Iterator[list[RAGOutput]]:
-        for index, group in enumerate(self._read(self.path)):
+        if self._kept is not None:  # read by ``first``: each group leaves memory as its window is taken
+            while self._kept:
+                yield self._kept.popleft()
+            return
+        groups = self._read(self.path)
+        for index, group in enumerate(groups):
             if self.limit is not None and index >= self.limit:
+                for _ in groups:  # the rest is checked too, as when the file is read at once
+                    pass
                 return
             yield group
 
@@ -145,12 +160,20 @@ class JsonlSource:
         yield from windows(self._groups(), size)
 
     def first(self, n: int) -> list[RAGOutput]:
-        """The first ``n`` outputs of the run (in the order the run evaluates them)."""
+        """The first ``n`` outputs of the run (in the order the run evaluates them). When they are the whole run,
+        they are kept for ``windows`` (read once, not twice)."""
         if not self.contiguous:
             return self.all()[:n]
-        return list(islice(chain.from_iterable(self._groups()), n))
+        if self._kept is None and n >= self.n_outputs:
+            self._kept = deque(self._groups())
+        if self._kept is not None:
+            return list(islice(chain.from_iterable(self._kept), n))
+        with quiet():  # read again, and noted, with their windows
+            return list(islice(chain.from_iterable(self._groups()), n))
 
     def all(self) -> list[RAGOutput]:
+        if self._everything is not None:
+            return self._everything
         from open_rag_eval.inputs import read_outputs
         from open_rag_eval.run.pipeline import _limit
 
