@@ -38,7 +38,7 @@ from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.scoring.stats import wilson
 
 __all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "Control", "Graders", "Outcome",
-           "build_controls", "detail", "judge_controls", "run_controls", "summarize"]
+           "ask_controls", "build_controls", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
 
 CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
@@ -358,8 +358,13 @@ async def judge_controls(judge: Judge, outputs: Sequence[RAGOutput], graders: Gr
                          min_told_apart: float = 0.5, seed: int = 0) -> dict[str, Any]:
     """Build and ask the run's controls; ``{"state", "tasks", "items"}`` for the health report. The controls'
     judgments are recorded apart (they are not part of the run's parse-class table or label distribution)."""
-    from open_rag_eval.core.recording import recording  # noqa: PLC0415
+    return await ask_controls(judge, controls_for(outputs, graders, pairs, seed), graders, min_told_apart)
 
+
+def controls_for(outputs: Sequence[RAGOutput], graders: Graders, pairs: int, seed: int = 0
+                 ) -> list[Control] | dict[str, Any]:
+    """The controls of ``judge_controls``, built now (the outputs are not needed past here), or the health report's
+    section saying why there are none."""
     tasks = graders.tasks()
     if not tasks:
         return {"state": "not run: the run judges no task that has controls", "tasks": {}, "items": []}
@@ -367,6 +372,16 @@ async def judge_controls(judge: Judge, outputs: Sequence[RAGOutput], graders: Gr
     if not items:
         return {"state": "not run: the run's data gave no control (they need answers, passages and two queries)",
                 "tasks": {}, "items": []}
+    return items
+
+
+async def ask_controls(judge: Judge, items: list[Control] | dict[str, Any], graders: Graders,
+                       min_told_apart: float = 0.5) -> dict[str, Any]:
+    """The health report's controls section: ``items`` (of ``controls_for``) asked, or its section as it is."""
+    from open_rag_eval.core.recording import recording  # noqa: PLC0415
+
+    if isinstance(items, dict):
+        return items
     with recording():
         outcomes = await run_controls(judge, items, graders)
     return {"state": "run", "tasks": summarize(outcomes, min_told_apart), "items": detail(outcomes)}

@@ -11,7 +11,7 @@ from typing import Any
 from open_rag_eval.core.errors import JudgeUnavailable
 from open_rag_eval.evaluators.base import Plan
 from open_rag_eval.health.check import HealthThresholds
-from open_rag_eval.health.controls import Graders, judge_controls
+from open_rag_eval.health.controls import Control, Graders, ask_controls, controls_for
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.core.types import RAGOutput
@@ -47,26 +47,44 @@ def _useful_of(evaluators: Sequence[Any]) -> Callable[[Judge, str, str, str], Aw
     return lambda judge, question, answer, passage: metric._useful(ClaimSession(judge), question, answer, passage)
 
 
-async def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
-                          thresholds: HealthThresholds,
-                          done: Callable[[dict[str, Any] | None], None] | None = None) -> dict[str, Any] | None:
-    """The controls section of the health report (None without a judge), also handed to ``done``."""
+def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
+                    thresholds: HealthThresholds,
+                    done: Callable[[dict[str, Any] | None], None] | None = None) -> Awaitable[dict[str, Any] | None]:
+    """The controls section of the health report (None without a judge), also handed to ``done``, when awaited.
+    The controls are built here, at the call: ``outputs`` (10,000 of a large run's) are not kept while they are
+    asked beside the evaluation."""
+    graders = graders_of(evaluators)
+    items: list[Control] | dict[str, Any] | None = None
+    if judge is not None and thresholds.controls:
+        try:
+            items = controls_for([o for o in outputs if o.error is None], graders, thresholds.control_pairs)
+        except Exception as error:  # noqa: BLE001 - the controls check the judge; they never cost the run
+            items = _not_run(error)
+    return _ask(judge, items, graders, thresholds, done)
+
+
+async def _ask(judge: Judge | None, items: list[Control] | dict[str, Any] | None, graders: Graders,
+               thresholds: HealthThresholds, done: Callable[[dict[str, Any] | None], None] | None
+               ) -> dict[str, Any] | None:
     if judge is None:
         found = None
     elif not thresholds.controls:
         found = {"state": "off", "tasks": {}, "items": []}
     else:
         try:
-            found = await judge_controls(judge, [o for o in outputs if o.error is None], graders_of(evaluators),
-                                         thresholds.control_pairs, thresholds.min_told_apart)
+            found = await ask_controls(judge, items or {}, graders, thresholds.min_told_apart)
         except JudgeUnavailable:
             raise  # the judge is down: the run stops, as its metrics would
         except Exception as error:  # noqa: BLE001 - the controls check the judge; they never cost the run
-            log.warning("judge-health controls not run: %r", error)
-            found = {"state": f"not run: {error!r}", "tasks": {}, "items": []}
+            found = _not_run(error)
     if done is not None:
         done(found)
     return found
+
+
+def _not_run(error: Exception) -> dict[str, Any]:
+    log.warning("judge-health controls not run: %r", error)
+    return {"state": f"not run: {error!r}", "tasks": {}, "items": []}
 
 
 def plan_controls(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], thresholds: HealthThresholds) -> Plan:
