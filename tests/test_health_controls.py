@@ -433,6 +433,28 @@ def test_controls_that_break_are_said_not_run_and_never_cost_the_run() -> None:
     assert report.healthy and report.notes == ["controls not run: RuntimeError('boom')"]
 
 
+def test_the_run_s_controls_are_built_at_once_and_its_outputs_not_kept_while_they_are_asked() -> None:
+    import gc
+    import weakref
+
+    from open_rag_eval.evaluators.trec import TrecEvaluator
+    from open_rag_eval.run.controls import run_controls_of
+
+    class Outputs(list):  # type: ignore[type-arg]  # a list a weak reference can name
+        pass
+
+    outputs = Outputs(_outputs() + [o.model_copy(update={"query_id": f"{o.query_id}b", "query": o.query + " Really?"})
+                                    for o in _outputs()])
+    kept = weakref.ref(outputs)
+    judge = ScriptedJudge().add(task_is("umbrela"), *["##final score: 2"] * 50)
+    asking = run_controls_of([TrecEvaluator()], outputs, judge, HealthThresholds())
+    del outputs
+    gc.collect()
+    assert kept() is None  # a large run's 10,000 outputs leave memory before the evaluation's first window
+    found = asyncio.run(asking)  # type: ignore[arg-type]
+    assert found is not None and found["state"] == "run" and found["tasks"]["umbrela"]["judged"] == 8
+
+
 def test_a_sampled_dry_run_counts_the_controls_once_not_scaled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from open_rag_eval.config import load_config
     from open_rag_eval.run import pipeline
