@@ -5,7 +5,7 @@ usefulness."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from open_rag_eval.core.errors import JudgeUnavailable
@@ -49,7 +49,8 @@ def _useful_of(evaluators: Sequence[Any]) -> Callable[[Judge, str, str, str], Aw
 
 def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
                     thresholds: HealthThresholds,
-                    done: Callable[[dict[str, Any] | None], None] | None = None) -> Awaitable[dict[str, Any] | None]:
+                    done: Callable[[dict[str, Any] | None], None] | None = None
+                    ) -> Coroutine[Any, Any, dict[str, Any] | None]:
     """The controls section of the health report (None without a judge), also handed to ``done``, when awaited.
     The controls are built here, at the call: ``outputs`` (10,000 of a large run's) are not kept while they are
     asked beside the evaluation."""
