@@ -147,3 +147,22 @@ def test_merged_shards_of_a_judge_that_answers_as_the_simulated_one_are_labelled
     assert manifest["simulated"] is True and manifest["judge"]["simulated"] is True
     rows = (tmp_path / "merged" / "results.csv").read_text().splitlines()
     assert rows[0].endswith(",simulated_judge") and len(rows) > 1 and all(r.endswith(",true") for r in rows[1:])
+
+def test_a_golden_run_shards_and_merges_into_what_a_single_run_writes(tmp_path: Path) -> None:
+    """The golden evaluator's options have no metric list (it computes all of them): splitting the stages read it
+    as one and `eval --shard` stopped with a TypeError."""
+    rows = [{"query_id": f"q{i}", "query": f"question {i}", "run": run, "answer": f"answer {i} [1].",
+             "passages": [{"id": "1", "text": f"passage {i}"}, {"id": "2", "text": "other"}],
+             "relevant_ids": {"1": 1}, "expected_keywords": [f"{i}"]} for i in range(6) for run in (1, 2)]
+    data = tmp_path / "outputs.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    config = tmp_path / "golden.yaml"
+    config.write_text(json.dumps({"input": str(data), "output_dir": str(tmp_path / "single"),
+                                  "evaluators": [{"type": "golden", "k_values": [1]}]}), encoding="utf-8")
+    assert main(["-q", "eval", "--config", str(config)]) == 0
+    shards = [tmp_path / f"shard{i}" for i in range(2)]
+    for i, shard in enumerate(shards):
+        assert main(["-q", "eval", "--config", str(config), "--shard", f"{i}/2", "--output-dir", str(shard)]) == 0
+    assert main(["-q", "merge", *map(str, shards), "--output-dir", str(tmp_path / "merged")]) == 0
+    assert result_bytes(tmp_path / "merged") == result_bytes(tmp_path / "single")
+    assert "golden.ndcg@1" in (tmp_path / "merged" / "results.csv").read_text(encoding="utf-8").splitlines()[0]

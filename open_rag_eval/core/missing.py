@@ -52,19 +52,23 @@ class Missing:
     """Missing values of a set of items (outputs and per-query rows), by kind and by metric."""
 
     def __init__(self, items: Iterable[Mapping[str, Any]]) -> None:
-        from open_rag_eval.core.catalogue import family  # noqa: PLC0415
-
         self.by_metric: dict[str, dict[str, int]] = {}
         self.reasons: dict[str, str] = {}  # metric -> the first reason seen (for unavailable metrics)
         self.why: dict[str, dict[str, tuple[int, str]]] = {k: {} for k in KINDS}  # kind -> family -> (n, a reason)
         for item in items:
-            for metric, reason in (item.get("errors") or {}).items():
-                counts = self.by_metric.setdefault(metric, dict.fromkeys(KINDS, 0))
-                which = kind(str(reason))
-                counts[which] += 1
-                self.reasons.setdefault(metric, str(reason))
-                n, first = self.why[which].get(family(metric), (0, str(reason)))
-                self.why[which][family(metric)] = (n + 1, first)
+            self.add(item)
+
+    def add(self, item: Mapping[str, Any]) -> None:
+        """Count one more item's missing values (items may so be read one at a time)."""
+        from open_rag_eval.core.catalogue import family  # noqa: PLC0415
+
+        for metric, reason in (item.get("errors") or {}).items():
+            counts = self.by_metric.setdefault(metric, dict.fromkeys(KINDS, 0))
+            which = kind(str(reason))
+            counts[which] += 1
+            self.reasons.setdefault(metric, str(reason))
+            n, first = self.why[which].get(family(metric), (0, str(reason)))
+            self.why[which][family(metric)] = (n + 1, first)
 
     def count(self, metric: str, which: str) -> int:
         return self.by_metric.get(metric, {}).get(which, 0)

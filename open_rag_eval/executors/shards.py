@@ -48,7 +48,7 @@ def stages(loaded: Any) -> Stages:
     cut = next((i for i, spec in enumerate(specs) if spec.cls.name not in SHARDED), len(specs))
     shards, models = [], {}
     for i, spec in enumerate(specs[:cut]):
-        metrics = list(getattr(spec.options, "metrics", ()))
+        metrics = list(getattr(spec.options, "metrics", None) or ())  # golden: None (its every metric)
         held = [m for m in metrics if m in MODEL_METRICS] if spec.cls.name == "trec" else []
         if held:
             models[i] = replace(spec, options=spec.options.model_copy(update={"metrics": held}))

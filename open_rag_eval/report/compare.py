@@ -22,7 +22,7 @@ from typing import Any
 
 from open_rag_eval.store.csv_cells import csv_text
 from open_rag_eval.store.fileio import atomic_write_text
-from open_rag_eval.report.data import ResultSet
+from open_rag_eval.report.data import ResultSet, ScoreTable
 from open_rag_eval.core.catalogue import lower_is_better
 from open_rag_eval.scoring.paired import holm, paired_test
 from open_rag_eval.scoring.verdict import Rule, Verdict, decide
@@ -45,26 +45,15 @@ class Comparison:
     verdicts: dict[str, Verdict] = field(default_factory=dict)  # metric -> verdict, compared or not
 
 
-def _query_means(result: ResultSet, metric: str) -> dict[str, float]:
-    """Per query: the mean of its run values, or its cross-run value."""
-    grouped: dict[str, list[float]] = {}
-    for row in result.rows:
-        value = row.scores.get(metric)
-        if value is not None:
-            grouped.setdefault(row.query_id, []).append(value)
-    return {query: math.fsum(values) / len(values) for query, values in grouped.items()}
+Results = ResultSet | ScoreTable  # a run read whole, or its values by metric and query (``loader.scan_results``)
 
 
-def _queries(result: ResultSet) -> set[str]:
-    return {row.query_id for row in result.rows}
-
-
-def _default_metrics(a: ResultSet, b: ResultSet) -> list[str]:
+def _default_metrics(a: Results, b: Results) -> list[str]:
     shared = [m for m in a.metrics if m in set(b.metrics)]
     return [m for m in shared if not m.endswith((".n_invalid", ".n_failed", ".n_defaulted", ".n_unparsed"))]
 
 
-def default_metrics(a: ResultSet, b: ResultSet) -> list[str]:
+def default_metrics(a: Results, b: Results) -> list[str]:
     """What ``compare`` tests unless told: the headline metrics both evaluations have (A's config
     ``report.headline``, else the report's defaults), so Holm corrects over a handful of metrics, not hundreds.
     Every shared metric when neither has a headline metric (e.g. CSVs with other names)."""
@@ -74,16 +63,16 @@ def default_metrics(a: ResultSet, b: ResultSet) -> list[str]:
     return headline_metrics(shared, report_options(a.manifest)[0]) or shared
 
 
-def compare(a: ResultSet, b: ResultSet, metrics: Sequence[str] | None = None, *, seed: int = 0,
+def compare(a: Results, b: Results, metrics: Sequence[str] | None = None, *, seed: int = 0,
             resamples: int = 10_000, rules: Mapping[str, Rule] | None = None) -> Comparison:
     """Compare B against A metric by metric over shared queries (see the module docstring); ``rules``: each
     gated metric's allowed drop (``scoring.verdict.Rule``), the others allow none."""
-    queries_a, queries_b = _queries(a), _queries(b)
+    queries_a, queries_b = a.queries(), b.queries()
     result = Comparison(a.label, b.label, [], sorted(queries_a - queries_b), sorted(queries_b - queries_a))
     rules = rules or {}
     tested: list[tuple[str, Any, int, int]] = []
     for metric in metrics or _default_metrics(a, b):
-        means_a, means_b = _query_means(a, metric), _query_means(b, metric)
+        means_a, means_b = a.query_means(metric), b.query_means(metric)
         shared = sorted(set(means_a) & set(means_b))
         if not shared:
             result.skipped[metric] = ("B has no value for it" if means_a and not means_b

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import InputError
+from open_rag_eval.report.columns import Columns
 
-__all__ = ["ResultSet", "Row", "read_json"]
+__all__ = ["ResultSet", "Row", "ScoreTable", "read_json"]
 
 
 @dataclass
@@ -65,6 +67,72 @@ class ResultSet:
             if value is not None:
                 grouped.setdefault(row.query_id, []).append(value)
         return grouped
+
+    def queries(self) -> set[str]:
+        return {row.query_id for row in self.rows}
+
+    def query_means(self, metric: str) -> dict[str, float]:
+        """Per query: the mean of its values of ``metric`` (its runs', or its one cross-run value)."""
+        grouped: dict[str, list[float]] = {}
+        for row in self.rows:
+            value = row.scores.get(metric)
+            if value is not None:
+                grouped.setdefault(row.query_id, []).append(value)
+        return {query: math.fsum(values) / len(values) for query, values in grouped.items()}
+
+
+@dataclass
+class ScoreTable:
+    """One evaluation's values by metric and query, for a comparison: ``ResultSet``'s description, its rows' values
+    on disk (``report.columns``, keyed by the query's position), its query ids and metric names in memory."""
+
+    label: str
+    path: Path
+    layout: str
+    manifest: dict[str, Any] = field(default_factory=dict)
+    simulated: bool | None = None
+    judge_model: str | None = None
+    query_ids: list[str] = field(default_factory=list)  # in the order first seen
+    _position: dict[str, int] = field(default_factory=dict)
+    _metrics: dict[str, None] = field(default_factory=dict)  # every metric a row has, with a value or a reason
+    _values: Columns = field(default_factory=Columns)
+
+    @classmethod
+    def of(cls, described: ResultSet) -> ScoreTable:
+        return cls(described.label, described.path, described.layout, described.manifest, described.simulated,
+                   described.judge_model)
+
+    @classmethod
+    def from_rows(cls, result: ResultSet) -> ScoreTable:
+        table = cls.of(result)
+        for row in result.rows:
+            table.add(row)
+        return table
+
+    def add(self, row: Row) -> None:
+        position = self._position.get(row.query_id)
+        if position is None:
+            position = self._position[row.query_id] = len(self.query_ids)
+            self.query_ids.append(row.query_id)
+        for metric, value in row.scores.items():
+            self._metrics.setdefault(metric, None)
+            if value is not None:
+                self._values.add(metric, position, value)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self._metrics)
+
+    def queries(self) -> set[str]:
+        return set(self.query_ids)
+
+    def query_means(self, metric: str) -> dict[str, float]:
+        """``ResultSet.query_means``, one metric's values read back from disk."""
+        means = self._values.means(metric, len(self.query_ids))
+        return {query: mean for query, mean in zip(self.query_ids, means) if not math.isnan(mean)}
+
+    def close(self) -> None:
+        self._values.close()
 
 
 def read_json(path: Path) -> dict[str, Any]:

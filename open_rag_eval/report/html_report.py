@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path, PurePath, PureWindowsPath
 from typing import Any
 
@@ -25,7 +25,7 @@ from open_rag_eval.report.data import read_json
 from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
-from open_rag_eval.report.hints import run_means
+from open_rag_eval.report.digest import Digest
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
@@ -54,29 +54,38 @@ def _summary(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _outputs_from_csv(directory: Path) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Fallback when results.json is absent: scores only, no details."""
-    from open_rag_eval.report.loader import load_results
-
     outputs: list[dict[str, Any]] = []
     queries: list[dict[str, Any]] = []
-    for row in load_results(directory).rows:
-        item: dict[str, Any] = {"query_id": row.query_id, "query": row.query, "run": row.run, "scores": row.scores,
-                "errors": row.errors, "details": {}, "passages": [], "answer": []}
-        (queries if row.run is None else outputs).append(item)
+    for section, item in csv_items(directory):
+        (queries if section == "queries" else outputs).append(item)
     return outputs, queries
 
 
-def _values(items: Sequence[dict[str, Any]]) -> dict[str, list[float]]:
-    values: dict[str, list[float]] = {}
-    for item in items:
-        for metric, value in (item.get("scores") or {}).items():
-            if value is not None:
-                values.setdefault(metric, []).append(float(value))
-    return values
+def csv_items(directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``_outputs_from_csv`` one item at a time: (section, item), the outputs first, then the per-query rows (two
+    passes over results.csv)."""
+    from open_rag_eval.report.loader import iter_rows
+
+    for section in ("outputs", "queries"):
+        for row in iter_rows(directory):
+            if (row.run is None) == (section == "queries"):
+                yield section, {"query_id": row.query_id, "query": row.query, "run": row.run, "scores": row.scores,
+                                "errors": row.errors, "details": {}, "passages": [], "answer": []}
+
+
+def digest_of(outputs: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]) -> Digest:
+    digest = Digest()
+    for item in outputs:
+        digest.add(item, output=True)
+    for item in queries:
+        digest.add(item, output=False)
+    return digest
 
 
 @dataclass
 class RunData:
-    """One results directory as the report reads it."""
+    """One results directory as the report reads it: its files' small parts and the digest of its items
+    (``outputs`` and ``queries`` themselves only when the whole run was read into memory)."""
 
     directory: Path
     manifest: dict[str, Any]
@@ -84,10 +93,20 @@ class RunData:
     outputs: list[dict[str, Any]]
     queries: list[dict[str, Any]]
     summary: list[dict[str, Any]]
-    missing: Missing = field(init=False)
+    digest: Digest | None = None
 
     def __post_init__(self) -> None:
-        self.missing = Missing([*self.outputs, *self.queries])
+        if self.digest is None:
+            self.digest = digest_of(self.outputs, self.queries)
+
+    @property
+    def items(self) -> Digest:
+        assert self.digest is not None
+        return self.digest
+
+    @property
+    def missing(self) -> Missing:
+        return self.items.missing
 
     @property
     def label(self) -> str:
@@ -145,10 +164,9 @@ def _cost(run: RunData) -> str:
 def _coverage(run: RunData) -> tuple[int, dict[str, int]]:
     """(outputs with no failed value, missing values by kind over every row) -- the numbers the table and the
     drill-down add up to."""
-    scored = sum(1 for o in run.outputs if missing_counts([o])[FAILED] == 0)
-    counts = missing_counts([*run.outputs, *run.queries])
+    counts = dict(run.items.counts)
     counts[UNAVAILABLE] = run.missing.total(UNAVAILABLE)
-    return scored, counts
+    return run.items.scored, counts
 
 
 def _unavailable_note(run: RunData) -> str:
@@ -175,7 +193,7 @@ def _header(run: RunData) -> str:
     cells += (f'<div><dt>coverage</dt><dd id="coverage" data-failed="{counts[FAILED]}" '
               f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}" '
               f'data-skipped="{counts[SKIPPED]}">{scored} / '
-              f'{len(run.outputs)} outputs fully scored<br><span class="miss failed">{counts[FAILED]} failed</span> · '
+              f'{run.items.n_outputs} outputs fully scored<br><span class="miss failed">{counts[FAILED]} failed</span> · '
               f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span>{skipped} · '
               f'<span class="miss unavailable">{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
     return (f'<dl class="meta">{cells}</dl>'
@@ -269,7 +287,7 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
 def _diagnosis(run: RunData) -> str:
     from open_rag_eval.diagnosis import diagnose, options_from_manifest, unchecked_summary
 
-    means, refusals = run_means(run.outputs, {m: s.get("mean") for m, s in run.stats.items()})
+    means, refusals = run.items.run_means({m: s.get("mean") for m, s in run.stats.items()})
     options = options_from_manifest(run.manifest)
     found = diagnose(means, options, health=run.manifest.get("health"))  # an unhealthy judge is named first
     hints = f'<li><span class="hint-area">judge</span>: {esc(found.judge)}</li>' if found.judge else ""
@@ -317,7 +335,7 @@ def _incomplete_banner(incomplete: Sequence[dict[str, Any]]) -> str:
 
 def _columns(run: RunData) -> list[str]:
     headline, _ = run.headline()
-    per_output = {m for o in run.outputs for m, v in (o.get("scores") or {}).items() if v is not None}
+    per_output = run.items.per_output
     return [m for m in headline if m in per_output] or [m for m in KEY_METRICS if m in per_output]
 
 
@@ -342,7 +360,7 @@ def _render(run: RunData, groups: Sequence[tuple[str, str, list, Any]], columns:
             f'<h2>Diagnosis</h2>{_diagnosis(run)}'
             f'<h2>All metrics</h2><p class="legend">Grouped by family; click a family to open it. Counts of '
             f'what went wrong are noted on the family.</p>'
-            f'{metric_groups(_without_health(run.summary), _values([*run.outputs, *run.queries]), run.missing)}'
+            f'{metric_groups(_without_health(run.summary), run.items.columns(), run.missing)}'
             f'{every_query}<h2>Queries</h2>{_queries_table(list(groups), columns)}'
             f'<h2>Drill-down</h2>{_drill(groups, columns, run.manifest)}')
     return _page("open-rag-eval report", body)
@@ -352,4 +370,7 @@ def render_report(output_dir: Path) -> str:
     """The report's HTML for one output directory, every query in full (the whole run is read into memory; see
     ``write_report`` for a run of any size)."""
     run = load_run(Path(output_dir))
-    return _render(run, _grouped(run.outputs, run.queries), _columns(run))
+    try:
+        return _render(run, _grouped(run.outputs, run.queries), _columns(run))
+    finally:
+        run.items.close()

@@ -13,17 +13,20 @@ with our metric names. An empty cell is a missing value, never a number.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import itertools
 import math
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from open_rag_eval.store.csv_cells import read_cell
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
-from open_rag_eval.report.data import ResultSet, Row, read_json
+from open_rag_eval.report.data import ResultSet, Row, ScoreTable, read_json
 
-__all__ = ["ResultSet", "Row", "finite_cell", "load_results", "read_json"]
+__all__ = ["ResultSet", "Row", "ScoreTable", "finite_cell", "iter_rows", "load_results", "read_json", "scan_results"]
 
 csv.field_size_limit(2**31 - 1)
 
@@ -48,19 +51,38 @@ def _float(text: str, *, file: str, line: int, field_name: str) -> float | None:
 
 
 def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with _open_csv(path) as (header, records):
+        return header, list(records)
+
+
+@contextlib.contextmanager
+def _open_csv(path: Path) -> Iterator[tuple[list[str], Iterator[dict[str, str]]]]:
+    """The CSV's header and its records, read one at a time; a read error is an InputError naming the file."""
+    def records(reader: csv.DictReader[str]) -> Iterator[dict[str, str]]:
+        try:
+            yield from reader
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
+            raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
+
     try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            rows = list(reader)
-            return list(reader.fieldnames or []), rows
-    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        handle = path.open(newline="", encoding="utf-8-sig")
+    except OSError as error:
         raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
+    with handle:
+        reader = csv.DictReader(handle)
+        try:
+            header = list(reader.fieldnames or [])
+        except (OSError, UnicodeDecodeError, csv.Error) as error:
+            raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
+        yield header, records(reader)
 
 
-def _our_rows(path: Path, header: list[str], records: list[dict[str, str]]) -> list[Row]:
-    metrics = [name for name in header
-               if name not in (*KEY_COLUMNS, SIMULATED_COLUMN) and not name.endswith(".error")]
-    rows = []
+def _metrics(header: list[str]) -> list[str]:
+    return [name for name in header if name not in (*KEY_COLUMNS, SIMULATED_COLUMN) and not name.endswith(".error")]
+
+
+def _our_rows(path: Path, header: list[str], records: Iterable[dict[str, str]]) -> Iterator[Row]:
+    metrics = _metrics(header)
     for line, record in enumerate(records, start=2):
         run_text = (record.get("run") or "").strip()
         if run_text in ("all", ""):
@@ -80,33 +102,75 @@ def _our_rows(path: Path, header: list[str], records: list[dict[str, str]]) -> l
             elif reason:
                 row.scores[metric] = None
                 row.errors[metric] = reason
-        rows.append(row)
-    return rows
+        yield row
 
 
 def _load_ours(directory: Path, csv_path: Path, header: list[str], records: list[dict[str, str]]) -> ResultSet:
+    result = _our_set(directory, csv_path, records[0] if records else None)
+    result.rows = list(_our_rows(csv_path, header, records))
+    return result
+
+
+def _our_set(directory: Path, csv_path: Path, first: dict[str, str] | None) -> ResultSet:
+    """The set's description (label, manifest, simulated), without its rows."""
     manifest = read_json(directory / "manifest.json")
     judge = manifest.get("judge") or {}
     simulated = manifest.get("simulated", judge.get("simulated"))
-    if simulated is None and records and SIMULATED_COLUMN in records[0]:  # a results.csv without its manifest
-        simulated = records[0][SIMULATED_COLUMN] == "true"
+    if simulated is None and first and SIMULATED_COLUMN in first:  # a results.csv without its manifest
+        simulated = first[SIMULATED_COLUMN] == "true"
     label = directory.name if csv_path.name == "results.csv" else csv_path.name
-    return ResultSet(label=label or str(directory), path=directory, layout="ours",
-                     rows=_our_rows(csv_path, header, records), manifest=manifest,
+    return ResultSet(label=label or str(directory), path=directory, layout="ours", rows=[], manifest=manifest,
                      simulated=bool(simulated) if simulated is not None else None, judge_model=judge.get("model"))
 
 
-def load_results(path: Path | str, label: str | None = None) -> ResultSet:
-    """Read a results directory or CSV file (ours or the peer's); raises InputError naming the file."""
-    path = Path(path)
+def _csv_path(path: Path) -> Path:
     if path.is_dir():
         csv_path = path / "results.csv"
         if not csv_path.is_file():
             raise InputError("no results.csv in this directory", file=str(path))
-    elif path.is_file():
-        csv_path = path
-    else:
-        raise InputError("no such file or directory", file=str(path))
+        return csv_path
+    if path.is_file():
+        return path
+    raise InputError("no such file or directory", file=str(path))
+
+
+def iter_rows(path: Path | str) -> Iterator[Row]:
+    """The rows of a results directory or CSV file one at a time (ours read as a stream; the peer's files whole)."""
+    csv_path = _csv_path(Path(path))
+    with _open_csv(csv_path) as (header, records):
+        if "run" in header and "query_id" in header:
+            yield from _our_rows(csv_path, header, records)
+            return
+    yield from load_results(path).rows
+
+
+def scan_results(path: Path | str, label: str | None = None) -> ScoreTable:
+    """``load_results`` for a comparison: the rows' values by metric and query, on disk (``report.columns``), so a
+    results file of any size is read in memory that grows with its queries, not its rows. Close it after use."""
+    csv_path = _csv_path(Path(path))
+    with _open_csv(csv_path) as (header, records):
+        if "query_id" not in header:
+            raise InputError("missing column 'query_id'", file=str(csv_path), line=1, field="query_id")
+        if "run" in header:
+            first = next(records, None)
+            described = _our_set(csv_path.parent, csv_path, first)
+            table = ScoreTable.of(described)
+            try:
+                rows = _our_rows(csv_path, header, itertools.chain([first] if first else [], records))
+                for row in rows:
+                    table.add(row)
+            except BaseException:
+                table.close()
+                raise
+            if label:
+                table.label = label
+            return table
+    return ScoreTable.from_rows(load_results(path, label))
+
+
+def load_results(path: Path | str, label: str | None = None) -> ResultSet:
+    """Read a results directory or CSV file (ours or the peer's); raises InputError naming the file."""
+    csv_path = _csv_path(Path(path))
     header, records = _read_csv(csv_path)
     if "query_id" not in header:
         raise InputError("missing column 'query_id'", file=str(csv_path), line=1, field="query_id")

@@ -6,10 +6,10 @@ import argparse
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from open_rag_eval.report.loader import ResultSet
+    from open_rag_eval.report.loader import ScoreTable
 
 from open_rag_eval.cli.terminal import echo
 from open_rag_eval.core.errors import EXIT_INCONCLUSIVE
@@ -57,14 +57,13 @@ def parse_gates(specs: list[str], flag: str = "--fail-if-worse") -> list[tuple[s
     return gates
 
 
-def _check_gates(gates: list[tuple[str, float | None]], a: ResultSet, b: ResultSet) -> None:
+def _check_gates(gates: list[tuple[str, float | None]], a: ScoreTable, b: ScoreTable) -> None:
     """A gate on a metric that A or B does not have could never trip: refuse it, naming the close names."""
     import difflib
 
     from open_rag_eval.core.errors import InputError
 
-    have_a = {m for row in a.rows for m in row.scores}
-    have_b = {m for row in b.rows for m in row.scores}
+    have_a, have_b = set(a.metrics), set(b.metrics)
     for metric, _ in gates:
         missing = [label for label, have in (("A", have_a), ("B", have_b)) if metric not in have]
         if missing:
@@ -75,16 +74,29 @@ def _check_gates(gates: list[tuple[str, float | None]], a: ResultSet, b: ResultS
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.core.errors import MissingDependency
-    from open_rag_eval.report import compare as cmp
-    from open_rag_eval.report.loader import load_results
-    from open_rag_eval.report.peer import metric_name
-
-    from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, Rule, worst
+    from open_rag_eval.report.loader import scan_results
+    from open_rag_eval.scoring.verdict import Rule
 
     gates = parse_gates(args.fail_if_worse)
     rules = {m: Rule() if amount is None else Rule(max_drop=amount, fail_if_drop=amount) for m, amount in gates}
-    a, b = load_results(Path(args.a)), load_results(Path(args.b))
+    a = scan_results(Path(args.a))  # the values by metric and query, on disk: a run of any size
+    try:
+        b = scan_results(Path(args.b))
+        try:
+            return _compare(args, a, b, gates, rules)
+        finally:
+            b.close()
+    finally:
+        a.close()
+
+
+def _compare(args: argparse.Namespace, a: ScoreTable, b: ScoreTable, gates: list[tuple[str, float | None]],
+             rules: dict[str, Any]) -> int:
+    from open_rag_eval.core.errors import MissingDependency
+    from open_rag_eval.report import compare as cmp
+    from open_rag_eval.report.peer import metric_name
+    from open_rag_eval.scoring.verdict import INCONCLUSIVE, REGRESSION, worst
+
     _check_gates(gates, a, b)
     if a.label == b.label:
         a.label, b.label = str(args.a), str(args.b)
