@@ -14,6 +14,7 @@ then runs, each as a child process of its own, and prints its wall time and peak
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k      # keeps the folders
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k --reuse   # tools again, same shards
 
+The tools run as ``python -m open_rag_eval`` in the work folder: set ``PYTHONPATH`` to the source tree to measure.
 ``--reuse`` skips writing the input and the shards when ``--work`` already holds them (to measure a change to the
 tools alone). Target (issue 30): peak RSS <= 400 MB at 100,000 outputs and RSS(100k) <= 1.2 x RSS(10k).
 """
@@ -24,6 +25,7 @@ import argparse
 import contextlib
 import csv
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -83,8 +85,9 @@ def main() -> None:
                         help="run only these tools (merge's folder must exist for the others)")
     args = parser.parse_args()
     with contextlib.ExitStack() as stack:
-        work = args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tools-mem-")))
+        work = (args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tools-mem-")))).resolve()
         work.mkdir(parents=True, exist_ok=True)
+        os.chdir(work)  # the children import open_rag_eval from PYTHONPATH (or the installed one), never from here
         folders = [work / f"shard-{i}" for i in range(args.shards)]
         if not (args.reuse and all((f / "shard.json").is_file() for f in folders)):
             folders = shards(work, args.outputs, args.shards)
