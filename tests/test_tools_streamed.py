@@ -116,3 +116,49 @@ def test_compare_over_values_on_disk_gives_the_in_memory_numbers(tmp_path: Path,
     assert streamed.rows == whole.rows and len(whole.rows) == 2
     assert (streamed.only_a, streamed.only_b) == (whole.only_a, whole.only_b) == (["q11"], ["q99"])
     assert whole.rows[0]["n"] == 11 and whole.rows[0]["mean_a"] != whole.rows[0]["mean_b"]
+
+
+def test_a_job_s_recorder_holds_the_keys_since_its_last_flush_and_purge_still_finds_them(tmp_path: Path) -> None:
+    """The service notes every cache key a job uses: memory holds a heartbeat's keys (a set of every key of the
+    run grew with it, about 160 bytes a judge call); a key used again after a flush is written again."""
+    import asyncio
+    import sqlite3
+
+    from open_rag_eval.service.replies import KEYS_FILE, RecordingCache, purge
+
+    class Inner:
+        def __init__(self) -> None:
+            self.data: dict[str, str] = {}
+
+        async def get(self, key: str) -> str | None:
+            return self.data.get(key)
+
+        async def put(self, key: str, entry: str) -> None:
+            self.data[key] = entry
+
+    recorder = RecordingCache(Inner())
+    job, other = tmp_path / "job", tmp_path / "other"
+    job.mkdir()
+    other.mkdir()
+
+    async def use(keys: list[str]) -> None:
+        for key in keys:
+            if await recorder.get(key) is None:
+                await recorder.put(key, "reply")
+
+    asyncio.run(use(["k1", "k2", "k1"]))
+    recorder.flush(job)
+    assert recorder.fresh == set() and not [name for name in vars(recorder) if name not in ("inner", "fresh")]
+    asyncio.run(use(["k2", "k3"]))
+    recorder.flush(job)
+    assert (job / KEYS_FILE).read_text(encoding="utf-8").split() == ["k1", "k2", "k2", "k3"]
+    (other / KEYS_FILE).write_text("k3\n", encoding="utf-8")
+    cache = tmp_path / "cache.sqlite"
+    with sqlite3.connect(cache) as connection:
+        connection.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, text TEXT)")
+        connection.executemany("INSERT INTO completions VALUES (?, 'reply')", [("k1",), ("k2",), ("k3",), ("k4",)])
+    connection.close()
+    assert purge(cache, job, [other]) == 2  # k1 and k2: k3 another job used, k4 no job named
+    connection = sqlite3.connect(cache)
+    assert sorted(r[0] for r in connection.execute("SELECT key FROM completions")) == ["k3", "k4"]
+    connection.close()

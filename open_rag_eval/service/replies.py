@@ -18,20 +18,19 @@ KEYS_FILE = "judge-keys.txt"
 
 
 class RecordingCache:
-    """A judge cache that remembers the keys it answered or stored (``fresh`` since the last ``flush``)."""
+    """A judge cache that remembers the keys it answered or stored since the last ``flush`` (``fresh``): memory
+    holds a heartbeat's keys, not the run's. A key used again after a flush is appended again (the file is read as
+    a set)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.fresh: set[str] = set()
-        self._seen: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
     def _note(self, key: str) -> None:
-        if key not in self._seen:
-            self._seen.add(key)
-            self.fresh.add(key)
+        self.fresh.add(key)
 
     async def get(self, key: str) -> Any:
         found = await self.inner.get(key)
