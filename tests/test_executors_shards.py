@@ -148,6 +148,7 @@ def test_merged_shards_of_a_judge_that_answers_as_the_simulated_one_are_labelled
     rows = (tmp_path / "merged" / "results.csv").read_text().splitlines()
     assert rows[0].endswith(",simulated_judge") and len(rows) > 1 and all(r.endswith(",true") for r in rows[1:])
 
+
 def test_a_golden_run_shards_and_merges_into_what_a_single_run_writes(tmp_path: Path) -> None:
     """The golden evaluator's options have no metric list (it computes all of them): splitting the stages read it
     as one and `eval --shard` stopped with a TypeError."""
