@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import MissingDependency
-from open_rag_eval.report.data import ResultSet
+from open_rag_eval.report.data import ResultSet, ScoreTable
 from open_rag_eval.core.catalogue import axis_range, display_name, value_bounds
 from open_rag_eval.scoring.stats import aggregate
 
@@ -290,7 +290,8 @@ def plot_history(points: Sequence[tuple[Any, float]], baseline_index: int | None
     return _finish(fig, plt, shown, title or f"open-rag-eval: {display_name(metric)} over time", path, legend=False)
 
 
-def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *, sets: tuple[ResultSet, ResultSet]) -> Path:
+def plot_forest(rows: Sequence[dict[str, Any]], path: Path, *,
+                sets: tuple[ResultSet | ScoreTable, ResultSet | ScoreTable]) -> Path:
     """Comparison plot of ``sets`` (A, B): per metric the mean difference (B - A) with its 95% CI; significant ones
     filled; both named simulated when either was judged by the simulated judge."""
     plt = _pyplot()
