@@ -75,7 +75,7 @@ class Columns:
         kept = keys >= 0
         keys, values = keys[kept], values[kept]
         if group_of is not None:
-            keys = np.frombuffer(group_of, dtype=np.int64)[keys]
+            keys = np.frombuffer(group_of, dtype=np.dtype(group_of.typecode))[keys].astype(np.int64)
         order = np.argsort(keys, kind="stable")
         keys, values = keys[order], values[order]
         starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]]).tolist()

@@ -91,12 +91,13 @@ class _Index:
         self._aside = aside
         self.ids: list[str] = []
         self._position: dict[str, int] = {}
-        self._first, self._last = array("q"), array("q")  # per query: its first and last output (-1: none)
-        self._bytes, self._failed = array("q"), array("q")  # per query: of its outputs
+        # 4 bytes where a count or a position among outputs is enough, 8 for places in files
+        self._first, self._last = array("i"), array("i")  # per query: its first and last output (-1: none)
+        self._bytes, self._failed = array("q"), array("i")  # per query: of its outputs
         self._cross = array("q")  # per query: its per-query row's offset, size and failed values (-1: none)
-        self._cross_size, self._cross_failed = array("q"), array("q")
-        self.of_output = array("q")  # per output: its query
-        self._next, self._at, self._size = array("q"), array("q"), array("q")  # per output
+        self._cross_size, self._cross_failed = array("I"), array("i")
+        self.of_output = array("i")  # per output: its query
+        self._next, self._at, self._size = array("i"), array("q"), array("I")  # per output
 
     def __len__(self) -> int:
         return len(self.ids)
