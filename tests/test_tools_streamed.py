@@ -162,3 +162,30 @@ def test_a_job_s_recorder_holds_the_keys_since_its_last_flush_and_purge_still_fi
     connection = sqlite3.connect(cache)
     assert sorted(r[0] for r in connection.execute("SELECT key FROM completions")) == ["k3", "k4"]
     connection.close()
+
+
+def test_the_comparison_page_counts_each_query_s_failures_in_full(results: Path, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """`report A B` reads each folder as a stream (an index of its queries, its values by metric on disk); a query's
+    failed count is that of its whole items: failed values and an output that failed as a whole."""
+    import json
+    import re
+    import shutil
+
+    from open_rag_eval.report.comparison import render_comparison
+    from open_rag_eval.report.drilldown import missing_counts
+
+    monkeypatch.setattr(columns, "BLOCK", 2)
+    data = json.loads((results / "results.json").read_text(encoding="utf-8"))
+    data["outputs"][0]["error"] = "the system timed out"
+    (results / "results.json").write_text(json.dumps(data), encoding="utf-8")
+    candidate = tmp_path / "candidate"
+    shutil.copytree(results, candidate)
+    page = render_comparison([results, candidate], resamples=200)
+    expected: dict[str, int] = {}
+    for item in [*data["outputs"], *data["queries"]]:
+        expected[item["query_id"]] = expected.get(item["query_id"], 0) + 2 * missing_counts([item])["failed"]
+    shown = re.findall(r'<tr data-failed="(\d+)"><td data-key="id" data-v="([^"]*)">', page)
+    assert {qid: int(n) for n, qid in shown} == expected and len(shown) == len(expected)
+    assert expected[data["outputs"][0]["query_id"]] >= 2
+    assert f'<td class="num">{len(data["outputs"])}</td>' in page

@@ -7,17 +7,19 @@ headline metrics). Then every metric by family (folded) and a per-query table of
 
 from __future__ import annotations
 
+import contextlib
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.report.compare import Comparison, compare
-from open_rag_eval.report.drilldown import esc, fmt, missing_counts
+from open_rag_eval.report.drilldown import esc, fmt
 from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
-from open_rag_eval.report.html_report import (RunData, _cost, _grouped, _page, _query_means, _relative, load_run,
-                                              query_controls)
-from open_rag_eval.report.loader import load_results
-from open_rag_eval.core.missing import FAILED
+from open_rag_eval.report.html_report import RunData, _cost, _page, _relative, query_controls
+from open_rag_eval.report.loader import scan_results
+from open_rag_eval.report.paged import _Index, _load, _SetAside
 from open_rag_eval.core.catalogue import display_name, family, family_title, is_tally, lower_is_better, short_name
 from open_rag_eval.report.summary import no_value, value_text
 
@@ -43,7 +45,7 @@ def _runs_table(runs: Sequence[RunData], labels: Sequence[str]) -> str:
                     f'<span class="muted">({role})</span></td>'
                     f'<td>{esc(_relative((run.manifest.get("input") or {}).get("path")))}</td>'
                     f'<td>{esc(run.manifest.get("created") or "–")}</td><td>{esc(judge)}{badge}</td>'
-                    f'<td class="num">{len(run.outputs)}</td><td>{esc(_cost(run))}</td></tr>')
+                    f'<td class="num">{run.items.n_outputs}</td><td>{esc(_cost(run))}</td></tr>')
     return ('<div class="scroll"><table id="runs"><thead><tr><th>run</th><th>evaluated</th><th>created</th>'
             '<th>judge</th><th class="num">outputs</th><th>cost</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>')
@@ -116,17 +118,17 @@ def _families(runs: Sequence[RunData], labels: Sequence[str]) -> str:
     return f'<div id="families">{"".join(sections)}</div>'
 
 
-def _queries(runs: Sequence[RunData], metrics: Sequence[str]) -> str:
-    per_run = [{qid: (query, outs, cross) for qid, query, outs, cross in _grouped(r.outputs, r.queries)} for r in runs]
-    order = list(dict.fromkeys(q for groups in per_run for q in groups))
+def _queries(runs: Sequence[RunData], indexes: Sequence[_Index], metrics: Sequence[str]) -> str:
+    means = [{m: index.means(run.items, m) for m in metrics} for run, index in zip(runs, indexes)]
+    order = list(dict.fromkeys(q for index in indexes for q in index.ids))
     rows = []
     for qid in order:
-        query = next(g[qid][0] for g in per_run if qid in g)
-        means = [_query_means(g[qid][1]) if qid in g else {} for g in per_run]
-        failed = sum(missing_counts([*g[qid][1], g[qid][2]])[FAILED] for g in per_run if qid in g)
+        where = [index.position(qid) for index in indexes]
+        query = next(index.text(p) for index, p in zip(indexes, where) if p is not None)
+        failed = sum(index.failed_in_full(p) for index, p in zip(indexes, where) if p is not None)
         cells = []
         for metric in metrics:
-            values = [m.get(metric) for m in means]
+            values = [None if p is None or math.isnan(m[metric][p]) else m[metric][p] for m, p in zip(means, where)]
             first, last = values[0], values[-1]
             delta = "" if first is None or last is None else last - first
             cells.append(f'<td class="num" data-key="{esc(metric)}" data-v="{delta}">'
@@ -144,23 +146,37 @@ def _queries(runs: Sequence[RunData], metrics: Sequence[str]) -> str:
 
 
 def render_comparison(directories: Sequence[Path], *, seed: int = 0, resamples: int = 10_000) -> str:
-    """The HTML page comparing two or more results folders (the first is the baseline)."""
-    runs = [load_run(Path(d)) for d in directories]
-    labels = _labels(runs)
-    chosen, targets = report_options(runs[0].manifest)
-    present = [m for run in runs for m in run.stats]
-    metrics = headline_metrics(present, chosen or None)
-    sets = [load_results(Path(d)) for d in directories]
-    comparisons = [compare(sets[0], other, metrics, seed=seed, resamples=resamples) for other in sets[1:]]
-    per_output = {m for run in runs for o in run.outputs for m, v in (o.get("scores") or {}).items() if v is not None}
-    banner = ('<p class="banner">At least one of these runs used the simulated judge: its numbers test the '
-              'pipeline, they are not real judgments.</p>') if any(r.simulated for r in runs) else ""
-    body = (f'<h1>open-rag-eval comparison</h1>{banner}'
-            f'{_headline_table(runs, labels, metrics, targets, comparisons)}'
-            f'<h2>Runs</h2>{_runs_table(runs, labels)}'
-            f'<h2>All metrics</h2>{_families(runs, labels)}'
-            f'<h2>Queries</h2>{_queries(runs, [m for m in metrics if m in per_output])}')
-    return _page("open-rag-eval comparison", body)
+    """The HTML page comparing two or more results folders (the first is the baseline). Each folder is read as a
+    stream, as the report reads one (``report.paged``): its items set aside on disk, its values by metric."""
+    with contextlib.ExitStack() as stack:
+        runs, indexes = [], []
+        for directory in map(Path, directories):
+            if not directory.is_dir():
+                raise InputError("no such results directory", file=str(directory))
+            aside = _SetAside()
+            stack.callback(aside.close)
+            run, index = _load(directory, aside)
+            stack.callback(run.items.close)
+            runs.append(run)
+            indexes.append(index)
+        labels = _labels(runs)
+        chosen, targets = report_options(runs[0].manifest)
+        present = [m for run in runs for m in run.stats]
+        metrics = headline_metrics(present, chosen or None)
+        sets = []
+        for directory in directories:
+            sets.append(scan_results(Path(directory)))
+            stack.callback(sets[-1].close)
+        comparisons = [compare(sets[0], other, metrics, seed=seed, resamples=resamples) for other in sets[1:]]
+        per_output = {m for run in runs for m in run.items.per_output}
+        banner = ('<p class="banner">At least one of these runs used the simulated judge: its numbers test the '
+                  'pipeline, they are not real judgments.</p>') if any(r.simulated for r in runs) else ""
+        body = (f'<h1>open-rag-eval comparison</h1>{banner}'
+                f'{_headline_table(runs, labels, metrics, targets, comparisons)}'
+                f'<h2>Runs</h2>{_runs_table(runs, labels)}'
+                f'<h2>All metrics</h2>{_families(runs, labels)}'
+                f'<h2>Queries</h2>{_queries(runs, indexes, [m for m in metrics if m in per_output])}')
+        return _page("open-rag-eval comparison", body)
 
 
 def write_comparison(directories: Sequence[Path], path: Path, **kwargs: Any) -> Path:

@@ -96,6 +96,7 @@ class _Index:
         self._bytes, self._failed = array("q"), array("i")  # per query: of its outputs
         self._cross = array("q")  # per query: its per-query row's offset, size and failed values (-1: none)
         self._cross_size, self._cross_failed = array("I"), array("i")
+        self._errors = array("i")  # per query: its outputs that failed as a whole (a system error)
         self.of_output = array("i")  # per output: its query
         self._next, self._at, self._size = array("i"), array("q"), array("I")  # per output
 
@@ -109,7 +110,7 @@ class _Index:
             self.ids.append(query_id)
             for column in (self._first, self._last, self._cross):
                 column.append(-1)
-            for column in (self._bytes, self._failed, self._cross_size, self._cross_failed):
+            for column in (self._bytes, self._failed, self._cross_size, self._cross_failed, self._errors):
                 column.append(0)
         return position
 
@@ -130,6 +131,7 @@ class _Index:
         self._last[query] = output
         self._bytes[query] += size
         self._failed[query] += failed
+        self._errors[query] += 1 if item.get("error") else 0
 
     def size(self, query: int) -> int:
         """Bytes of the query's items in results.json."""
@@ -137,6 +139,21 @@ class _Index:
 
     def failed(self, query: int) -> int:
         return self._failed[query] + (self._cross_failed[query] if self._cross[query] >= 0 else 0)
+
+    def failed_in_full(self, query: int) -> int:
+        """``missing_counts`` of the query's whole items: its failed values and its outputs that failed whole."""
+        return self.failed(query) + self._errors[query]
+
+    def position(self, query_id: str) -> int | None:
+        return self._position.get(query_id)
+
+    def text(self, query: int) -> str:
+        """The query's text as ``group`` gives it (its first output's, else its per-query row's)."""
+        if self._first[query] >= 0:
+            return self._aside.get(self._at[self._first[query]], self._size[self._first[query]]).get("query") or ""
+        if self._cross[query] >= 0:
+            return self._aside.get(self._cross[query], self._cross_size[query]).get("query") or ""
+        return ""
 
     def group(self, query: int) -> Group:
         """The query with its items read back in full: (id, text, runs in run order, its per-query row)."""
