@@ -144,6 +144,10 @@ class _Index:
         """``missing_counts`` of the query's whole items: its failed values and its outputs that failed whole."""
         return self.failed(query) + self._errors[query]
 
+    def seal(self) -> None:
+        """No more items: the map from query id to position is let go (memory; ``position`` knows none after)."""
+        self._position = {}
+
     def position(self, query_id: str) -> int | None:
         return self._position.get(query_id)
 
@@ -368,6 +372,7 @@ def write_paged(directory: Path, path: Path) -> Path:
     aside = _SetAside()
     try:
         run, index = _load(directory, aside)
+        index.seal()
         try:
             return _write(run, index, path)
         finally:
