@@ -15,7 +15,6 @@ the judge's request count and its maximum in flight, against the profile's ``max
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
@@ -30,17 +29,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from service_bench import _outputs  # noqa: E402  (the same small jobs as the service bench)
 
 log = logging.getLogger("budget_bench")
-
-
-def _outputs(n: int, seed: int) -> str:
-    lines = []
-    for i in range(n):
-        docs = [{"id": f"d{j}", "text": f"Fact {j} about subject {seed}-{i}."} for j in range(3)]
-        lines.append(json.dumps({"query_id": f"q{i}", "query": f"What about subject {seed}-{i}?", "run": 1,
-                                 "passages": docs, "answer": [{"text": f"Subject {seed}-{i}.", "citations": ["d0"]}]}))
-    return "\n".join(lines) + "\n"
 
 
 def main() -> None:
