@@ -38,12 +38,14 @@ __all__ = [
     "CONTEXT_FIELDS",
     "CONTEXT_REQUIRED",
     "RunNumbers",
+    "context_columns",
     "derived_query_id",
     "from_context_layout",
     "parse_context_ids",
     "parse_contexts",
     "pick",
     "read_context_rows",
+    "warn_ignored_contexts",
 ]
 
 log = logging.getLogger(__name__)
@@ -186,14 +188,13 @@ class RunNumbers:
         return run
 
 
-def read_context_rows(path: Path, header: list[str], rows: list[tuple[int, dict[str, str]]]) -> list[RAGOutput]:
-    """The outputs of a CSV in the list-of-contexts layout (see the module docstring), one per row."""
-    header_where = Where(str(path), max(1, rows[0][0] - 1))
-    columns = {name: pick(header, name, header_where) for name in ALIASES}
-    known = {"query_id", "query_run", "latency_ms", *LABEL_FIELDS, *(c for c in columns.values() if c)}
-    ignored = [name for name in header if name not in known]
-    if ignored:
-        log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))
+def read_context_rows(path: Path, header: list[str], rows: list[tuple[int, dict[str, str]]], *,
+                      warn: bool = True) -> list[RAGOutput]:
+    """The outputs of a CSV in the list-of-contexts layout (see the module docstring), one per row (``warn``: of
+    the columns it ignores; a file read query by query warns once)."""
+    columns = context_columns(header, Where(str(path), max(1, rows[0][0] - 1)))
+    if warn:
+        warn_ignored_contexts(path, header, columns)
     queries, runs, built = QueryBook(), RunNumbers(), []
     for line, row in rows:
         where = Where(str(path), line)
@@ -220,6 +221,18 @@ def read_context_rows(path: Path, header: list[str], rows: list[tuple[int, dict[
             latency_ms=parse_number(latency, where, "latency_ms", minimum=0.0) if latency else None),
             {"answer": columns["answer"] or "answer"}))
     return [output.model_copy(update={"labels": queries.labels(output.query_id)}) for output in built]
+
+
+def context_columns(header: list[str], where: Where) -> dict[str, str | None]:
+    """The column of the header standing for each name of ``ALIASES`` (None: absent)."""
+    return {name: pick(header, name, where) for name in ALIASES}
+
+
+def warn_ignored_contexts(path: Path | str, header: list[str], columns: dict[str, str | None]) -> None:
+    known = {"query_id", "query_run", "latency_ms", *LABEL_FIELDS, *(c for c in columns.values() if c)}
+    ignored = [name for name in header if name not in known]
+    if ignored:
+        log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))
 
 
 # ---------------------------------------------------------------- JSONL: a line in the list-of-contexts layout

@@ -11,7 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from open_rag_eval.core.errors import InputError
-from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, CONTEXT_REQUIRED, read_context_rows
+from open_rag_eval.inputs.contexts import (
+    CONTEXT_FIELDS,
+    CONTEXT_REQUIRED,
+    context_columns,
+    read_context_rows,
+    warn_ignored_contexts,
+)
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook, parse_bool
 from open_rag_eval.inputs.validate import check_outputs
 from open_rag_eval.inputs.text import (
@@ -158,16 +164,16 @@ def read_csv_outputs(path: Path) -> list[RAGOutput]:
     return outputs_from_rows(str(path), header, rows)
 
 
-def outputs_from_rows(file: str, header: list[str], rows: Rows) -> list[RAGOutput]:
+def outputs_from_rows(file: str, header: list[str], rows: Rows, *, warn: bool = True) -> list[RAGOutput]:
     """The outputs of checked CSV rows (either layout); ``file`` names them in errors. The header is checked
-    here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's)."""
+    here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's). ``warn``: of the columns it
+    ignores (a file read query by query warns once, ``warn_ignored``)."""
     _check_header(header, _required_columns(header), Where(file), _LAYOUT_HINT)
     path = file
     if any(name in header for name in CONTEXT_FIELDS):
-        return read_context_rows(Path(path), header, rows)
-    ignored = [name for name in header if name not in CSV_REQUIRED + CSV_OPTIONAL]
-    if ignored:
-        log.warning("%s: ignoring unknown column(s): %s", path, ", ".join(ignored))
+        return read_context_rows(Path(path), header, rows, warn=warn)
+    if warn:
+        warn_ignored(file, header, rows[0][0] if rows else 2)
     groups: list[_Group] = []
     seen: dict[tuple[str, int], int] = {}
     queries = QueryBook()
@@ -182,6 +188,16 @@ def outputs_from_rows(file: str, header: list[str], rows: Rows) -> list[RAGOutpu
         groups[-1].add(row, where)
     return check_outputs([group.output(str(path), queries.labels(group.key[0])) for group in groups],
                          {"answer": "generated_answer"})
+
+
+def warn_ignored(file: str, header: list[str], first_line: int) -> None:
+    """The warning of ``outputs_from_rows`` about the columns of ``header`` it ignores (either layout)."""
+    if any(name in header for name in CONTEXT_FIELDS):
+        warn_ignored_contexts(file, header, context_columns(header, Where(file, max(1, first_line - 1))))
+        return
+    ignored = [name for name in header if name not in CSV_REQUIRED + CSV_OPTIONAL]
+    if ignored:
+        log.warning("%s: ignoring unknown column(s): %s", file, ", ".join(ignored))
 
 
 def _new_group(key: tuple[str, int], query: str, where: Where, seen: dict[tuple[str, int], int]) -> _Group:

@@ -36,7 +36,7 @@ from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.run.results import spilled_run_status, write_spilled
-from open_rag_eval.run.source import WINDOW_OUTPUTS, JsonlSource, ListSource, OutputSource
+from open_rag_eval.run.source import WINDOW_OUTPUTS, CsvSource, JsonlSource, ListSource, OutputSource
 from open_rag_eval.run.spill import SPILL_FILE, Spill
 from open_rag_eval.run.status import RunStatus
 from open_rag_eval.store.fileio import atomic_stream
@@ -301,13 +301,14 @@ CONTROL_OUTPUTS = 10_000  # the judge-health controls are drawn from the run's f
 
 
 def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
-    """The outputs named by ``input:``: a JSONL file streamed window by window, any other input read at once."""
+    """The outputs named by ``input:``: a JSONL or CSV file streamed window by window, any other input read at once."""
     _check_limit(limit)
     if loaded.config.input is None:
         return ListSource([])
     path = loaded.resolve_path(loaded.config.input)
-    if path.suffix.lower() == ".jsonl":
-        return JsonlSource(path, limit)
+    streamed = {".jsonl": JsonlSource, ".csv": CsvSource}.get(path.suffix.lower())
+    if streamed is not None:
+        return streamed(path, limit)
     return ListSource(load_outputs(loaded, limit))
 
 

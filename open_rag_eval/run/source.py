@@ -6,18 +6,20 @@ evaluated window by window gives the results (and the model batches: HHEM scores
 once, provided each query's outputs are contiguous in the input. When they are not (a query's runs interleaved
 with other queries'), the run is one window: every output in memory, as before.
 
-``ListSource`` windows outputs already in memory (a connector's, a caller's). ``JsonlSource`` streams a JSONL input
-file: it is read twice, once as JSON alone (the run's shape: counts, contiguous queries; a line that is not a JSON
-object fails the run before anything is asked or written, naming file and line), once window by window, building
-and checking each output. A line that is JSON but not a valid output (a missing field...) fails the run when its
-window is read, with the same error: the windows before it were evaluated (their judgments are in the judge's
-cache) but nothing is published, since a run's files replace the previous ones only when it succeeds.
+``ListSource`` windows outputs already in memory (a caller's). ``JsonlSource`` streams a JSONL input file: it is
+read twice, once as JSON alone (the run's shape: counts, contiguous queries; a line that is not a JSON object fails
+the run before anything is asked or written, naming file and line), once window by window, building and checking
+each output. A line that is JSON but not a valid output (a missing field...) fails the run when its window is read,
+with the same error: the windows before it were evaluated (their judgments are in the judge's cache) but nothing is
+published, since a run's files replace the previous ones only when it succeeds. ``CsvSource`` streams a CSV input
+the same way (``inputs.csv_stream``: its shape pass checks the file's bytes, records, header and cells, and each
+row's query_id, run and answer).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
@@ -26,7 +28,7 @@ from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 
-__all__ = ["JsonlSource", "ListSource", "OutputSource", "WINDOW_OUTPUTS", "contiguous", "windows"]
+__all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "WINDOW_OUTPUTS", "contiguous", "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
 
@@ -108,22 +110,28 @@ class ListSource:
         return self.outputs[:n]
 
 
-class JsonlSource:
-    """A JSONL input file, streamed (``limit``: its first queries). Opening it reads each line as JSON alone (its
-    shape: queries, outputs, whether they are contiguous); each output is built and checked field by field when its
-    window is read (``jsonl_query_sizes``)."""
+Sizes = Callable[[Path], Iterator[tuple[str, int, int]]]
+Groups = Callable[[Path], Iterator[list[RAGOutput]]]
+
+
+class FileSource:
+    """An input file, streamed (``limit``: its first queries). Opening it reads its shape (queries, outputs, whether
+    they are contiguous: ``readers()[0]``, each group's query_id, outputs and answered outputs); each query's
+    outputs are built and checked when their window is read (``readers()[1]``)."""
+
+    @staticmethod
+    def readers() -> tuple[Sizes, Groups]:
+        raise NotImplementedError
 
     def __init__(self, path: Path, limit: int | None = None) -> None:
-        from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes
-
+        sizes, self._read = self.readers()
         self.path, self.limit = path, limit
-        self._read = jsonl_query_groups
         self._kept: deque[list[RAGOutput]] | None = None  # the whole run, read once for ``first``
         seen: set[int] = set()
         self.n_outputs = self.n_queries = 0
         self.contiguous = True
         fewest: int | None = None
-        for query_id, size, answered in jsonl_query_sizes(path):  # every line, as when the file is read at once
+        for query_id, size, answered in sizes(path):  # every line, as when the file is read at once
             if limit is None or len(seen) < limit:
                 fewest = answered if fewest is None else min(fewest, answered)
             key = hash(query_id)
@@ -178,3 +186,23 @@ class JsonlSource:
         from open_rag_eval.run.pipeline import _limit
 
         return _limit(read_outputs(self.path), self.limit)
+
+
+class JsonlSource(FileSource):
+    """A JSONL input file: its shape is each line read as JSON alone (``inputs.jsonl``)."""
+
+    @staticmethod
+    def readers() -> tuple[Sizes, Groups]:
+        from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes
+
+        return jsonl_query_sizes, jsonl_query_groups
+
+
+class CsvSource(FileSource):
+    """A CSV input file (either layout): its shape is each row's query_id, run and answer (``inputs.csv_stream``)."""
+
+    @staticmethod
+    def readers() -> tuple[Sizes, Groups]:
+        from open_rag_eval.inputs.csv_stream import csv_query_groups, csv_query_sizes
+
+        return csv_query_sizes, csv_query_groups
