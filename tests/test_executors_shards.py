@@ -71,7 +71,8 @@ def test_shards_merged_write_what_a_single_run_writes(three_shards: tuple[Path, 
     single, merged, shard_dirs = three_shards
     assert result_bytes(merged) == result_bytes(single)
     assert paid_calls(merged) == paid_calls(single) > 0
-    queries = [{o["query_id"] for o in json.loads((d / "shard.json").read_text())["outputs"]} for d in shard_dirs]
+    queries = [{o["query_id"] for line in (d / "records.jsonl").read_text().splitlines()
+                for o in json.loads(line)["outputs"]} for d in shard_dirs]
     assert all(queries) and not (queries[0] & queries[1] or queries[1] & queries[2] or queries[0] & queries[2])
     manifest = json.loads((merged / "manifest.json").read_text())
     assert manifest["complete"] is True and manifest["n_outputs"] == json.loads(

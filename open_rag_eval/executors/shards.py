@@ -8,7 +8,7 @@ written files are byte-identical to a local run's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,8 +19,8 @@ from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_shard", "merge_accounting",
-           "merge_health", "needs_judge", "merge_results", "split_by_query", "stages"]
+__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts", "evaluate_shard", "merge_accounting",
+           "merge_health", "needs_judge", "merge_parts", "merge_results", "query_shards", "split_by_query", "stages"]
 
 # evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
 # query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once
@@ -67,12 +67,20 @@ def split_by_query(outputs: Sequence[RAGOutput], n: int) -> list[list[int]]:
     for index, output in enumerate(outputs):
         by_query.setdefault(output.query_id, []).append(index)
     shards: list[list[int]] = [[] for _ in range(n)]
-    done, total = 0, len(outputs)
-    for indices in by_query.values():
-        shard = min(n - 1, done * n // total) if total else 0
+    groups = list(by_query.values())
+    for indices, shard in zip(groups, query_shards([len(g) for g in groups], n)):
         shards[shard].extend(indices)
-        done += len(indices)
     return [sorted(shard) for shard in shards]
+
+
+def query_shards(sizes: Sequence[int], n: int) -> Iterator[int]:
+    """The shard of each query, given each query's number of outputs in first-seen order: whole queries,
+    contiguous, about equal in outputs (``split_by_query``'s rule; ``eval --shard`` applies it to a JSONL input's
+    shape without reading its outputs)."""
+    done, total = 0, sum(sizes)
+    for size in sizes:
+        yield min(n - 1, done * n // total) if total else 0
+        done += size
 
 
 def needs_judge(specs: Sequence[Any]) -> bool:
@@ -126,6 +134,18 @@ async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: li
     """The evaluators after the shard stage, once over every output, seeing the shards' evaluators as a single run
     does (their nugget lists restored), with the BERTScore the model stage scored (``bertscored``: evaluator index
     -> ``ConsistencyEvaluator.bertscored``); their result and judge-health record."""
+    parts, recorded = await evaluate_rest_parts(loaded, results, outputs, judge, previous, progress, bertscored)
+    result = EvalResult()
+    for part in parts:
+        result.extend(part)
+    return result, recorded
+
+
+async def evaluate_rest_parts(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput],
+                              judge: Judge | None, previous: EvalResult, progress: Any = None,
+                              bertscored: dict[int, Any] | None = None
+                              ) -> tuple[list[EvalResult], dict[str, dict[str, Any]]]:
+    """``evaluate_rest`` evaluator by evaluator (``outputs`` may be one window of the run's whole queries)."""
     from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
     from open_rag_eval.run.pipeline import evaluate_all
 
@@ -141,10 +161,7 @@ async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: li
     with recording() as recorder:
         parts = await evaluate_all(evaluators[first:], outputs, judge, output_dir=None, base_dir=loaded.base_dir,
                                    progress=progress, previous=previous, everyone=evaluators)
-    result = EvalResult()
-    for part in parts:
-        result.extend(part)
-    return result, {task: vars(counts) for task, counts in recorder.tasks.items()}
+    return parts, {task: vars(counts) for task, counts in recorder.tasks.items()}
 
 
 def _ranks(outputs: Sequence[RAGOutput], by_query: bool) -> dict[tuple[str, int | None], tuple[int, int]]:
@@ -170,8 +187,17 @@ def merge_results(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Se
     """One run's result from the shards' (and the model stage's, after the shards'): evaluator by evaluator, each
     evaluator's scores and details in the order a single run over ``outputs`` gives them (a stable sort, so an
     output's own order is kept)."""
-    ordered = sorted(shards, key=lambda shard: shard.index)
     result = EvalResult()
+    for part in merge_parts(names, outputs, shards, models):
+        result.extend(part)
+    return result
+
+
+def merge_parts(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
+                models: dict[int, EvalResult] | None = None) -> list[EvalResult]:
+    """``merge_results`` evaluator by evaluator: one result each, as a run's window gives them."""
+    ordered = sorted(shards, key=lambda shard: shard.index)
+    merged: list[EvalResult] = []
     for e, name in enumerate(names):
         ranks = _ranks(outputs, SHARDED.get(name) == "query")
         far = (len(outputs) + 1, 2)
@@ -182,8 +208,8 @@ def merge_results(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Se
         parts = [shard.parts[e] for shard in ordered] + ([models[e]] if models and e in models else [])
         scores = [s for part in parts for s in part.scores]
         details = [d for part in parts for d in part.details]
-        result.extend(EvalResult(scores=sorted(scores, key=rank), details=sorted(details, key=rank)))
-    return result
+        merged.append(EvalResult(scores=sorted(scores, key=rank), details=sorted(details, key=rank)))
+    return merged
 
 
 def merge_accounting(snapshots: Sequence[dict[str, Any] | None], model: str, price: Any) -> Accounting | None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
@@ -46,7 +46,7 @@ from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["Evaluated", "Executor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all",
+__all__ = ["Evaluated", "Executor", "WindowedExecutor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all",
            "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info", "windowed"]
 
 log = logging.getLogger(__name__)
@@ -134,6 +134,17 @@ class Executor(Protocol):
     async def evaluate(self, loaded: LoadedConfig, outputs: list[RAGOutput], progress: Progress) -> Evaluated: ...
 
 
+@runtime_checkable
+class WindowedExecutor(Protocol):
+    """An executor that gives a run's results window by window (merged shards): each window's outputs and every
+    evaluator's result on them, spilled as it comes; ``ended`` then gives the judge and the health record."""
+
+    def windows(self, loaded: LoadedConfig, progress: Progress
+                ) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]: ...
+
+    def ended(self) -> Evaluated: ...
+
+
 def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
     """The outputs named by ``input:`` (connector outputs are fetched in ``arun``), cut to the first ``limit`` queries."""
     from open_rag_eval.inputs import read_outputs
@@ -204,27 +215,29 @@ async def arun(
     output_dir: Path | None = None,
     limit: int | None = None,
     outputs: list[RAGOutput] | None = None,
+    source: OutputSource | None = None,
     progress: Progress | None = None,
-    executor: Executor | None = None,
+    executor: Executor | WindowedExecutor | None = None,
     wrap_judge: Callable[[Judge], Judge] | None = None,
     write_report: Callable[[Path], object] | None = None,
 ) -> RunReport:
     """``wrap_judge``: wraps the run's judge before any metric sees it (the service shares a judge profile fairly
     across its running jobs); the run's results do not depend on it. ``write_report``: draws the report into the new
     results folder before it replaces the previous one (the caller hands it down, e.g. ``report.write_report``;
-    None: no report)."""
+    None: no report). ``source``: the outputs read elsewhere (merged shards), instead of ``outputs``."""
     started = time.monotonic()
     _check_limit(limit)
     out = output_folder(loaded, output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
     check_inputs_outside(loaded, out)  # the new results must not replace an input
     progress = progress or Progress()
-    fetch = outputs is None and loaded.config.connector is not None
+    fetch = outputs is None and source is None and loaded.config.connector is not None
     progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
                                           *(e.name for e in evaluators), "write"]))
     progress.begin("read", "input")
-    source: OutputSource | None = ListSource(outputs) if outputs is not None else None
-    if outputs is None and loaded.config.connector is None:
+    if source is None and outputs is not None:
+        source = ListSource(outputs)
+    if source is None and loaded.config.connector is None:
         source = open_source(loaded, limit)  # bad input fails before anything is opened or written
     needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
     progress.steps["read"] = "opening the judge"
@@ -259,6 +272,13 @@ async def arun(
                             controls = await checking
                         finally:
                             checking.cancel()
+                elif isinstance(executor, WindowedExecutor):
+                    cited = await _spill_windows(executor.windows(loaded, progress), spill, generation,
+                                                 loaded.judge.health)
+                    evaluated = executor.ended()
+                    judge, recorder = evaluated.judge, evaluated.recorder
+                    cited = cited if judge is not None else None
+                    controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
                 else:
                     everything = source.all()
                     with generation.writing():
@@ -336,6 +356,21 @@ async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: 
                 if forget is not None:
                     forget()  # what it kept of this window's queries (nugget lists): the next window has others
     return (low, n_cited) if health is not None else None
+
+
+async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]], spill: Spill,
+                         generation: Generation, health: Any) -> tuple[list[dict[str, Any]], int]:
+    """An executor's windows, each to outputs.jsonl and the spill as it comes (``_evaluate_windows``' writes)."""
+    low: list[dict[str, Any]] = []
+    n_cited = 0
+    with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
+        async for window, parts in windows:
+            _write_outputs(journal, window)
+            spill.add(window, parts)
+            found = _cited([score for part in parts for score in part.scores], health)
+            low += found[0]
+            n_cited += found[1]
+    return low, n_cited
 
 
 def windowed(evaluator: Any, fewest_answered: int) -> bool:
