@@ -4,10 +4,10 @@
 window and writes a shard folder (``shardfile``): ``shard.json`` (the config's text and digest, the input's digest,
 the shard's position ranges, the judge's counters and health), ``records.jsonl`` (one record a query: its outputs and
 every shard evaluator's scores and details, appended as each window finishes) and ``cache.sqlite`` (every judge
-reply the shard used). A JSONL input with each query's lines together is read as a local run reads it: once as JSON
-alone for its shape (the split needs only each query's number of outputs), then only the shard's queries, window by
-window. Another input (CSV...), or one whose queries are interleaved, is read whole and its shard evaluated in the
-same windows (interleaved: as one window, as a local run does).
+reply the shard used). A JSONL or CSV input with each query's lines together is read as a local run reads it: once
+for its shape (the split needs only each query's number of outputs), then only the shard's queries, window by
+window. Another input, or one whose queries are interleaved, is read whole and its shard evaluated in the same
+windows (interleaved: as one window, as a local run does).
 
 ``merge DIR...`` checks the headers (one config, one input, each shard once, every output exactly once), merges the
 shards' caches into the config's judge cache, then reads the records in order and gives the run its own windows
@@ -136,15 +136,20 @@ def _cut(groups: Iterable[list[RAGOutput]], ids: Iterable[int], start: int
         yield list(range(start, start + len(window))), window
 
 
-def _jsonl_input(path: Path, index: int, count: int) -> ShardInput | None:
-    """A JSONL input's shard from its shape (each line as JSON alone), its queries read window by window; None when
-    its queries are interleaved."""
-    from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes
+def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
+    """A JSONL or CSV input's shard from its shape (``run.source.FileSource``: each query's number of outputs, no
+    output built), its queries read window by window; None for another input, or when its queries are
+    interleaved."""
+    from open_rag_eval.run.source import CsvSource, JsonlSource
 
+    kind = {".jsonl": JsonlSource, ".csv": CsvSource}.get(path.suffix.lower())
+    if kind is None:
+        return None
+    query_sizes, query_groups = kind.readers()
     sizes: array[int] = array("q")
     seen: set[int] = set()
     fewest: int | None = None
-    for query_id, size, answered in jsonl_query_sizes(path):
+    for query_id, size, answered in query_sizes(path):
         key = hash(query_id)
         if key in seen:  # (or a hash collision: then read whole, which is always right)
             return None
@@ -160,7 +165,7 @@ def _jsonl_input(path: Path, index: int, count: int) -> ShardInput | None:
     def groups() -> Iterator[list[RAGOutput]]:
         if first == stop:
             return
-        for q, group in enumerate(jsonl_query_groups(path)):
+        for q, group in enumerate(query_groups(path)):
             if q >= stop:
                 return
             if q >= first:
@@ -199,8 +204,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
                           "(use executor: ray, or fetch them first)", path="input")
     config_text = _config_text(loaded)
     input_path = loaded.resolve_path(loaded.config.input)
-    shape = _jsonl_input(input_path, index, count) if input_path.suffix.lower() == ".jsonl" else None
-    shape = shape or _whole_input(loaded, index, count)
+    shape = _streamed_input(input_path, index, count) or _whole_input(loaded, index, count)
     folder = shard_folder(loaded, output_dir, index, count)
     with Generation(folder) as generation:
         with generation.writing(), atomic_stream(generation.path / RECORDS_FILE) as handle:
