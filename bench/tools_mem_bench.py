@@ -1,4 +1,5 @@
-"""Peak RSS of the tools that read a finished run: ``merge``, ``report`` and ``compare``, at N outputs.
+"""Peak RSS of the tools that read a finished run: ``merge``, ``report``, ``compare``, ``plot`` and the Python API's
+``load_results``, at N outputs.
 
 Writes N seeded outputs with golden labels (``scale_bench.iter_synthetic``: 2 runs per query, 3 passages), evaluates
 them judge-free (the golden evaluator: retrieval and lexical metrics) as S engine-free shards (``eval --shard i/S``),
@@ -8,15 +9,20 @@ then runs, each as a child process of its own, and prints its wall time and peak
 - ``report A`` (report.html, and its pages beside it);
 - ``compare A B`` (its default metrics: the headline ones, here golden nDCG and recall; ``--resamples`` 200), B
   being A's results with every score scaled by 0.97 (a candidate that differs everywhere, without a second
-  evaluation; compare reads results.csv and the manifest).
+  evaluation; compare reads results.csv and the manifest);
+- ``plot A -e trec`` of four metrics (golden nDCG@3 and recall@1, lexical keyword coverage and groundedness);
+- ``load_results A`` (``report.loader``) in a child Python, then every metric's values, per-query means and
+  metric names asked of it, as a notebook would (``rows`` is not asked: it holds every row, see docs/scaling.md).
 
     python bench/tools_mem_bench.py --outputs 10000
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k      # keeps the folders
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k --reuse   # tools again, same shards
+    python bench/tools_mem_bench.py --results RUN --work DIR --only plot load_results   # a run already written
 
 The tools run as ``python -m open_rag_eval`` in the work folder: set ``PYTHONPATH`` to the source tree to measure.
 ``--reuse`` skips writing the input and the shards when ``--work`` already holds them (to measure a change to the
-tools alone). Target (issue 30): peak RSS <= 400 MB at 100,000 outputs and RSS(100k) <= 1.2 x RSS(10k).
+tools alone). ``--results RUN`` measures the tools after merge on a results folder already written (say one
+``scale_bench.py --judge-free --keep`` kept: the same evaluator and shape), without writing shards. Target (issue 30): peak RSS <= 400 MB at 100,000 outputs and RSS(100k) <= 1.2 x RSS(10k).
 """
 
 from __future__ import annotations
@@ -27,13 +33,17 @@ import csv
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from scale_bench import iter_synthetic, run_child, write_jsonl
 
 SCALE = 0.97
+TOOLS = ("merge", "report", "compare", "plot", "load_results")
+PLOTTED = ("golden.ndcg@3", "golden.recall@1", "lexical.keyword_coverage", "lexical.groundedness")
 
 
 def candidate(a: Path, b: Path) -> None:
@@ -81,21 +91,31 @@ def main() -> None:
     parser.add_argument("--resamples", type=int, default=200,
                         help="compare's bootstrap / permutation resamples (its memory does not depend on them; its "
                         "time does: pure Python, 2 x resamples x queries per metric)")
-    parser.add_argument("--only", nargs="+", choices=["merge", "report", "compare"], default=None,
+    parser.add_argument("--only", nargs="+", choices=TOOLS, default=None,
                         help="run only these tools (merge's folder must exist for the others)")
+    parser.add_argument("--results", type=Path, default=None, metavar="RUN",
+                        help="measure the tools on this results folder (no shards, no merge)")
+    parser.add_argument("--api-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.api_child:
+        return api_child(args.api_child)
     with contextlib.ExitStack() as stack:
         work = (args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tools-mem-")))).resolve()
         work.mkdir(parents=True, exist_ok=True)
         os.chdir(work)  # the children import open_rag_eval from PYTHONPATH (or the installed one), never from here
+        tools = args.only or [t for t in TOOLS if not (args.results and t == "merge")]
         folders = [work / f"shard-{i}" for i in range(args.shards)]
-        if not (args.reuse and all((f / "shard.json").is_file() for f in folders)):
+        if args.results:
+            if "merge" in tools:
+                parser.error("--results: the run is already merged (leave merge out of --only)")
+            print(f"results folder {args.results}", flush=True)
+        elif not (args.reuse and all((f / "shard.json").is_file() for f in folders)):
             folders = shards(work, args.outputs, args.shards)
-        a, b = work / "A", work / "B"
-        print(f"{args.outputs} outputs (2 runs per query, 3 passages), golden evaluator, {args.shards} shards",
-              flush=True)
+        a, b = (args.results.resolve() if args.results else work / "A"), work / "B"
+        if not args.results:
+            print(f"{args.outputs} outputs (2 runs per query, 3 passages), golden evaluator, {args.shards} shards",
+                  flush=True)
         figures = []
-        tools = args.only or ["merge", "report", "compare"]
         if "merge" in tools:
             shutil.rmtree(a, ignore_errors=True)
             figures.append(("merge", *run_child(["merge", *map(str, folders), "-o", str(a)], work / "merge.log")))
@@ -110,9 +130,41 @@ def main() -> None:
             figures.append(("compare", *run_child(["compare", str(a), str(b), "--resamples", str(args.resamples),
                                                    "-o", str(work / "compare")], work / "compare.log")))
             say(figures[-1])
+        if "plot" in tools:
+            figures.append(("plot", *run_child(["plot", str(a), "-e", "trec", "--metrics-to-plot", *PLOTTED,
+                                                "-o", str(work / "plot.png")], work / "plot.log")))
+            say(figures[-1])
+        if "load_results" in tools:
+            figures.append(("load_results", *run_python([__file__, "--api-child", str(a)], work / "api.log")))
+            say(figures[-1])
         print("tool | wall s | peak RSS MB")
         for tool, wall, peak in figures:
             print(f"{tool} | {wall:.1f} | {peak:.0f}")
+
+
+def api_child(folder: Path) -> None:
+    """In the child: what a notebook asks of a large run through ``load_results``, its figures on stdout."""
+    from open_rag_eval.report.loader import load_results
+
+    result = load_results(folder)
+    metrics = result.metrics
+    total = 0.0
+    for metric in metrics:
+        total += sum(result.values(metric)) + sum(result.query_means(metric).values())
+    print(f"{len(metrics)} metrics, {len(result.queries())} queries, sum {total:.6f}")
+
+
+def run_python(argv: list[str], log: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of a child Python running ``argv``; exits with its log when it fails."""
+    started = time.monotonic()
+    with log.open("wb") as stderr:
+        child = subprocess.Popen([sys.executable, *argv], stdout=stderr, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {log.read_text(encoding='utf-8', errors='replace')[-2000:]}")
+    print(f"  (user+sys CPU {usage.ru_utime + usage.ru_stime:.1f} s; machine load {os.getloadavg()[0]:.1f}; "
+          f"{log.read_text(encoding='utf-8').strip().splitlines()[-1]})", flush=True)
+    return time.monotonic() - started, usage.ru_maxrss / 1024
 
 
 def say(figure: tuple[str, float, float]) -> None:

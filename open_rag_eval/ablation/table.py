@@ -49,12 +49,7 @@ class AblationTable:
 
 def query_mean(result: ResultSet, metric: str) -> float | None:
     """The mean over queries of each query's value (the mean over its runs); None when no query has one."""
-    per_query: dict[str, list[float]] = {}
-    for row in result.rows:
-        value = row.scores.get(metric)
-        if value is not None:
-            per_query.setdefault(row.query_id, []).append(value)
-    means = [math.fsum(values) / len(values) for values in per_query.values()]
+    means = list(result.query_means(metric).values())  # a set read from a folder: its values on disk, not its rows
     return math.fsum(means) / len(means) if means else None
 
 

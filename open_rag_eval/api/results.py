@@ -13,7 +13,6 @@ import csv
 import io
 import json
 import math
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,14 +138,9 @@ class Results:
 
     def result_set(self, label: str) -> ResultSet:
         """These results as the report and compare read a result folder."""
-        from open_rag_eval.report.loader import load_results
+        from open_rag_eval.report.loader import load_results_text
 
-        with tempfile.TemporaryDirectory(prefix="open-rag-eval-") as tmp:
-            for name in ("results.csv", "results.json", "manifest.json"):
-                if name in self.files:
-                    (Path(tmp) / name).write_text(self.files[name], encoding="utf-8")
-            loaded = load_results(Path(tmp), label=label)
-        return loaded
+        return load_results_text(self.files["results.csv"], self.manifest, label)
 
     def report(self, path: str | Path) -> Path:
         """Write the HTML report (the run's report.html) to ``path`` -- with a large run's pages in

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+from array import array
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.report.columns import Columns
 
-__all__ = ["ResultSet", "Row", "ScoreTable", "read_json"]
+__all__ = ["ResultSet", "Row", "RowValues", "ScoreTable", "read_json"]
 
 
 @dataclass
@@ -25,21 +27,46 @@ class Row:
     errors: dict[str, str] = field(default_factory=dict)
 
 
-@dataclass
 class ResultSet:
-    """One evaluation's results, whatever file layout they came from."""
+    """One evaluation's results, whatever file layout they came from.
 
-    label: str
-    path: Path
-    layout: str  # "ours" | "peer-trec" | "peer-consistency"
-    rows: list[Row]
-    manifest: dict[str, Any] = field(default_factory=dict)
-    simulated: bool | None = None  # None: unknown (the peer records nothing)
-    judge_model: str | None = None
-    run_values: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # metric -> query -> values
+    ``values``, ``per_query``, ``query_means``, ``metrics`` and ``queries`` answer from its values by metric and
+    query; ``rows`` is every (query, run) as a ``Row``. A set ``load_results`` read from our results.csv keeps its
+    values on disk (``RowValues``: memory grows with its queries, not its rows) and reads its rows again from the
+    file when ``rows`` is first asked for: ``rows`` alone holds the whole run. The peer's files are held whole.
+    """
+
+    def __init__(self, label: str, path: Path, layout: str, rows: list[Row] | None = None,
+                 manifest: dict[str, Any] | None = None, simulated: bool | None = None,
+                 judge_model: str | None = None, run_values: dict[str, dict[str, list[float]]] | None = None, *,
+                 stored: RowValues | None = None, reread: Callable[[], list[Row]] | None = None) -> None:
+        self.label, self.path, self.layout = label, path, layout  # layout: "ours" | "peer-trec" | "peer-consistency"
+        self.manifest = manifest if manifest is not None else {}
+        self.simulated = simulated  # None: unknown (the peer records nothing)
+        self.judge_model = judge_model
+        self.run_values = run_values if run_values is not None else {}  # metric -> query -> values
+        self._rows = rows if rows is not None or reread is not None else []
+        self._stored, self._reread = stored, reread
+
+    def __repr__(self) -> str:
+        return f"ResultSet(label={self.label!r}, path={str(self.path)!r}, layout={self.layout!r})"
+
+    @property
+    def rows(self) -> list[Row]:
+        """Every row (read from the file on first access for a set ``load_results`` read: the whole run)."""
+        if self._rows is None:
+            assert self._reread is not None
+            self._rows = self._reread()
+        return self._rows
+
+    @rows.setter
+    def rows(self, rows: list[Row]) -> None:
+        self._rows, self._stored = rows, None
 
     @property
     def metrics(self) -> list[str]:
+        if self._stored is not None:
+            return list(self._stored.metrics)
         seen: dict[str, None] = {}
         for row in self.rows:
             for name in row.scores:
@@ -48,6 +75,8 @@ class ResultSet:
 
     def values(self, metric: str, *, per_run: bool | None = None) -> list[float]:
         """The existing values of ``metric``; ``per_run`` True/False keeps only per-run / per-query rows."""
+        if self._stored is not None:
+            return self._stored.values(metric, per_run)
         out = []
         for row in self.rows:
             if per_run is not None and (row.run is not None) != per_run:
@@ -62,6 +91,8 @@ class ResultSet:
         grouped: dict[str, list[float]] = dict(self.run_values.get(metric, {}))
         if grouped:
             return grouped
+        if self._stored is not None:
+            return self._stored.per_query(metric)
         for row in self.rows:
             value = row.scores.get(metric)
             if value is not None:
@@ -69,16 +100,81 @@ class ResultSet:
         return grouped
 
     def queries(self) -> set[str]:
+        if self._stored is not None:
+            return set(self._stored.query_ids)
         return {row.query_id for row in self.rows}
 
     def query_means(self, metric: str) -> dict[str, float]:
         """Per query: the mean of its values of ``metric`` (its runs', or its one cross-run value)."""
+        if self._stored is not None:
+            return self._stored.query_means(metric)
         grouped: dict[str, list[float]] = {}
         for row in self.rows:
             value = row.scores.get(metric)
             if value is not None:
                 grouped.setdefault(row.query_id, []).append(value)
         return {query: math.fsum(values) / len(values) for query, values in grouped.items()}
+
+
+class RowValues:
+    """Rows' values by metric, on disk (``report.columns``), for a ``ResultSet``: a value's key is twice its query's
+    position, plus one for a row across runs (``run`` None). Query ids and metric names are held in memory;
+    ``keep`` (None: every metric) names the metrics whose values are kept (the others' names only)."""
+
+    def __init__(self, keep: Collection[str] | None = None) -> None:
+        self.query_ids: list[str] = []  # in the order first seen
+        self.metrics: dict[str, None] = {}  # every metric a row has, with a value or a reason
+        self._position: dict[str, int] = {}
+        self._keep = None if keep is None else frozenset(keep)
+        self._values = Columns()
+
+    def add(self, row: Row) -> None:
+        position = self._position.get(row.query_id)
+        if position is None:
+            position = self._position[row.query_id] = len(self.query_ids)
+            self.query_ids.append(row.query_id)
+        key = 2 * position + (row.run is None)
+        for metric, value in row.scores.items():
+            self.metrics.setdefault(metric, None)
+            if value is not None and (self._keep is None or metric in self._keep):
+                self._values.add(metric, key, value)
+
+    def added(self) -> RowValues:
+        """Every row is in: the index of query ids used while adding them is let go (no more ``add``)."""
+        self._position = {}
+        return self
+
+    def _blocks(self, metric: str) -> Iterator[tuple[array[int], array[float]]]:
+        if self._keep is not None and metric not in self._keep:
+            raise KeyError(f"{metric}: its values were not read (read with metrics={sorted(self._keep)})")
+        return self._values.read(metric)
+
+    def values(self, metric: str, per_run: bool | None) -> list[float]:
+        out: list[float] = []
+        for keys, values in self._blocks(metric):
+            if per_run is None:
+                out.extend(values)
+            else:
+                across = not per_run
+                out.extend(value for key, value in zip(keys, values) if (key & 1) == across)
+        return out
+
+    def per_query(self, metric: str) -> dict[str, list[float]]:
+        grouped: dict[str, list[float]] = {}
+        for keys, values in self._blocks(metric):
+            for key, value in zip(keys, values):
+                grouped.setdefault(self.query_ids[key >> 1], []).append(value)
+        return grouped
+
+    def query_means(self, metric: str) -> dict[str, float]:
+        """``ResultSet.query_means`` (``Columns.means``: ``math.fsum`` over each query's values)."""
+        self._blocks(metric)  # a metric not kept is a KeyError, not an empty mapping
+        queries = len(self.query_ids)
+        means = self._values.means(metric, queries, array("q", (i >> 1 for i in range(2 * queries))))
+        return {query: mean for query, mean in zip(self.query_ids, means) if not math.isnan(mean)}
+
+    def close(self) -> None:
+        self._values.close()
 
 
 @dataclass

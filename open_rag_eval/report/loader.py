@@ -8,25 +8,30 @@ Accepted inputs (detected from the path and the CSV header):
 - the peer's consistency CSV (``consistency_<metric>`` columns holding ``{"values": [..], "stats": {..}}``).
 
 Everything becomes ``ResultSet.rows``: one ``Row`` per (query, run) -- ``run=None`` for a query across runs --
-with our metric names. An empty cell is a missing value, never a number.
+with our metric names. An empty cell is a missing value, never a number. Our results.csv is read as a stream: every
+cell is checked as it goes by, the values are kept on disk by metric (``data.RowValues``) and the rows are read again
+only when ``ResultSet.rows`` is asked for; the peer's files are read whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import csv
+import io
 import itertools
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from open_rag_eval.store.csv_cells import read_cell
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
-from open_rag_eval.report.data import ResultSet, Row, ScoreTable, read_json
+from open_rag_eval.report.data import ResultSet, Row, RowValues, ScoreTable, read_json
 
-__all__ = ["ResultSet", "Row", "ScoreTable", "finite_cell", "iter_rows", "load_results", "read_json", "scan_results"]
+__all__ = ["ResultSet", "Row", "ScoreTable", "finite_cell", "iter_rows", "load_results", "load_results_text", "read_json",
+           "scan_results"]
 
 csv.field_size_limit(2**31 - 1)
 
@@ -50,14 +55,10 @@ def _float(text: str, *, file: str, line: int, field_name: str) -> float | None:
     return value
 
 
-def _read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
-    with _open_csv(path) as (header, records):
-        return header, list(records)
-
-
 @contextlib.contextmanager
-def _open_csv(path: Path) -> Iterator[tuple[list[str], Iterator[dict[str, str]]]]:
-    """The CSV's header and its records, read one at a time; a read error is an InputError naming the file."""
+def _open_csv(path: Path, text: str | None = None) -> Iterator[tuple[list[str], Iterator[dict[str, str]]]]:
+    """The CSV's header and its records, read one at a time; a read error is an InputError naming the file.
+    ``text``: the file's text, already in memory (``path`` then only names it)."""
     def records(reader: csv.DictReader[str]) -> Iterator[dict[str, str]]:
         try:
             yield from reader
@@ -65,7 +66,7 @@ def _open_csv(path: Path) -> Iterator[tuple[list[str], Iterator[dict[str, str]]]
             raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
 
     try:
-        handle = path.open(newline="", encoding="utf-8-sig")
+        handle = io.StringIO(text, newline="") if text is not None else path.open(newline="", encoding="utf-8-sig")
     except OSError as error:
         raise InputError(f"cannot read CSV: {error}", file=str(path)) from error
     with handle:
@@ -105,15 +106,32 @@ def _our_rows(path: Path, header: list[str], records: Iterable[dict[str, str]]) 
         yield row
 
 
-def _load_ours(directory: Path, csv_path: Path, header: list[str], records: list[dict[str, str]]) -> ResultSet:
-    result = _our_set(directory, csv_path, records[0] if records else None)
-    result.rows = list(_our_rows(csv_path, header, records))
-    return result
+def _load_ours(csv_path: Path, header: list[str], records: Iterator[dict[str, str]],
+               keep: Collection[str] | None, described: ResultSet | None = None, text: str | None = None) -> ResultSet:
+    """Our results.csv, read once as a stream into its values by metric; its rows read again when asked for (from
+    ``text`` when given: the file's text in memory)."""
+    first = next(records, None)
+    described = described or _our_set(csv_path.parent, csv_path, first)
+    stored = RowValues(keep)
+    try:
+        for row in _our_rows(csv_path, header, itertools.chain([first] if first else [], records)):
+            stored.add(row)
+    except BaseException:
+        stored.close()
+        raise
+
+    def reread() -> list[Row]:
+        with _open_csv(csv_path, text) as (again, rest):
+            return list(_our_rows(csv_path, again, rest))
+
+    return ResultSet(described.label, described.path, described.layout, None, described.manifest,
+                     described.simulated, described.judge_model, stored=stored.added(), reread=reread)
 
 
-def _our_set(directory: Path, csv_path: Path, first: dict[str, str] | None) -> ResultSet:
-    """The set's description (label, manifest, simulated), without its rows."""
-    manifest = read_json(directory / "manifest.json")
+def _our_set(directory: Path, csv_path: Path, first: dict[str, str] | None,
+             manifest: dict[str, Any] | None = None) -> ResultSet:
+    """The set's description (label, manifest -- read beside the file unless given --, simulated), without its rows."""
+    manifest = read_json(directory / "manifest.json") if manifest is None else manifest
     judge = manifest.get("judge") or {}
     simulated = manifest.get("simulated", judge.get("simulated"))
     if simulated is None and first and SIMULATED_COLUMN in first:  # a results.csv without its manifest
@@ -168,21 +186,43 @@ def scan_results(path: Path | str, label: str | None = None) -> ScoreTable:
     return ScoreTable.from_rows(load_results(path, label))
 
 
-def load_results(path: Path | str, label: str | None = None) -> ResultSet:
-    """Read a results directory or CSV file (ours or the peer's); raises InputError naming the file."""
+def load_results(path: Path | str, label: str | None = None, *, metrics: Collection[str] | None = None) -> ResultSet:
+    """Read a results directory or CSV file (ours or the peer's); raises InputError naming the file, line and field
+    of the first bad cell (every cell of ours is checked here). ``metrics``: keep only these metrics' values (of
+    ours; the others are checked and named, and asking for their values is a KeyError)."""
     csv_path = _csv_path(Path(path))
-    header, records = _read_csv(csv_path)
-    if "query_id" not in header:
-        raise InputError("missing column 'query_id'", file=str(csv_path), line=1, field="query_id")
-    if "run" in header:
-        result = _load_ours(csv_path.parent, csv_path, header, records)
-    elif peer.is_consistency(header):
+    with _open_csv(csv_path) as (header, records):
+        if "query_id" not in header:
+            raise InputError("missing column 'query_id'", file=str(csv_path), line=1, field="query_id")
+        if "run" in header:
+            result = _load_ours(csv_path, header, records, metrics)
+        else:
+            result = _load_peer(csv_path, header, list(records))
+    if label:
+        result.label = label
+    return result
+
+
+def load_results_text(text: str, manifest: dict[str, Any], label: str) -> ResultSet:
+    """``load_results`` of our results.csv held as text, with its manifest (``api.Results``): the text is read as a
+    stream as a file is, and again when the set's rows are asked for."""
+    name = Path(label) / "results.csv"
+    with _open_csv(name, text) as (header, records):
+        if "query_id" not in header or "run" not in header:
+            raise InputError("not our results.csv: expected the columns 'query_id' and 'run'", file=str(name), line=1)
+        first = next(records, None)
+        described = _our_set(name.parent, name, first, manifest)
+        described.label = label
+        chained = itertools.chain([first] if first else [], records)
+        return _load_ours(name, header, chained, None, described, text)
+
+
+def _load_peer(csv_path: Path, header: list[str], records: list[dict[str, str]]) -> ResultSet:
+    if peer.is_consistency(header):
         result = peer.load_consistency(csv_path, header, records)
     elif peer.is_trec(header):
         result = peer.load_trec(csv_path, header, records)
     else:
         raise InputError("not a results file: expected our results.csv (a 'run' column) or a TREC/consistency CSV "
                          "of vectara's open-rag-eval (run_N_ or consistency_ columns)", file=str(csv_path), line=1)
-    if label:
-        result.label = label
     return result

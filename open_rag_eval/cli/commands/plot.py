@@ -1,4 +1,7 @@
-"""`open-rag-eval plot`: boxplots of TREC metrics, or per-query consistency across runs, as one PNG."""
+"""`open-rag-eval plot`: boxplots of TREC metrics, or per-query consistency across runs, as one PNG.
+
+Each file is read as a stream keeping only the values of the metrics it may draw (``load_results(metrics=...)``):
+memory holds the values plotted, a float each, and the query ids, not the rows."""
 
 from __future__ import annotations
 
@@ -43,18 +46,20 @@ def run(args: argparse.Namespace) -> int:
     labels = [x.strip() for x in args.labels.split(",")] if args.labels else [None] * len(args.files)
     if len(labels) != len(args.files):
         raise InputError(f"--labels gives {len(labels)} labels for {len(args.files)} files", field="--labels")
-    sets = [load_results(Path(f), label) for f, label in zip(args.files, labels)]
     metrics = _metrics(args.metrics_to_plot)
+    trec = args.evaluator in ("trec", "generation")
+    defaults = plot_defaults(args.evaluator)
+    drawn = [*(metrics or defaults), "no_answer.answered" if trec else "hhem.score"]
+    sets = [load_results(Path(f), label, metrics=drawn) for f, label in zip(args.files, labels)]
     output = Path(args.output_file)
-    if args.evaluator in ("trec", "generation"):
-        defaults = plot_defaults(args.evaluator)
+    if trec:
         if metrics is None:
             metrics = [m for m in defaults if any(s.values(m) for s in sets)] or list(defaults)
         title = "open-rag-eval: TREC metrics" if args.evaluator == "trec" else "open-rag-eval: generation metrics"
         plots.plot_trec(sets, metrics, output, title)
     else:
         if metrics is None:
-            metrics = [m for m in plot_defaults("consistency") if any(s.per_query(m) for s in sets)] or ["hhem.score"]
+            metrics = [m for m in defaults if any(s.per_query(m) for s in sets)] or ["hhem.score"]
         plots.plot_consistency(sets, metrics, output)
     log.info("plot written to %s", output)
     return 0

@@ -1,0 +1,178 @@
+"""`plot` and `load_results` over a results folder of any size: the values are read as a stream into columns on disk
+(``report.data.RowValues``), the rows only when asked for; what they give is what the rows read whole give."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from open_rag_eval.cli import main
+from open_rag_eval.config import load_config
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.report import columns, loader, plots
+from open_rag_eval.report.data import ResultSet, Row
+from open_rag_eval.report.loader import load_results
+from open_rag_eval.run import pipeline
+from open_rag_eval.run.spill import Spill
+from open_rag_eval.store.csv_cells import read_cell
+
+OURS = Path(__file__).parent / "data" / "results_fixture"
+WORDS = "solar wind grid battery storage carbon price market coal hydro power demand".split()
+
+
+def _windowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A run of 8 queries (2 or 3 runs each, one failed output), evaluated in windows of 4 outputs: its folder."""
+    lines = []
+    for q in range(8):
+        words = WORDS[q:q + 4]
+        for run in range(1, 3 + q % 2):
+            passages = [{"id": str(i), "text": f"{' '.join(words)} text {i} of query {q}, run {run}."} for i in (1, 2)]
+            lines.append({"query_id": f"q{q}", "query": f"What about {words[0]}?", "run": run, "passages": passages,
+                          "answer": f"{words[0].capitalize()} meets {words[run % 4]} [1]. Also {words[2]} [2].",
+                          "relevant_ids": ["1"], "expected_keywords": words[:2]})
+    lines[4] = {"query_id": "q1", "query": lines[4]["query"], "run": 3, "error": "timeout"}  # q1 keeps 2 runs
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    config = tmp_path / "run.yaml"
+    config.write_text(
+        "input: in.jsonl\noutput_dir: out\n"
+        "judge:\n  model: simulated-judge\n  simulated: {latency_ms: 0, jitter_ms: 0}\n  cache: false\n"
+        "evaluators:\n"
+        "  - {type: trec, k_values: [1, 2], metrics: [umbrela, citation, no_answer]}\n"
+        "  - {type: golden, k_values: [1, 2]}\n"
+        "  - {type: consistency, metrics: [rouge, dispersion], judge_repeats: 2}\n", encoding="utf-8")
+    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    windows: list[int] = []
+    real_add = Spill.add
+    monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (windows.append(len(outputs)),
+                                                                      real_add(self, outputs, parts))[1])
+    report = pipeline.run(load_config(config))
+    assert len(windows) >= 4  # a run in windows, not one
+    return report.output_dir
+
+
+def _rows_read_whole(path: Path) -> list[Row]:
+    """The rows as the loader read them before it streamed: every record, every metric cell, by hand."""
+    with path.open(newline="", encoding="utf-8") as handle:
+        records = list(csv.DictReader(handle))
+    metrics = [c for c in records[0] if c not in ("query_id", "query", "run", "simulated_judge")
+               and not c.endswith(".error")]
+    rows = []
+    for record in records:
+        row = Row(read_cell(record["query_id"]), read_cell(record["query"]),
+                  None if record["run"] == "all" else int(record["run"]))
+        for metric in metrics:
+            if record[metric]:
+                row.scores[metric] = float(record[metric])
+            elif record.get(f"{metric}.error"):
+                row.scores[metric], row.errors[metric] = None, read_cell(record[f"{metric}.error"])
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.slow
+def test_a_windowed_run_loads_the_values_its_rows_hold(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _windowed_run(tmp_path, monkeypatch)
+    monkeypatch.setattr(columns, "BLOCK", 3)  # every metric's values span blocks on disk
+    whole = ResultSet("whole", folder, "ours", _rows_read_whole(folder / "results.csv"))
+    streamed = load_results(folder)
+    assert streamed.metrics == whole.metrics and len(whole.metrics) > 20
+    assert streamed.queries() == whole.queries() == {f"q{q}" for q in range(8)}
+    across = [m for m in whole.metrics if whole.values(m, per_run=False)]
+    assert across and "umbrela.mean" not in across  # per-query rows (consistency) and per-run ones both checked
+    for metric in whole.metrics:
+        for per_run in (None, True, False):
+            assert streamed.values(metric, per_run=per_run) == whole.values(metric, per_run=per_run), metric
+        assert streamed.per_query(metric) == whole.per_query(metric), metric
+        assert list(streamed.per_query(metric)) == list(whole.per_query(metric)), metric
+        assert streamed.query_means(metric) == whole.query_means(metric), metric
+    failed = [row for row in streamed.rows if row.errors]
+    assert ("q1", 3) in [(r.query_id, r.run) for r in failed]
+    assert streamed.rows == whole.rows
+
+
+def test_literal_values_by_metric_run_and_query(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "BLOCK", 2)
+    result = load_results(OURS)
+    assert result.values("hhem.score") == [0.91, 0.85, 0.95, 0.12, 0.40]
+    assert result.values("consistency.rougeL", per_run=False) == [0.62, 0.55]
+    assert result.values("consistency.rougeL", per_run=True) == []
+    assert result.values("nuggets.vital", per_run=False) == []
+    assert result.per_query("nuggets.vital") == {"q1": [1.0, 0.5], "q2": [1.0, 0.0], "q3": [0.5], "q4": [0.0]}
+    assert result.query_means("citation.f1") == {"q1": 0.625, "q2": 0.5, "q3": 1.0, "q4": 0.0}
+    assert result.query_means("consistency.hhem.score.mean") == {"q1": 0.88, "q2": 0.535}
+    assert result.metrics[:2] == ["umbrela.mean", "umbrela.mrr"] and "hhem.score" in result.metrics
+    assert result.queries() == {"q1", "q2", "q3", "q4"}
+
+
+def test_rows_are_read_when_first_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Path] = []
+    real = loader._our_rows
+    monkeypatch.setattr(loader, "_our_rows", lambda path, *rest: (calls.append(path), real(path, *rest))[1])
+    result = load_results(OURS)
+    result.values("hhem.score"), result.per_query("umbrela.mean"), result.metrics
+    assert len(calls) == 1  # the one streamed read
+    assert [(r.query_id, r.run) for r in result.rows] == [("q1", 1), ("q1", 2), ("q2", 1), ("q2", 2), ("q3", 1),
+                                                          ("q4", 1), ("q1", None), ("q2", None)]
+    assert result.rows[4].errors == {"hhem.score": "HHEM model weights not found",
+                                     "hhem.hallucinated": "HHEM model weights not found"}
+    assert len(calls) == 2  # read again once, then kept
+
+
+def test_a_bad_cell_anywhere_fails_the_load_naming_file_line_and_field(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(columns, "BLOCK", 2)
+    good = "".join(f"q{i},Q,1,{i / 10}\n" for i in range(6))
+    bad = tmp_path / "results.csv"
+    bad.write_text("query_id,query,run,umbrela.mean\n" + good + "q9,Q,1,nan\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"results.csv:8: field 'umbrela.mean': not a finite number"):
+        load_results(bad)
+    bad.write_text("query_id,query,run,umbrela.mean\n" + good + "q9,Q,first,0.5\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"results.csv:8: field 'run'"):
+        load_results(bad, metrics=["umbrela.mean"])
+    bad.write_text("query_id,query,run,umbrela.mean,hhem.score\n" + "q1,Q,1,0.5,high\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"results.csv:2: field 'hhem.score'"):  # not plotted, still checked
+        load_results(bad, metrics=["umbrela.mean"])
+
+
+def test_plot_reads_only_the_metrics_it_draws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: dict[str, Any] = {}
+
+    def capture(sets: list[ResultSet], metrics: list[str], path: Path, title: str) -> Path:
+        drawn.update(metrics=metrics, values=[[s.values(m) for m in metrics] for s in sets],
+                     answered=[s.values("no_answer.answered", per_run=True) for s in sets])
+        with pytest.raises(KeyError, match="umbrela.mean"):
+            sets[0].values("umbrela.mean")
+        return path
+
+    monkeypatch.setattr(plots, "plot_trec", capture)
+    argv = ["plot", str(OURS), "-e", "trec", "--metrics-to-plot", "hhem.score,nuggets.vital", "-o",
+            str(tmp_path / "x.png")]
+    assert main(argv) == 0
+    assert drawn == {"metrics": ["hhem.score", "nuggets.vital"],
+                     "values": [[[0.91, 0.85, 0.95, 0.12, 0.40], [1.0, 0.5, 1.0, 0.0, 0.5, 0.0]]],
+                     "answered": [[1.0, 1.0, 1.0, 1.0, 1.0, 0.0]]}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("evaluator", ["trec", "consistency"])
+def test_the_streamed_plot_is_the_plot_of_the_rows_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             evaluator: str) -> None:
+    """The PNG drawn from the streamed set is the one drawn from every row in memory, byte for byte."""
+    streamed = tmp_path / "streamed.png"
+    assert main(["plot", str(OURS), "-e", evaluator, "-o", str(streamed)]) == 0
+    real = loader.load_results
+
+    def whole(path: Path, label: str | None = None, **_: Any) -> ResultSet:
+        result = real(path, label)
+        result.rows = _rows_read_whole(OURS / "results.csv")  # the set as it was: its rows in memory
+        return result
+
+    monkeypatch.setattr(loader, "load_results", whole)
+    before = tmp_path / "whole.png"
+    assert main(["plot", str(OURS), "-e", evaluator, "-o", str(before)]) == 0
+    assert streamed.read_bytes() == before.read_bytes() and len(before.read_bytes()) > 20_000
