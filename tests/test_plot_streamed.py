@@ -176,3 +176,25 @@ def test_the_streamed_plot_is_the_plot_of_the_rows_read_whole(tmp_path: Path, mo
     before = tmp_path / "whole.png"
     assert main(["plot", str(OURS), "-e", evaluator, "-o", str(before)]) == 0
     assert streamed.read_bytes() == before.read_bytes() and len(before.read_bytes()) > 20_000
+
+
+def test_results_answer_without_building_the_whole_run() -> None:
+    """``Results``: ``simulated`` from the manifest (results.json is not parsed), rows one at a time, repr's count
+    from the CSV, compare from results.csv's text read as a stream."""
+    from open_rag_eval.api.results import Results
+
+    text = (OURS / "results.csv").read_text(encoding="utf-8")
+    files = {"results.csv": text, "summary.csv": (OURS / "summary.csv").read_text(encoding="utf-8"),
+             "manifest.json": json.dumps({"simulated": True}), "results.json": "{not parsed"}
+    results = Results(files)
+    assert results.simulated is True
+    assert [(r["query_id"], r["run"], r["hhem.score"]) for r in results.iter_rows()][:3] == \
+        [("q1", 1, 0.91), ("q1", 2, 0.85), ("q2", 1, 0.95)]
+    assert len(results.rows()) == 8 and results.rows()[4]["hhem.score.error"] == "HHEM model weights not found"
+    assert repr(results).startswith("Results(8 rows, ")
+    loaded = results.result_set("new")
+    assert loaded.label == "new" and loaded.simulated is True
+    assert loaded.values("hhem.score") == [0.91, 0.85, 0.95, 0.12, 0.40]
+    assert [(r.query_id, r.run) for r in loaded.rows][-2:] == [("q1", None), ("q2", None)]
+    with pytest.raises(json.JSONDecodeError):
+        results.details()

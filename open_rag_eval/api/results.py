@@ -5,6 +5,11 @@ A ``Results`` holds the text of every file of the run's output folder (``outputs
 ``report-queries/page-NNNN.html``: ``store.generation.run_files``), so its tables are exactly the CLI's:
 ``to_pandas()`` is results.csv, ``summary()`` is summary.csv, ``details()`` is results.json (docs/RESULTS.md).
 pandas is imported by the methods that return DataFrames, only.
+
+Memory: the files' text, by design (a ``Results`` outlives its folder: ``evaluate`` without ``output_dir`` writes to a
+temporary one). ``to_pandas``, ``rows`` and ``details`` build the whole run from it; ``iter_rows``, ``summary``,
+``mean``, ``status``, ``simulated``, ``repr`` and ``compare`` (results.csv's values by metric, on disk: the loader's
+``RowValues``) do not.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,7 +58,9 @@ class Results:
 
     @property
     def simulated(self) -> bool:
-        return bool(self.details().get("simulated"))
+        """The manifest's word (results.json's first member says the same), not results.json parsed whole."""
+        manifest = self.manifest
+        return bool(manifest["simulated"] if "simulated" in manifest else self.details().get("simulated"))
 
     @property
     def status(self) -> RunStatus:
@@ -76,8 +83,13 @@ class Results:
 
     def rows(self) -> list[dict[str, Any]]:
         """results.csv as dicts: ``run`` an int or ``"all"``, metrics floats (NaN when missing), ``*.error`` text,
-        ``simulated_judge`` a bool."""
-        return [_typed(row, numbers=_metric_columns(row)) for row in _csv_rows(self.files["results.csv"])]
+        ``simulated_judge`` a bool. Every row of the run at once; ``iter_rows`` gives them one at a time."""
+        return list(self.iter_rows())
+
+    def iter_rows(self) -> Iterator[dict[str, Any]]:
+        """``rows``, one row at a time, each read from results.csv's text as it is asked for."""
+        for row in csv.DictReader(io.StringIO(self.files["results.csv"], newline="")):
+            yield _typed(row, numbers=_metric_columns(row))
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """summary.csv as dicts, numbers as floats (NaN when missing)."""
@@ -177,7 +189,8 @@ class Results:
         rows = self.summary_rows()
         shown = ", ".join(f"{r['metric']}={r['mean']:.3f}" for r in rows[:4] if not math.isnan(r["mean"]))
         state = "" if self.complete else "; INCOMPLETE: " + self.status.summary()
-        return f"Results({len(self.rows())} rows, {len(rows)} metrics{': ' + shown if shown else ''}{state})"
+        count = sum(1 for _ in csv.reader(io.StringIO(self.files["results.csv"], newline=""))) - 1
+        return f"Results({max(count, 0)} rows, {len(rows)} metrics{': ' + shown if shown else ''}{state})"
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:
