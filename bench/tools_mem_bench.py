@@ -12,7 +12,9 @@ then runs, each as a child process of its own, and prints its wall time and peak
   evaluation; compare reads results.csv and the manifest);
 - ``plot A -e trec`` of four metrics (golden nDCG@3 and recall@1, lexical keyword coverage and groundedness);
 - ``load_results A`` (``report.loader``) in a child Python, then every metric's values, per-query means and
-  metric names asked of it, as a notebook would (``rows`` is not asked: it holds every row, see docs/scaling.md).
+  metric names asked of it, as a notebook would (``rows`` is not asked: it holds every row, see docs/scaling.md);
+- ``results_dir``: ``consistency``'s reader of an earlier run (``load_results_dir A``) in a child Python: every
+  output and score of the run, held (a one-window case).
 
     python bench/tools_mem_bench.py --outputs 10000
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k      # keeps the folders
@@ -42,7 +44,7 @@ from pathlib import Path
 from scale_bench import iter_synthetic, run_child, write_jsonl
 
 SCALE = 0.97
-TOOLS = ("merge", "report", "compare", "plot", "load_results")
+TOOLS = ("merge", "report", "compare", "plot", "load_results", "results_dir")
 PLOTTED = ("golden.ndcg@3", "golden.recall@1", "lexical.keyword_coverage", "lexical.groundedness")
 
 
@@ -96,9 +98,12 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, metavar="RUN",
                         help="measure the tools on this results folder (no shards, no merge)")
     parser.add_argument("--api-child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--results-dir-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.api_child:
         return api_child(args.api_child)
+    if args.results_dir_child:
+        return results_dir_child(args.results_dir_child)
     with contextlib.ExitStack() as stack:
         work = (args.work or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tools-mem-")))).resolve()
         work.mkdir(parents=True, exist_ok=True)
@@ -137,6 +142,10 @@ def main() -> None:
         if "load_results" in tools:
             figures.append(("load_results", *run_python([__file__, "--api-child", str(a)], work / "api.log")))
             say(figures[-1])
+        if "results_dir" in tools:
+            figures.append(("results_dir", *run_python([__file__, "--results-dir-child", str(a)],
+                                                       work / "results_dir.log")))
+            say(figures[-1])
         print("tool | wall s | peak RSS MB")
         for tool, wall, peak in figures:
             print(f"{tool} | {wall:.1f} | {peak:.0f}")
@@ -152,6 +161,14 @@ def api_child(folder: Path) -> None:
     for metric in metrics:
         total += sum(result.values(metric)) + sum(result.query_means(metric).values())
     print(f"{len(metrics)} metrics, {len(result.queries())} queries, sum {total:.6f}")
+
+
+def results_dir_child(folder: Path) -> None:
+    """In the child: ``consistency``'s read of an earlier run's results.json, its figures on stdout."""
+    from open_rag_eval.evaluators.consistency import load_results_dir
+
+    outputs, scores = load_results_dir(folder)
+    print(f"{len(outputs)} outputs, {len(scores)} scores")
 
 
 def run_python(argv: list[str], log: Path) -> tuple[float, float]:

@@ -198,3 +198,36 @@ def test_results_answer_without_building_the_whole_run() -> None:
     assert [(r.query_id, r.run) for r in loaded.rows][-2:] == [("q1", None), ("q2", None)]
     with pytest.raises(json.JSONDecodeError):
         results.details()
+
+
+@pytest.mark.parametrize(("document", "problem"), [
+    ({"simulated": False, "queries": []}, r"not a results.json written by open-rag-eval \(no 'outputs' list\)"),
+    ({"outputs": [{"query_id": "q1", "run": 1}, {"run": 2}]}, r"outputs\[1\] is malformed"),
+    ('{"outputs": [{"query_id": "q1", "scores": {"m": NaN}}]}', r"not a results.json .*not a finite number: NaN"),
+])
+def test_a_results_dir_read_as_a_stream_names_its_problem(tmp_path: Path, document: Any, problem: str) -> None:
+    from open_rag_eval.evaluators.consistency import load_results_dir
+
+    text = document if isinstance(document, str) else json.dumps(document)
+    (tmp_path / "results.json").write_text(text, encoding="utf-8")
+    with pytest.raises(InputError, match=problem) as error:
+        load_results_dir(tmp_path)
+    assert str(error.value).startswith(str(tmp_path / "results.json"))
+    with pytest.raises(InputError, match="cannot read results: No such file"):
+        load_results_dir(tmp_path / "gone")
+
+
+def test_a_results_dir_gives_its_outputs_and_scores_in_file_order(tmp_path: Path) -> None:
+    from open_rag_eval.evaluators.consistency import load_results_dir
+
+    entries = [{"query_id": "q2", "run": 2, "answer_text": "b", "scores": {"m": 0.25, "n": None},
+                "errors": {"n": "judge call failed"}},
+               {"query_id": "q1", "query": "Q?", "run": 1, "answer": [{"text": "a", "citations": ["1"]}],
+                "passages": [{"id": 1, "text": "p"}], "scores": {"m": 1}}]
+    (tmp_path / "results.json").write_text(json.dumps({"simulated": True, "outputs": entries, "queries": [
+        {"query_id": "q1", "scores": {"consistency.x": 0.5}}]}), encoding="utf-8")
+    outputs, scores = load_results_dir(tmp_path)
+    assert [(o.query_id, o.run, o.answer_text, o.passages[0].id if o.passages else None) for o in outputs] == \
+        [("q2", 2, "b", None), ("q1", 1, "", "1")]
+    assert [(s.query_id, s.run, s.metric, s.value, s.error) for s in scores] == [
+        ("q2", 2, "m", 0.25, None), ("q2", 2, "n", None, "judge call failed"), ("q1", 1, "m", 1.0, None)]

@@ -15,7 +15,7 @@ import pytest
 from open_rag_eval.cli import main
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.report import paged, render_report, write_report
-from open_rag_eval.report.stream import read_items
+from open_rag_eval.store.json_items import read_items
 
 
 @pytest.fixture
@@ -112,7 +112,7 @@ def test_the_stream_reader_refuses_broken_files_naming_them(tmp_path: Path, text
 
 
 def test_the_stream_reader_reads_items_across_its_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from open_rag_eval.report import stream
+    from open_rag_eval.store import json_items as stream
 
     monkeypatch.setattr(stream, "_CHUNK", 7)
     outputs = [{"query_id": f"q{i}", "scores": {"m": i * 1.25, "n": 10**12 + i}, "text": "ä" * i} for i in range(30)]

@@ -496,7 +496,7 @@ def _diagnosis(report: RunReport) -> None:
 def _run_means(report: RunReport) -> dict[str, Any]:
     """``run_means`` over the run's results.json, read output by output (a large run is not held in memory)."""
     from open_rag_eval.diagnosis.trec import adjusted_means, tally_answered
-    from open_rag_eval.report.stream import read_items
+    from open_rag_eval.store.json_items import read_items
 
     answered: list[float] = []
     refusals = 0

@@ -20,7 +20,6 @@ not count as runs here; they are listed in the details.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
@@ -414,30 +413,49 @@ def _answered(first: RAGOutput, second: RAGOutput) -> bool:
 
 
 def load_results_dir(folder: Path) -> tuple[list[RAGOutput], list[Score]]:
-    """The outputs and per-run scores of a finished run's ``results.json``."""
+    """The outputs and per-run scores of a finished run's ``results.json``, read as a stream (``store.json_items``):
+    memory holds the outputs and their scores, never the file's text or its whole JSON tree."""
+    from open_rag_eval.store.json_items import read_items
+
     path = folder / "results.json" if folder.is_dir() else folder
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        entries = data["outputs"]
+        path.open("rb").close()
     except OSError as error:
         raise InputError(f"cannot read results: {error.strerror}", file=str(path)) from None
-    except (ValueError, KeyError, TypeError):
-        raise InputError("not a results.json written by open-rag-eval (no 'outputs' list)", file=str(path)) from None
     outputs: list[RAGOutput] = []
     scores: list[Score] = []
-    for index, entry in enumerate(entries):
+
+    def on_item(section: str, entry: dict[str, Any]) -> None:
+        if section != "outputs":
+            return
         try:
             output = _output_of(entry)
         except (KeyError, TypeError, ValueError) as error:
-            raise InputError(f"outputs[{index}] is malformed: {error}", file=str(path)) from None
+            raise InputError(f"outputs[{len(outputs)}] is malformed: {error}", file=str(path)) from None
         outputs.append(output)
-        for metric, value in (entry.get("scores") or {}).items():
-            if value is not None:
-                scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, value=float(value)))
-            else:
-                reason = (entry.get("errors") or {}).get(metric) or "missing in results.json"
-                scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, error=str(reason)))
+        scores.extend(_scores_of(output, entry))
+
+    sections: set[str] = set()
+    try:
+        read_items(path, on_item, sections)
+    except InputError as error:
+        if error.problem.startswith("outputs["):
+            raise
+        raise InputError(f"not a results.json written by open-rag-eval ({error.problem})", file=str(path)) from None
+    if "outputs" not in sections:
+        raise InputError("not a results.json written by open-rag-eval (no 'outputs' list)", file=str(path))
     return outputs, scores
+
+
+def _scores_of(output: RAGOutput, entry: dict[str, Any]) -> list[Score]:
+    scores = []
+    for metric, value in (entry.get("scores") or {}).items():
+        if value is not None:
+            scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, value=float(value)))
+        else:
+            reason = (entry.get("errors") or {}).get(metric) or "missing in results.json"
+            scores.append(Score(query_id=output.query_id, run=output.run, metric=metric, error=str(reason)))
+    return scores
 
 
 def _output_of(entry: dict[str, Any]) -> RAGOutput:

@@ -1,6 +1,6 @@
 """The report of a run of any size: ``report.html`` stays small and every query is on a page of its own folder.
 
-results.json is read once as a stream (``report.stream``). What the summary sections need of each output (ids,
+results.json is read once as a stream (``store.json_items``). What the summary sections need of each output (ids,
 scores, failure reasons, UMBRELA grades) is kept; each whole output is set aside in a temporary file and read back
 when its query is drawn. report.html is at most ``REPORT_BYTES``, whatever the run: each query's share of it (its
 table row and drill-down) is measured by rendering it alone. Up to ``INLINE_QUERIES`` queries that fit, report.html
@@ -35,7 +35,7 @@ from open_rag_eval.report.html_report import (RunData, _columns, _drill, _page, 
 from open_rag_eval.core.missing import FAILED
 from open_rag_eval.report.drilldown import missing_counts
 from open_rag_eval.core.catalogue import lower_is_better
-from open_rag_eval.report.stream import read_items
+from open_rag_eval.store.json_items import read_items
 from open_rag_eval.store.fileio import atomic_write_text
 from open_rag_eval.run.generation import PAGES_DIR
 

@@ -99,21 +99,23 @@ def _first_reasons(result: EvalResult | None, summary: Sequence[Aggregate]) -> d
 
 
 def read_result(folder: Path) -> EvalResult:
-    """A finished run's scores and details, read back from its results.json (output by output, then the queries;
-    the whole file in memory: a large run's files are read as streams instead)."""
+    """A finished run's scores and details, read back from its results.json (output by output, then the queries),
+    as a stream (``store.json_items``): memory holds the result, not the file's text or its JSON tree."""
+    from open_rag_eval.store.json_items import read_items
+
     result = EvalResult()
-    path = folder / "results.json"
-    document = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
-    for section in ("outputs", "queries"):
-        for item in document.get(section) or []:
-            run = item.get("run") if section == "outputs" else None
-            query_id = str(item.get("query_id"))
-            for metric, value in (item.get("scores") or {}).items():
-                result.scores.append(Score(query_id=query_id, run=run, metric=metric, value=value))
-            for metric, error in (item.get("errors") or {}).items():
-                result.scores.append(Score(query_id=query_id, run=run, metric=metric, error=error or "missing"))
-            for name, data in (item.get("details") or {}).items():
-                result.details.append(Detail(query_id=query_id, run=run, section=name, data=data))
+
+    def on_item(section: str, item: dict[str, Any]) -> None:
+        run = item.get("run") if section == "outputs" else None
+        query_id = str(item.get("query_id"))
+        for metric, value in (item.get("scores") or {}).items():
+            result.scores.append(Score(query_id=query_id, run=run, metric=metric, value=value))
+        for metric, error in (item.get("errors") or {}).items():
+            result.scores.append(Score(query_id=query_id, run=run, metric=metric, error=error or "missing"))
+        for name, data in (item.get("details") or {}).items():
+            result.details.append(Detail(query_id=query_id, run=run, section=name, data=data))
+
+    read_items(folder / "results.json", on_item)
     return result
 
 

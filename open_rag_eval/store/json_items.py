@@ -2,7 +2,8 @@
 
 ``read_items(path, on_item)`` calls ``on_item(section, item)`` for each element of the ``outputs`` and ``queries``
 arrays, in file order, and returns the other top-level members (``simulated``, ``summary``...). The strictness is
-``report.data.read_json``'s: a broken file or a non-finite number is an ``InputError`` naming the file.
+``report.data.read_json``'s: a broken file or a non-finite number is an ``InputError`` naming the file. The report,
+``consistency``'s ``results_dir`` and ``RunReport.result`` read results.json with it.
 """
 
 from __future__ import annotations
@@ -63,8 +64,10 @@ class _Reader:
             return value
 
 
-def read_items(path: Path, on_item: Callable[[str, dict[str, Any]], None]) -> dict[str, Any]:
-    """Stream ``path``; an absent file is an empty object (no items)."""
+def read_items(path: Path, on_item: Callable[[str, dict[str, Any]], None],
+               sections: set[str] | None = None) -> dict[str, Any]:
+    """Stream ``path``; an absent file is an empty object (no items). ``sections`` gets the item sections found,
+    an empty one too."""
     if not path.is_file():
         return {}
 
@@ -83,6 +86,8 @@ def read_items(path: Path, on_item: Callable[[str, dict[str, Any]], None]) -> di
                 reader.take(":")
                 if key in ITEM_SECTIONS and reader.peek() == "[":
                     _items(reader, str(key), on_item, path)
+                    if sections is not None:
+                        sections.add(str(key))
                 else:
                     members[str(key)] = reader.value()
                 if reader.peek() == ",":
