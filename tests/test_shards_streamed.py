@@ -21,10 +21,13 @@ from tests.test_run_windows import FILES, _config as _local_config, _outputs
 WINDOW = 5  # outputs: q0 q1 | q2 q3 | q4 q5 | q6 q7 | q8 (2 or 3 runs a query)
 
 
-def _config(tmp_path: Path, name: str, lines: list[dict]) -> Path:
-    """The windows test's config; the judge-health controls off (a run on an executor does not ask them yet)."""
+def _config(tmp_path: Path, name: str, lines: list[dict], hhem: Path | None = None) -> Path:
+    """The windows test's config; the judge-health controls off (a run on an executor does not ask them yet);
+    ``hhem``: trec scores HHEM too, with the model in that folder."""
     config = _local_config(tmp_path, name, lines)
     text = config.read_text(encoding="utf-8").replace("  cache: false\n", "  cache: false\n  health: {controls: false}\n")
+    if hhem is not None:
+        text = text.replace("no_answer]}", f"no_answer, hhem], hallucination: {{model_path: '{hhem}', device: cpu}}}}")
     config.write_text(text, encoding="utf-8")
     return config
 
@@ -56,9 +59,12 @@ def _shards(tmp_path: Path, config: Path, n: int = 3) -> list[Path]:
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     """A local run in windows of 5 outputs and the same config as 3 shards merged, both with trec (simulated
-    judge), golden and consistency (judge test-retest: the merge asks the judge with the shards' nugget lists)."""
+    judge; HHEM with a tiny model, scored in the merge's model stage window by window), golden and consistency
+    (judge test-retest: the merge asks the judge with the shards' nugget lists)."""
+    from open_rag_eval.hhem.tiny import write_tiny_hhem
+
     tmp_path = tmp_path_factory.mktemp("streamed")
-    config = _config(tmp_path, "data", _outputs())
+    config = _config(tmp_path, "data", _outputs(), hhem=write_tiny_hhem(tmp_path / "tiny-hhem"))
     with pytest.MonkeyPatch.context() as monkeypatch:
         spilled, evaluated = _counting(monkeypatch)
         local = pipeline.run(load_config(config)).output_dir
@@ -76,6 +82,10 @@ def test_a_sharded_run_in_windows_merges_into_the_bytes_of_a_local_run(made: dic
     for name in FILES:
         assert (merged / name).read_bytes() == (local / name).read_bytes(), name
     assert made["local_windows"] == made["merge_windows"] == [5, 5, 5, 5, 2]  # the run's own windows
+    document = json.loads((merged / "results.json").read_text(encoding="utf-8"))
+    assert all(0 < o["scores"]["hhem.score"] < 1 and "golden.ndcg@2" in o["scores"] for o in document["outputs"]
+               if not o["error"])
+    assert all("consistency.rougeL" in q["scores"] for q in document["queries"])
     # each shard evaluated in windows, none larger than the run's, cut where the run's windows are cut
     assert len(made["shard_windows"]) > 3 and max(made["shard_windows"]) <= WINDOW
     headers = [json.loads((folder / "shard.json").read_text()) for folder in made["shards"]]
