@@ -178,3 +178,22 @@ def test_shards_given_twice_missing_or_overlapping_are_refused(
     assert _merge(folders, tmp_path) == 3
     assert "field 'positions': the shards do not hold every output exactly once" in caplog.text
     assert not (tmp_path / "out").exists()
+
+
+def test_an_input_that_changes_between_its_shape_and_its_outputs_fails_the_shard(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The shard's positions come from the input's shape: outputs read later that do not match it (the file was
+    rewritten meanwhile) must not be written under those positions."""
+    from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes
+    from open_rag_eval.run.source import JsonlSource
+
+    config = _config(tmp_path, "moving", _outputs())
+
+    def sizes(path: Path):  # type: ignore[no-untyped-def]
+        for query_id, size, answered in jsonl_query_sizes(path):
+            yield query_id, size + (query_id == "q1"), answered  # q1 had one more line when the shape was read
+
+    monkeypatch.setattr(JsonlSource, "readers", staticmethod(lambda: (sizes, jsonl_query_groups)))
+    assert main(["-q", "eval", "--config", str(config), "--shard", "0/2", "--output-dir", str(tmp_path / "s")]) == 3
+    assert "the input changed while the shard read it (query 'q1': 3 outputs, 4 a moment before)" in caplog.text
+    assert not (tmp_path / "s").exists()

@@ -169,6 +169,9 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
             if q >= stop:
                 return
             if q >= first:
+                if len(group) != sizes[q]:  # the file changed since its shape was read
+                    raise InputError(f"the input changed while the shard read it (query {group[0].query_id!r}: "
+                                     f"{len(group)} outputs, {sizes[q]} a moment before)", file=str(path))
                 yield group
 
     ids = islice(window_ids(sizes), first, stop)
@@ -214,7 +217,8 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
                     generation.path / SHARD_CACHE))}
                 async with judge_session(loaded.judge, loaded.base_dir, str(loaded.path or ""), **shared) as judge:
                     n_records, health = await _evaluate(loaded, shape, judge, handle)
-                    accounting = cast(Any, judge).accounting.snapshot()
+                    counters = getattr(judge, "accounting", None)
+                    accounting = counters.snapshot() if counters is not None else None
                 if shared:
                     shared["cache"].close()
             else:
