@@ -14,7 +14,9 @@ then runs, each as a child process of its own, and prints its wall time and peak
 - ``load_results A`` (``report.loader``) in a child Python, then every metric's values, per-query means and
   metric names asked of it, as a notebook would (``rows`` is not asked: it holds every row, see docs/scaling.md);
 - ``results_dir``: ``consistency``'s reader of an earlier run (``load_results_dir A``) in a child Python: every
-  output and score of the run, held (a one-window case).
+  output and score of the run, held (a one-window case);
+- ``Results``: the Python API's ``Results.from_folder A`` in a child Python, asked its summary (a DataFrame),
+  ``simulated``, ``complete``, its repr and each row one at a time (``iter_rows``; ``rows()`` on a tree without it).
 
     python bench/tools_mem_bench.py --outputs 10000
     python bench/tools_mem_bench.py --outputs 100000 --work /tmp/tools-100k      # keeps the folders
@@ -44,7 +46,7 @@ from pathlib import Path
 from scale_bench import iter_synthetic, run_child, write_jsonl
 
 SCALE = 0.97
-TOOLS = ("merge", "report", "compare", "plot", "load_results", "results_dir")
+TOOLS = ("merge", "report", "compare", "plot", "load_results", "results_dir", "Results")
 PLOTTED = ("golden.ndcg@3", "golden.recall@1", "lexical.keyword_coverage", "lexical.groundedness")
 
 
@@ -99,7 +101,10 @@ def main() -> None:
                         help="measure the tools on this results folder (no shards, no merge)")
     parser.add_argument("--api-child", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--results-dir-child", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--results-child", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.results_child:
+        return results_child(args.results_child)
     if args.api_child:
         return api_child(args.api_child)
     if args.results_dir_child:
@@ -146,6 +151,9 @@ def main() -> None:
             figures.append(("results_dir", *run_python([__file__, "--results-dir-child", str(a)],
                                                        work / "results_dir.log")))
             say(figures[-1])
+        if "Results" in tools:
+            figures.append(("Results", *run_python([__file__, "--results-child", str(a)], work / "results.log")))
+            say(figures[-1])
         print("tool | wall s | peak RSS MB")
         for tool, wall, peak in figures:
             print(f"{tool} | {wall:.1f} | {peak:.0f}")
@@ -169,6 +177,18 @@ def results_dir_child(folder: Path) -> None:
 
     outputs, scores = load_results_dir(folder)
     print(f"{len(outputs)} outputs, {len(scores)} scores")
+
+
+def results_child(folder: Path) -> None:
+    """In the child: what a notebook asks of a large run's ``Results.from_folder``, its figures on stdout."""
+    from open_rag_eval.api.results import Results
+
+    results = Results.from_folder(folder)
+    summary = results.summary()
+    rows = results.iter_rows() if hasattr(results, "iter_rows") else results.rows()
+    count = sum(1 for _ in rows)
+    print(f"{len(summary)} metrics, {count} rows, simulated {results.simulated}, complete {results.complete}, "
+          f"{repr(results)[:40]}")
 
 
 def run_python(argv: list[str], log: Path) -> tuple[float, float]:

@@ -231,3 +231,37 @@ def test_a_results_dir_gives_its_outputs_and_scores_in_file_order(tmp_path: Path
         [("q2", 2, "b", None), ("q1", 1, "", "1")]
     assert [(s.query_id, s.run, s.metric, s.value, s.error) for s in scores] == [
         ("q2", 2, "m", 0.25, None), ("q2", 2, "n", None, "judge call failed"), ("q1", 1, "m", 1.0, None)]
+
+
+def test_results_from_a_folder_read_its_files_when_asked(tmp_path: Path) -> None:
+    """``Results.from_folder`` holds no file's text: each is read when asked for, and one replaced or removed since
+    is an error naming it; ``evaluate``'s results hold theirs (``dict(files)``), as before."""
+    import shutil
+
+    from open_rag_eval.api.results import FolderFiles, Results
+    from open_rag_eval.core.errors import StorageError
+
+    folder = tmp_path / "run"
+    shutil.copytree(OURS, folder)
+    held = Results(dict(FolderFiles(folder)))
+    lazy = Results.from_folder(folder)
+    assert isinstance(held.files, dict) and not isinstance(lazy.files, dict)
+    assert dict(lazy.files) == {p.name: p.read_text(encoding="utf-8") for p in folder.iterdir()}
+    assert lazy.rows() == held.rows() and len(lazy.rows()) == 8 and repr(lazy) == repr(held)
+    assert lazy.summary_rows() == held.summary_rows()
+    assert lazy.result_set("b").values("hhem.score") == [0.91, 0.85, 0.95, 0.12, 0.40]
+    changes = lazy.compare(held, ["citation.f1", "nuggets.vital"], resamples=200)
+    assert changes["diff"].tolist() == [0.0, 0.0] and changes["n"].tolist() == [4, 4]
+    (folder / "results.json").unlink()
+    assert lazy.summary_rows() == held.summary_rows()  # what it asks for is still there
+    with pytest.raises(StorageError, match=r"results.json: replaced or removed since Results.from_folder"):
+        lazy.details()
+    (folder / "results.csv").write_text("query_id,query,run\n", encoding="utf-8")
+    with pytest.raises(StorageError, match=r"results.csv: replaced or removed"):
+        lazy.rows()
+    assert held.details()["outputs"] and len(held.rows()) == 8  # the held text outlives the folder
+    saved = held.save(folder)
+    again = Results.from_folder(saved)
+    assert again.rows() == held.rows() and again.details() == held.details()
+    again.save(saved)  # over its own folder: it reads the files it wrote
+    assert again.rows() == held.rows() and again.mean("hhem.score") == held.mean("hhem.score")

@@ -16,7 +16,7 @@ from typing import Any
 
 from open_rag_eval.api.config import api_config
 from open_rag_eval.api.data import to_outputs
-from open_rag_eval.api.results import Results
+from open_rag_eval.api.results import FolderFiles, Results
 
 __all__ = ["aevaluate", "evaluate"]
 
@@ -55,11 +55,17 @@ async def aevaluate(data: Data, config: ConfigArg = None, *, output_dir: str | o
     if output_dir is not None:
         report = await pipeline.arun(loaded, output_dir=Path(output_dir), outputs=outputs,
                                      write_report=write_report)
-        return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
+        return await _tracked(_held(report.output_dir), report.output_dir, tracking)
     with tempfile.TemporaryDirectory(prefix="open-rag-eval-") as tmp:
         report = await pipeline.arun(loaded, output_dir=Path(tmp) / "results", outputs=outputs,
                                      write_report=write_report)
-        return await _tracked(Results.from_folder(report.output_dir), report.output_dir, tracking)
+        return await _tracked(_held(report.output_dir), report.output_dir, tracking)
+
+
+def _held(folder: Path) -> Results:
+    """The run's results with the text of its files held, as ``evaluate`` always gave them: they outlive a
+    temporary folder and a later run into the same one (``Results.from_folder`` reads a folder when asked)."""
+    return Results(dict(FolderFiles(folder)))
 
 
 def _tracking(options: Any, output_dir: str | os.PathLike[str] | None) -> Any:

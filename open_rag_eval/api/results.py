@@ -14,13 +14,16 @@ temporary one). ``to_pandas``, ``rows`` and ``details`` build the whole run from
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
+
+from open_rag_eval.core.errors import StorageError
 
 from open_rag_eval.store.csv_cells import read_cell
 from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
@@ -33,22 +36,31 @@ if TYPE_CHECKING:
     from open_rag_eval.run.status import RunStatus
     from open_rag_eval.scoring.verdict import Rule
 
-__all__ = ["Results"]
+__all__ = ["FolderFiles", "Results"]
 
 
 class Results:
     """The results of ``evaluate``: per (query, run) scores, the summary, the details, the report."""
 
     def __init__(self, files: Mapping[str, str]) -> None:
-        self.files = dict(files)  # file name -> text, as the CLI writes them
+        # file name -> text, as the CLI writes them: held (a copy), or a folder's read when asked for (FolderFiles)
+        self.files: Mapping[str, str] = files if isinstance(files, FolderFiles) else dict(files)
         self.tracked_run: str | None = None  # the tracking backend's run id (MLflow run, Opik experiment)
 
     @classmethod
     def from_folder(cls, folder: str | Path) -> Results:
-        """The results of a run's output folder (``open-rag-eval eval``'s, or one written by ``save``)."""
-        from open_rag_eval.run.generation import run_files
+        """The results of a run's output folder (``open-rag-eval eval``'s, or one written by ``save``), its files
+        read when asked for (``FolderFiles``): a file replaced or removed since is a ``StorageError`` naming it."""
+        return cls(FolderFiles(Path(folder)))
 
-        return cls({name: path.read_text(encoding="utf-8") for name, path in run_files(Path(folder)).items()})
+    @contextlib.contextmanager
+    def _open(self, name: str) -> Iterator[TextIO]:
+        """One file's text as a stream: from its folder, or from the text held."""
+        if isinstance(self.files, FolderFiles):
+            with self.files.open(name) as handle:
+                yield handle
+        else:
+            yield io.StringIO(self.files[name], newline="")
 
     # -- facts --------------------------------------------------------------------------------------------------
 
@@ -88,8 +100,9 @@ class Results:
 
     def iter_rows(self) -> Iterator[dict[str, Any]]:
         """``rows``, one row at a time, each read from results.csv's text as it is asked for."""
-        for row in csv.DictReader(io.StringIO(self.files["results.csv"], newline="")):
-            yield _typed(row, numbers=_metric_columns(row))
+        with self._open("results.csv") as handle:
+            for row in csv.DictReader(handle):
+                yield _typed(row, numbers=_metric_columns(row))
 
     def summary_rows(self) -> list[dict[str, Any]]:
         """summary.csv as dicts, numbers as floats (NaN when missing)."""
@@ -110,8 +123,9 @@ class Results:
         """One row per (query, run) -- and per query across runs (``run == "all"``) -- with results.csv's columns."""
         import pandas
 
-        frame = pandas.DataFrame(self.rows(), columns=_header(self.files["results.csv"]))
-        return frame
+        with self._open("results.csv") as handle:
+            header = next(csv.reader(handle), [])
+        return pandas.DataFrame(self.rows(), columns=header)
 
     def summary(self) -> pandas.DataFrame:
         """One row per metric, summary.csv's columns (mean, std, 95% CI, n, n_failed, ..., status)."""
@@ -150,8 +164,11 @@ class Results:
 
     def result_set(self, label: str) -> ResultSet:
         """These results as the report and compare read a result folder."""
-        from open_rag_eval.report.loader import load_results_text
+        from open_rag_eval.report.loader import load_results, load_results_text
 
+        if isinstance(self.files, FolderFiles):  # read as a stream from the folder (its files checked first)
+            self.files.check("results.csv", "manifest.json")
+            return load_results(self.files.folder, label)
         return load_results_text(self.files["results.csv"], self.manifest, label)
 
     def report(self, path: str | Path) -> Path:
@@ -183,14 +200,66 @@ class Results:
                 for name, text in self.files.items():
                     generation.write_text(name, text)
             generation.commit()
+        if isinstance(self.files, FolderFiles) and self.files.folder.resolve() == generation.folder.resolve():
+            self.files = FolderFiles(self.files.folder)  # saved over its own folder: the files it now reads
         return generation.folder
 
     def __repr__(self) -> str:
         rows = self.summary_rows()
         shown = ", ".join(f"{r['metric']}={r['mean']:.3f}" for r in rows[:4] if not math.isnan(r["mean"]))
         state = "" if self.complete else "; INCOMPLETE: " + self.status.summary()
-        count = sum(1 for _ in csv.reader(io.StringIO(self.files["results.csv"], newline=""))) - 1
+        with self._open("results.csv") as handle:
+            count = sum(1 for _ in csv.reader(handle)) - 1
         return f"Results({max(count, 0)} rows, {len(rows)} metrics{': ' + shown if shown else ''}{state})"
+
+
+class FolderFiles(Mapping[str, str]):
+    """A run folder's files as ``Results.files``: name -> text, each read from the folder when asked for and not
+    kept, so a ``Results`` of a large run holds none of them until then. The folder is listed (and each file's
+    identity noted) when it is read; a file replaced or removed since is a ``StorageError`` naming it, so one
+    ``Results`` never mixes two runs: read the folder again."""
+
+    def __init__(self, folder: Path) -> None:
+        from open_rag_eval.run.generation import run_files
+
+        self.folder = folder
+        self._paths = run_files(folder)
+        self._stamps = {name: _stamp(path) for name, path in self._paths.items()}
+
+    def check(self, *names: str) -> None:
+        for name in names:
+            if name in self._paths and _stamp(self._paths[name]) != self._stamps[name]:
+                raise StorageError("replaced or removed since Results.from_folder read its folder: read it again",
+                                   path=self._paths[name])
+
+    def __getitem__(self, name: str) -> str:
+        with self.open(name) as handle:
+            return handle.read()
+
+    @contextlib.contextmanager
+    def open(self, name: str) -> Iterator[TextIO]:
+        path = self._paths[name]
+        self.check(name)
+        try:
+            handle = path.open(encoding="utf-8")  # newlines as read_text reads them
+        except OSError as error:
+            raise StorageError(f"cannot read: {error.strerror}", path=path) from error
+        with handle:
+            yield handle
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_size, stat.st_mtime_ns
 
 
 def _csv_rows(text: str) -> list[dict[str, str]]:
