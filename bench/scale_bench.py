@@ -14,6 +14,7 @@ cache, so every judgment is asked again) and checks that the concatenated per-ou
     python bench/scale_bench.py --outputs 100000 --latency-ms 0 --batches 0    # issue 30: memory at 100k
     python bench/scale_bench.py --judge-free --outputs 1000000 --batches 0     # golden and lexical, no judge
     python bench/scale_bench.py --outputs 100000 --latency-ms 0 --batches 0 --tracemalloc top.txt
+    python bench/scale_bench.py --judge-free --csv --outputs 100000 --batches 0    # the same outputs as a CSV
 
 ``--judge-free`` evaluates with the golden evaluator alone (retrieval metrics against each query's relevant ids,
 lexical metrics against its keywords and reference answer; labels in the outputs): no judge is started.
@@ -87,6 +88,27 @@ def write_jsonl(path: Path, outputs: Iterable[dict[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for output in outputs:
             handle.write(json.dumps(output) + "\n")
+
+
+CSV_HEADER = ["query_id", "query", "query_run", "passage_id", "passage", "generated_answer", "relevant_ids",
+              "expected_keywords", "reference_answer"]
+
+
+def write_csv(path: Path, outputs: Iterable[dict[str, Any]]) -> None:
+    """The outputs in open-rag-eval's CSV layout: one row per passage, the answer and labels in a run's first row."""
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(CSV_HEADER)
+        for output in outputs:
+            relevant = ";".join(f"{key}:{grade}" for key, grade in output.get("relevant_ids", {}).items())
+            labels = [relevant, ";".join(output.get("expected_keywords", [])), output.get("reference_answer", "")]
+            for index, passage in enumerate(output["passages"]):
+                writer.writerow([output["query_id"], output["query"], output["run"], passage["id"], passage["text"],
+                                 *([output["answer"], *labels] if index == 0 else ["", "", "", ""])])
+
+
+def write_input(path: Path, outputs: Iterable[dict[str, Any]]) -> None:
+    (write_csv if path.suffix == ".csv" else write_jsonl)(path, outputs)
 
 
 def start_judge(latency_ms: float, jitter_ms: float) -> tuple[subprocess.Popen[bytes], str]:
@@ -177,6 +199,8 @@ def main() -> None:
     parser.add_argument("--metrics", default="umbrela,nuggets,citation,no_answer")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--judge-free", action="store_true", help="golden and lexical metrics only: no judge")
+    parser.add_argument("--csv", action="store_true",
+                        help="write the input as a CSV (one row per passage) instead of JSONL")
     parser.add_argument("--tracemalloc", type=Path, default=None, metavar="FILE",
                         help="run the eval child under tracemalloc; its top 10 at the traced peak go to FILE")
     parser.add_argument("--work", type=Path, default=None, metavar="DIR",
@@ -219,9 +243,10 @@ def measure(args: argparse.Namespace) -> tuple[float, float, float]:
             work = args.work
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-        write_jsonl(work / "all.jsonl", iter_synthetic(args.outputs, args.passages, args.runs, args.seed,
-                                                       args.judge_free))
-        write_config(work / "all.json", work / "all.jsonl", work / "all-cache.sqlite", args)
+        suffix = ".csv" if args.csv else ".jsonl"
+        write_input(work / f"all{suffix}", iter_synthetic(args.outputs, args.passages, args.runs, args.seed,
+                                                          args.judge_free))
+        write_config(work / "all.json", work / f"all{suffix}", work / "all-cache.sqlite", args)
         wall, peak_mb, manifest, out = run_cli(work / "all.json", args.tracemalloc)
         load = os.getloadavg()[0]
         calls = manifest["accounting"]["total"]["calls"] if manifest.get("accounting") else 0
@@ -251,8 +276,8 @@ def measure(args: argparse.Namespace) -> tuple[float, float, float]:
         batch_rows: dict[tuple[str, str], dict[str, str]] = {}
         batch_wall = 0.0
         for i, batch in enumerate(by_query(outputs, args.batches)):
-            write_jsonl(work / f"b{i}.jsonl", batch)
-            write_config(work / f"b{i}.json", work / f"b{i}.jsonl", work / "batch-cache.sqlite", args)
+            write_input(work / f"b{i}{suffix}", batch)
+            write_config(work / f"b{i}.json", work / f"b{i}{suffix}", work / "batch-cache.sqlite", args)
             seconds, _, _, batch_out = run_cli(work / f"b{i}.json")
             batch_wall += seconds
             batch_rows.update(rows(batch_out))
