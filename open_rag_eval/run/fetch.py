@@ -15,7 +15,7 @@ fields of another tool's query set, ``inputs.datasets``) go with every output of
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -28,7 +28,7 @@ from open_rag_eval.core.types import RAGOutput
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
 
-__all__ = ["Connector", "build_connector", "fetch_outputs"]
+__all__ = ["Connector", "build_connector", "fetch_into", "fetch_outputs"]
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,19 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     """Query the system for the (first ``limit``) queries of ``config.queries``, ``repeats`` times each.
 
     With ``journal`` (a folder), outputs are saved there as they arrive, and queries whose outputs an unfinished
-    run of the same connector saved there are not asked again (``store.journal``)."""
+    run of the same connector saved there are not asked again (``store.journal``); they are returned in the order
+    of the queries."""
+    kept: list[RAGOutput] = []
+    order = await fetch_into(kept.extend, loaded, config, limit=limit, journal=journal)
+    return kept if order is None else sorted(kept, key=lambda output: order[output.query_id])
+
+
+async def fetch_into(emit: Callable[[list[RAGOutput]], None], loaded: LoadedConfig, config: ConnectorConfig,
+                     limit: int | None = None, journal: Path | None = None) -> dict[str, int] | None:
+    """``fetch_outputs`` handing each batch of outputs (with their queries' labels) to ``emit`` as it arrives,
+    instead of returning them all. With ``journal``, returns each query's position: the run takes the outputs in
+    that order, stably sorted by it (a query's outputs in the order they came); without, they come in the run's
+    order (None)."""
     from open_rag_eval.inputs import read_query_set
     from open_rag_eval.inputs.validate import checked_fetch, tallied
 
@@ -66,41 +78,72 @@ async def fetch_outputs(loaded: LoadedConfig, config: ConnectorConfig, limit: in
     connector = build_connector(config, file=file, base_dir=loaded.base_dir)
     query_set = read_query_set(loaded.resolve_path(config.queries))[:limit]
     queries = [(query.query_id, query.query) for query in query_set]
+    labels = {query.query_id: query.labels for query in query_set}
+    order = None if journal is None else {query_id: index for index, (query_id, _) in enumerate(queries)}
+    failed = _Failed(order)
+
+    def labelled(outputs: Sequence[RAGOutput]) -> None:
+        given = [output.model_copy(update={"labels": labels[output.query_id]}) if output.query_id in labels
+                 else output for output in outputs]
+        failed.count(given)
+        emit(given)
+
     if journal is None:
         log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
         with tallied():
-            outputs = checked_fetch(await connector.fetch(queries, config.repeats), config.type)
+            labelled(checked_fetch(await connector.fetch(queries, config.repeats), config.type))
     else:
         with tallied():
-            outputs = await _fetch_resumable(connector, config, queries, journal)
-    failed = [o for o in outputs if o.error is not None]
-    if failed:
-        log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
-                    len(failed), len(outputs), "query", failed[0].query_id, failed[0].run, failed[0].error)
-    labels = {query.query_id: query.labels for query in query_set}
-    return [output.model_copy(update={"labels": labels[output.query_id]}) if output.query_id in labels else output
-            for output in outputs]
+            await _fetch_resumable(connector, config, queries, journal, labelled)
+    failed.warn()
+    return order
+
+
+class _Failed:
+    """The outputs whose system call failed, counted as they come; the warning names the first in the run's order."""
+
+    def __init__(self, order: dict[str, int] | None) -> None:
+        self.order, self.n, self.n_failed = order, 0, 0
+        self.first: tuple[int, RAGOutput] | None = None
+
+    def count(self, outputs: Sequence[RAGOutput]) -> None:
+        for output in outputs:
+            self.n += 1
+            if output.error is None:
+                continue
+            self.n_failed += 1
+            rank = self.order[output.query_id] if self.order is not None else self.n
+            if self.first is None or rank < self.first[0]:
+                self.first = (rank, output)
+
+    def warn(self) -> None:
+        if self.first is not None:
+            first = self.first[1]
+            log.warning("%d of %d system calls failed (kept as failed outputs); first: %s %s run %d: %s",
+                        self.n_failed, self.n, "query", first.query_id, first.run, first.error)
 
 
 async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],
-                           folder: Path) -> list[RAGOutput]:
-    """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives."""
+                           folder: Path, emit: Callable[[list[RAGOutput]], None]) -> None:
+    """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives; each
+    query's outputs go to ``emit`` (the saved ones first)."""
     from open_rag_eval.inputs.validate import checked_fetch
     from open_rag_eval.run.journal import OutputJournal, connector_identity, reusable
 
     journal = OutputJournal(folder, connector_identity(config.type, config.options, config.repeats))
     saved = reusable(journal.saved(), queries, config.repeats)
-    journal.start([o for qid, _ in queries for o in saved.get(qid, [])])
+    kept = [o for qid, _ in queries for o in saved.get(qid, [])]
+    journal.start(kept)
+    emit(kept)
     missing = [q for q in queries if q[0] not in saved]
+    asked = {query_id for query_id, _ in missing}  # (an output of a query not asked is saved, not evaluated)
     if saved:
         log.info("reusing the saved outputs of %d queries from the unfinished run; querying the other %d",
                  len(saved), len(missing))
+    del kept, saved
     log.info("querying %d queries x %d runs through the %s connector", len(missing), config.repeats, config.type)
     size = max(1, int(getattr(getattr(connector, "options", None), "concurrency", 8) or 8))
-    fetched: dict[str, list[RAGOutput]] = {}
     for start in range(0, len(missing), size):
         batch = checked_fetch(await connector.fetch(missing[start:start + size], config.repeats), config.type)
         journal.append(batch)
-        for output in batch:
-            fetched.setdefault(output.query_id, []).append(output)
-    return [o for qid, _ in queries for o in saved.get(qid) or fetched.get(qid, [])]
+        emit([output for output in batch if output.query_id in asked])

@@ -36,7 +36,15 @@ from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.run.results import spilled_run_status, write_spilled
-from open_rag_eval.run.source import WINDOW_OUTPUTS, CsvSource, JsonlSource, ListSource, OutputSource
+from open_rag_eval.run.source import (
+    WINDOW_OUTPUTS,
+    CsvSource,
+    JsonlSource,
+    ListSource,
+    OutputSource,
+    Spool,
+    SpooledSource,
+)
 from open_rag_eval.run.spill import SPILL_FILE, Spill
 from open_rag_eval.run.status import RunStatus
 from open_rag_eval.store.fileio import atomic_stream
@@ -56,7 +64,9 @@ class RunReport:
     """What a run gives back besides its files: the summary, the manifest, whether it is incomplete, judge health.
 
     ``result`` and ``outputs`` are read back from the run's files when first asked for (they hold every output: a
-    large run streams its files instead); ``reasons``: the first reason of each metric without any value."""
+    large run streams its files instead); ``outputs`` are those given, or a connector's as it gave them when there
+    are at most ``CONTROL_OUTPUTS`` (a larger run's are read back from its outputs.jsonl); ``reasons``: the first
+    reason of each metric without any value."""
 
     def __init__(self, result: EvalResult | None, summary: list[Aggregate], output_dir: Path,
                  manifest: dict[str, Any], info: RunInfo, outputs: list[RAGOutput] | None = None,
@@ -250,9 +260,8 @@ async def arun(
                 judge = wrap_judge(judge)
             if source is None:
                 progress.begin("fetch", "asking the system")
-                fetched = await _fetch_outputs(loaded, limit, generation.path)
-                progress.outputs_total = progress.done["fetch"] = len(fetched)
-                source = ListSource(fetched)
+                source = await _fetch_source(loaded, limit, generation.path)
+                progress.outputs_total = progress.done["fetch"] = source.n_outputs
             progress.outputs_total = source.n_outputs
             progress.judge = judge
             preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
@@ -306,16 +315,19 @@ async def arun(
                                       wall_time_s=time.monotonic() - started)
             manifest["health"] = health.snapshot() if health is not None else None
         manifest.update(status.manifest_fields())
+        given = source.all() if isinstance(source, ListSource) or (
+            isinstance(source, SpooledSource) and source.n_outputs <= CONTROL_OUTPUTS) else None
         with generation.writing():
             generation.write_json("manifest.json", manifest)
             generation.remove(IDENTITY_FILE)
+            generation.remove(FETCHED_FILE)
             if write_report is not None:
                 progress.steps["write"] = "report.html"
                 release_memory()  # what evaluating and writing freed, before the report takes its own
                 _write_report(write_report, generation.path)
         generation.commit()  # the new results replace the previous ones, all at once
     progress.end("write")
-    return RunReport(None, summary, out, manifest, info, source.all() if isinstance(source, ListSource) else None,
+    return RunReport(None, summary, out, manifest, info, given,
                      list(status.incomplete), health, reasons)
 
 
@@ -460,12 +472,22 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
     return parts
 
 
-async def _fetch_outputs(loaded: LoadedConfig, limit: int | None, journal: Path) -> list[RAGOutput]:
-    """Query the live system through the configured connector (the first ``limit`` queries), saving to ``journal``."""
-    from open_rag_eval.run.fetch import fetch_outputs
+FETCHED_FILE = ".open-rag-eval-fetched"  # a connector's outputs spooled as they come, read back window by window
+
+
+async def _fetch_source(loaded: LoadedConfig, limit: int | None, folder: Path) -> SpooledSource:
+    """Query the live system through the configured connector (the first ``limit`` queries), saving them to the
+    journal in ``folder`` and spooling them there, for the run to read back window by window."""
+    from open_rag_eval.run.fetch import fetch_into
 
     assert loaded.config.connector is not None
-    return await fetch_outputs(loaded, loaded.config.connector, limit=limit, journal=journal)
+    spool = Spool(folder / FETCHED_FILE)
+    try:
+        order = await fetch_into(spool.add, loaded, loaded.config.connector, limit=limit, journal=folder)
+    finally:
+        spool.close()
+    assert order is not None
+    return spool.source(order)
 
 
 def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:

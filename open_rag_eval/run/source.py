@@ -6,7 +6,8 @@ evaluated window by window gives the results (and the model batches: HHEM scores
 once, provided each query's outputs are contiguous in the input. When they are not (a query's runs interleaved
 with other queries'), the run is one window: every output in memory, as before.
 
-``ListSource`` windows outputs already in memory (a caller's). ``JsonlSource`` streams a JSONL input file: it is
+``ListSource`` windows outputs already in memory (a caller's). ``SpooledSource`` windows a connector's outputs
+from the file they were spooled to as they were fetched (``Spool``), each query's outputs together. ``JsonlSource`` streams a JSONL input file: it is
 read twice, once as JSON alone (the run's shape: counts, contiguous queries; a line that is not a JSON object fails
 the run before anything is asked or written, naming file and line), once window by window, building and checking
 each output. A line that is JSON but not a valid output (a missing field...) fails the run when its window is read,
@@ -18,17 +19,19 @@ row's query_id, run and answer).
 
 from __future__ import annotations
 
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
 
+from open_rag_eval.core.errors import StorageError
 from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 
-__all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "WINDOW_OUTPUTS", "contiguous", "windows"]
+__all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "Spool", "SpooledSource", "OutputSource", "WINDOW_OUTPUTS", "contiguous", "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
 
@@ -206,3 +209,88 @@ class CsvSource(FileSource):
         from open_rag_eval.inputs.csv_stream import csv_query_groups, csv_query_sizes
 
         return csv_query_sizes, csv_query_groups
+
+
+class Spool:
+    """Outputs written to ``path`` as they come (a connector's, as it fetches them), each as its model's JSON (read
+    back equal to it); memory keeps a few numbers an output and each query's id once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offsets = array("q")  # where each output's line starts
+        self.slots = array("l")  # each output's query, as an index into ``queries``
+        self.answered = array("l")  # outputs without an error, per query
+        self.queries: dict[str, int] = {}
+        try:
+            self._handle = path.open("wb")
+        except OSError as error:
+            raise StorageError(f"cannot spool the fetched outputs: {error.strerror}", path=path) from None
+
+    def add(self, outputs: Iterable[RAGOutput]) -> None:
+        try:
+            for output in outputs:
+                slot = self.queries.setdefault(output.query_id, len(self.queries))
+                if slot == len(self.answered):
+                    self.answered.append(0)
+                self.answered[slot] += output.error is None
+                self.offsets.append(self._handle.tell())
+                self.slots.append(slot)
+                self._handle.write(output.model_dump_json().encode("utf-8") + b"\n")
+        except OSError as error:
+            raise StorageError(f"cannot spool the fetched outputs: {error.strerror}", path=self.path) from None
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def source(self, order: dict[str, int]) -> SpooledSource:
+        """The spooled outputs (the file closed), each query's together in the order of ``order``."""
+        self.close()
+        return SpooledSource(self, order)
+
+
+class SpooledSource:
+    """A ``Spool``'s outputs, stably sorted by their query's position in ``order`` (so each query's outputs are
+    contiguous, in the order they came); read back from its file window by window."""
+
+    def __init__(self, spool: Spool, order: dict[str, int]) -> None:
+        self.path, self.offsets = spool.path, spool.offsets
+        rank = array("l", [0] * len(spool.queries))
+        for query_id, slot in spool.queries.items():
+            rank[slot] = order[query_id]
+        keys = [rank[slot] for slot in spool.slots]
+        if all(a <= b for a, b in zip(keys, keys[1:])):
+            self._order: array[int] | None = None  # the spool's own order (a run not resumed): read straight
+        else:
+            self._order = array("q", sorted(range(len(keys)), key=keys.__getitem__))
+        del keys
+        self.n_outputs, self.n_queries = len(spool.offsets), len(spool.queries)
+        self.fewest_answered = min(spool.answered, default=0)
+
+    def _outputs(self) -> Iterator[RAGOutput]:
+        with self.path.open("rb") as handle:
+            if self._order is None:
+                for line in handle:
+                    yield RAGOutput.model_validate_json(line)
+                return
+            for index in self._order:
+                handle.seek(self.offsets[index])
+                yield RAGOutput.model_validate_json(handle.readline())
+
+    def _groups(self) -> Iterator[list[RAGOutput]]:
+        group: list[RAGOutput] = []
+        for output in self._outputs():
+            if group and output.query_id != group[0].query_id:
+                yield group
+                group = []
+            group.append(output)
+        if group:
+            yield group
+
+    def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]:
+        yield from windows(self._groups(), size)
+
+    def first(self, n: int) -> list[RAGOutput]:
+        return list(islice(self._outputs(), n))
+
+    def all(self) -> list[RAGOutput]:
+        return list(self._outputs())

@@ -1,0 +1,147 @@
+"""A connector's outputs are spooled as they are fetched and evaluated window by window from that file: the files of
+a run given the same outputs in memory, byte for byte, in the order of the queries (also when a resumed run fetches
+a query again after the others were saved)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+from pydantic import BaseModel
+
+from open_rag_eval.config import load_config
+from open_rag_eval.core.types import AnswerPart, Labels, Passage, RAGOutput
+from open_rag_eval.run import pipeline
+from open_rag_eval.run.spill import Spill
+
+FILES = ("results.csv", "results.json", "summary.csv", "outputs.jsonl")
+WORDS = "solar wind grid battery storage carbon price market coal hydro power demand supply heat pump".split()
+
+
+class ScriptedOptions(BaseModel):
+    concurrency: int = 3  # queries a batch
+    reverse: bool = True  # a batch's outputs come back last first (as a connector gathering replies may give them)
+
+
+class ScriptedConnector:
+    """Answers every query from its words; records the query ids of each call."""
+
+    Options = ScriptedOptions
+    asked: ClassVar[list[list[str]]] = []
+    fail: ClassVar[set[str]] = set()  # query ids whose first run fails (not an option: a resumed run reuses saved
+    # outputs only when the connector's options are the same)
+
+    def __init__(self, options: ScriptedOptions) -> None:
+        self.options = options
+
+    async def fetch(self, queries: list[tuple[str, str]], repeats: int) -> list[RAGOutput]:
+        ScriptedConnector.asked.append([query_id for query_id, _ in queries])
+        outputs = [self._output(query_id, query, run) for query_id, query in queries for run in range(1, repeats + 1)]
+        return outputs[::-1] if self.options.reverse else outputs
+
+    def _output(self, query_id: str, query: str, run: int) -> RAGOutput:
+        if run == 1 and query_id in self.fail:
+            return RAGOutput(query_id=query_id, query=query, run=run, error="timeout")
+        q = int(query_id[1:])
+        words = WORDS[q:q + 4]
+        passages = tuple(Passage(id=str(i), text=f"{' '.join(words)} text {i} of {query_id}.") for i in (1, 2))
+        parts = (AnswerPart(text=f"{words[0].capitalize()} meets {words[run % 4]}.", citations=("1",)),
+                 AnswerPart(text=f"Also {words[2]}.", citations=("2",)))
+        return RAGOutput(query_id=query_id, query=query, run=run, passages=passages, answer=parts,
+                         answer_text=" ".join(f"{p.text[:-1]} [{p.citations[0]}]." for p in parts))
+
+
+def _config(tmp_path: Path, name: str, options: str) -> Path:
+    queries = tmp_path / "queries.csv"
+    queries.write_text("query_id,query,relevant_ids\n" + "".join(
+        f"q{q},What about {WORDS[q]} and {WORDS[q + 1]}?,{1 + q % 2}\n" for q in range(8)), encoding="utf-8")
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(
+        f"connector:\n  type: 'tests.test_fetched_windows:ScriptedConnector'\n  queries: queries.csv\n  repeats: 2\n"
+        f"  options: {options}\noutput_dir: {name}-out\n"
+        "judge:\n  model: simulated-judge\n  simulated: {latency_ms: 0, jitter_ms: 0}\n  cache: false\n"
+        "evaluators:\n"
+        "  - {type: trec, k_values: [1, 2], metrics: [umbrela, citation, no_answer]}\n"
+        "  - {type: golden, k_values: [1, 2]}\n", encoding="utf-8")
+    return config
+
+
+def _in_query_order(outputs: list[RAGOutput]) -> list[tuple[str, int]]:
+    return [(o.query_id, o.run) for o in outputs]
+
+
+def _count_windows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real_add = Spill.add
+    monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (sizes.append(len(outputs)),
+                                                                      real_add(self, outputs, parts))[1])
+    return sizes
+
+
+def test_fetched_outputs_in_windows_give_the_files_of_the_same_outputs_in_memory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    sizes = _count_windows(monkeypatch)
+    ScriptedConnector.asked.clear()
+    monkeypatch.setattr(ScriptedConnector, "fail", {"q5"})
+    report = pipeline.run(load_config(_config(tmp_path, "fetched", "{}")))
+    assert sizes == [4, 4, 4, 4] and ScriptedConnector.asked == [["q0", "q1", "q2"], ["q3", "q4", "q5"], ["q6", "q7"]]
+    given = report.outputs  # a small run's outputs, as the connector gave them (labels of the queries file)
+    # each query's outputs together, in the order of the queries; a query's runs in the order they came
+    assert _in_query_order(given) == [(f"q{q}", run) for q in range(8) for run in (2, 1)]
+    assert given[11].error == "timeout" and given[3].labels.relevant_ids == {"2": 1} and given[3].source is None
+    made = ScriptedConnector(ScriptedOptions())
+    assert given == [made._output(f"q{q}", f"What about {WORDS[q]} and {WORDS[q + 1]}?", run).model_copy(
+        update={"labels": Labels(relevant_ids={str(1 + q % 2): 1})}) for q in range(8) for run in (2, 1)]
+    assert not (tmp_path / "fetched-out" / pipeline.FETCHED_FILE).exists()
+    sizes.clear()
+    in_memory = pipeline.run(load_config(_config(tmp_path, "memory", "{}")), outputs=given)
+    assert sizes == [4, 4, 4, 4]
+    for name in FILES:
+        assert (report.output_dir / name).read_bytes() == (in_memory.output_dir / name).read_bytes(), name
+
+
+def test_a_resumed_fetch_evaluates_the_saved_and_the_new_outputs_in_the_order_of_the_queries(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    failing = _config(tmp_path, "resumed", "{}")
+    monkeypatch.setattr(ScriptedConnector, "fail", {"q1", "q5"})
+    real_windows = pipeline._evaluate_windows
+
+    async def stop(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("stopped")  # the run stops once every output is fetched and saved
+
+    monkeypatch.setattr(pipeline, "_evaluate_windows", stop)
+    ScriptedConnector.asked.clear()
+    with pytest.raises(RuntimeError, match="stopped"):
+        pipeline.run(load_config(failing))
+    partial = tmp_path / ".resumed-out.partial"
+    assert sorted(p.name for p in partial.iterdir()) == [".open-rag-eval-connector.json", "outputs.jsonl"]
+    monkeypatch.setattr(pipeline, "_evaluate_windows", real_windows)
+    monkeypatch.setattr(ScriptedConnector, "fail", set())
+    sizes = _count_windows(monkeypatch)
+    ScriptedConnector.asked.clear()
+    report = pipeline.run(load_config(failing))
+    assert ScriptedConnector.asked == [["q1", "q5"]]  # the saved queries are not asked again
+    journal = (partial.parent / "resumed-out" / "outputs.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(journal) == 16 and sizes == [4, 4, 4, 4]
+    given = report.outputs
+    assert _in_query_order(given) == [(f"q{q}", run) for q in range(8) for run in ((2, 1) if q in (1, 5) else (1, 2))]
+    # saved queries read back from the journal, runs in order, where the first run saved them (its batches came
+    # back last first); the queries fetched again as they came
+    assert [o.source for o in given[:2]] == [f"{partial}/outputs.jsonl:6", f"{partial}/outputs.jsonl:5"]
+    assert given[2].source is None and given[2].error is None  # q1: fetched again, now answered
+    assert given[5].source == f"{partial}/outputs.jsonl:1"  # q2 run 2, the first line saved
+    in_memory = pipeline.run(load_config(_config(tmp_path, "memory", "{}")), outputs=given)
+    for name in FILES:
+        assert (report.output_dir / name).read_bytes() == (in_memory.output_dir / name).read_bytes(), name
+
+
+def test_a_large_connector_run_reads_its_outputs_back_from_its_files(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(pipeline, "CONTROL_OUTPUTS", 10)  # more outputs than that: not kept for the caller
+    report = pipeline.run(load_config(_config(tmp_path, "large", "{}")))
+    assert report._outputs is None
+    assert _in_query_order(report.outputs) == [(f"q{q}", run) for q in range(8) for run in (2, 1)]
+    assert report.outputs[0].source == f"{report.output_dir / 'outputs.jsonl'}:1"
