@@ -190,7 +190,8 @@ def test_a_bad_row_in_a_late_window_fails_the_run_with_exit_3_and_publishes_noth
     assert code == 3 and windows_read == [5, 5, 5]
     with pytest.raises(InputError) as whole:
         read_csv_outputs(data)
-    assert [r.getMessage() for r in caplog.records if r.levelno >= 30] == [f"error: {whole.value}"]
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= 30 and r.getMessage().startswith("error")]
+    assert errors == [f"error: {whole.value}"]  # (beside it, maybe the live judge-health line of the windows run)
     assert str(whole.value) == f"{data}:88: field 'passage_id': duplicate passage id '1' in query_id 'q8' run 2"
     out = tmp_path / "late-out"
     assert {name: (out / name).read_bytes() for name in FILES} == before
