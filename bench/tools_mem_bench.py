@@ -26,7 +26,8 @@ then runs, each as a child process of its own, and prints its wall time and peak
 The tools run as ``python -m open_rag_eval`` in the work folder: set ``PYTHONPATH`` to the source tree to measure.
 ``--reuse`` skips writing the input and the shards when ``--work`` already holds them (to measure a change to the
 tools alone). ``--results RUN`` measures the tools after merge on a results folder already written (say one
-``scale_bench.py --judge-free --keep`` kept: the same evaluator and shape), without writing shards. Target (issue 30): peak RSS <= 400 MB at 100,000 outputs and RSS(100k) <= 1.2 x RSS(10k).
+``scale_bench.py --judge-free --keep`` kept: the same evaluator and shape), without writing shards.
+Target (issue 30): peak RSS <= 400 MB at 100,000 outputs and RSS(100k) <= 1.2 x RSS(10k).
 """
 
 from __future__ import annotations

@@ -30,8 +30,8 @@ from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 from open_rag_eval.report import peer
 from open_rag_eval.report.data import ResultSet, Row, RowValues, ScoreTable, read_json
 
-__all__ = ["ResultSet", "Row", "ScoreTable", "finite_cell", "iter_rows", "load_results", "load_results_text", "read_json",
-           "scan_results"]
+__all__ = ["ResultSet", "Row", "ScoreTable", "finite_cell", "iter_rows", "load_results", "load_results_text",
+           "read_json", "scan_results"]
 
 csv.field_size_limit(2**31 - 1)
 
