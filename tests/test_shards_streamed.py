@@ -70,6 +70,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         local = pipeline.run(load_config(config)).output_dir
         local_windows = list(spilled)
         spilled.clear()
+        monkeypatch.setattr(array, "load_outputs", lambda *args: pytest.fail("a shard read the whole input"))
         shards = _shards(tmp_path, config)
         shard_windows = list(evaluated)
         assert main(["-q", "merge", *map(str, reversed(shards)), "--output-dir", str(tmp_path / "merged")]) == 0
@@ -197,3 +198,26 @@ def test_an_input_that_changes_between_its_shape_and_its_outputs_fails_the_shard
     assert main(["-q", "eval", "--config", str(config), "--shard", "0/2", "--output-dir", str(tmp_path / "s")]) == 3
     assert "the input changed while the shard read it (query 'q1': 3 outputs, 4 a moment before)" in caplog.text
     assert not (tmp_path / "s").exists()
+
+
+def test_shards_of_a_csv_input_stream_and_merge_into_the_bytes_of_a_local_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CSV input is split from its shape too (each query's number of outputs), then read a window at a time."""
+    from tests.test_csv_windows import _config as _csv_config, _csv, _rows
+
+    data = tmp_path / "data.csv"
+    data.write_text(_csv(_rows()), encoding="utf-8")
+    config = _csv_config(tmp_path, data, "csv")
+    config.write_text(config.read_text(encoding="utf-8").replace(
+        "  cache: false\n", "  cache: false\n  health: {controls: false}\n"), encoding="utf-8")
+    spilled, evaluated = _counting(monkeypatch)
+    local = pipeline.run(load_config(config)).output_dir
+    local_windows = list(spilled)
+    monkeypatch.setattr(array, "load_outputs", lambda *args: pytest.fail("a shard read the whole input"))
+    shards = _shards(tmp_path, config)
+    assert len(evaluated) > 3 and max(evaluated) <= WINDOW  # each shard in windows, none larger than the run's
+    spilled.clear()
+    assert main(["-q", "merge", *map(str, shards), "--output-dir", str(tmp_path / "merged")]) == 0
+    assert spilled == local_windows and len(local_windows) > 3
+    for name in FILES:
+        assert (tmp_path / "merged" / name).read_bytes() == (local / name).read_bytes(), name
