@@ -60,9 +60,10 @@ class Columns:
         if metric in self._open and self._open[metric][0]:
             yield self._open[metric]
 
-    def means(self, metric: str, groups: int, group_of: array[int] | None = None) -> array[float]:
+    def means(self, metric: str, groups: int, group_of: array[int] | None = None, shift: int = 0) -> array[float]:
         """Per group: the mean of its values of ``metric`` (``math.fsum`` over their count), NaN without a value.
-        A value's group is its key, or ``group_of[key]``; negative keys are left out."""
+        A value's group is its key (shifted right by ``shift`` bits), or ``group_of[key]``; negative keys are left
+        out."""
         import numpy as np
 
         means = array("d", [math.nan]) * groups
@@ -74,6 +75,8 @@ class Columns:
         del blocks
         kept = keys >= 0
         keys, values = keys[kept], values[kept]
+        if shift:
+            keys = keys >> shift
         if group_of is not None:
             keys = np.frombuffer(group_of, dtype=np.dtype(group_of.typecode))[keys].astype(np.int64)
         order = np.argsort(keys, kind="stable")

@@ -169,8 +169,7 @@ class RowValues:
     def query_means(self, metric: str) -> dict[str, float]:
         """``ResultSet.query_means`` (``Columns.means``: ``math.fsum`` over each query's values)."""
         self._blocks(metric)  # a metric not kept is a KeyError, not an empty mapping
-        queries = len(self.query_ids)
-        means = self._values.means(metric, queries, array("q", (i >> 1 for i in range(2 * queries))))
+        means = self._values.means(metric, len(self.query_ids), shift=1)
         return {query: mean for query, mean in zip(self.query_ids, means) if not math.isnan(mean)}
 
     def close(self) -> None:
