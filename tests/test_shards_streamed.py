@@ -25,7 +25,8 @@ def _config(tmp_path: Path, name: str, lines: list[dict], hhem: Path | None = No
     """The windows test's config; the judge-health controls off (a run on an executor does not ask them yet);
     ``hhem``: trec scores HHEM too, with the model in that folder."""
     config = _local_config(tmp_path, name, lines)
-    text = config.read_text(encoding="utf-8").replace("  cache: false\n", "  cache: false\n  health: {controls: false}\n")
+    text = config.read_text(encoding="utf-8").replace("  cache: false\n",
+                                                      "  cache: false\n  health: {controls: false}\n")
     if hhem is not None:
         text = text.replace("no_answer]}", f"no_answer, hhem], hallucination: {{model_path: '{hhem}', device: cpu}}}}")
     config.write_text(text, encoding="utf-8")

@@ -19,8 +19,9 @@ from open_rag_eval.judge.accounting import Accounting, TaskStats
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts", "evaluate_shard", "merge_accounting",
-           "merge_health", "needs_judge", "merge_parts", "merge_results", "query_shards", "split_by_query", "stages"]
+__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts",
+           "evaluate_shard", "merge_accounting", "merge_health", "merge_parts", "merge_results", "needs_judge",
+           "query_shards", "split_by_query", "stages"]
 
 # evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
 # query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once

@@ -54,8 +54,9 @@ from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["Evaluated", "Executor", "WindowedExecutor", "Progress", "RunReport", "arun", "context_notes", "evaluate_all",
-           "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info", "windowed"]
+__all__ = ["Evaluated", "Executor", "WindowedExecutor", "Progress", "RunReport", "arun", "context_notes",
+           "evaluate_all", "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info",
+           "windowed"]
 
 log = logging.getLogger(__name__)
 
