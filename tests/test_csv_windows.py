@@ -196,3 +196,16 @@ def test_a_bad_row_in_a_late_window_fails_the_run_with_exit_3_and_publishes_noth
     out = tmp_path / "late-out"
     assert {name: (out / name).read_bytes() for name in FILES} == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["late-out", "late.csv", "late.yaml"]
+
+
+def test_a_csv_source_keeps_the_limit_and_reads_a_file_of_interleaved_queries_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "a.csv"
+    path.write_text(_csv(_rows()), encoding="utf-8", newline="")
+    first = source.CsvSource(path, limit=3)
+    assert (first.n_queries, first.n_outputs, first.fewest_answered) == (3, 7, 2)
+    assert [len(window) for window in first.windows(5)] == [5, 2]  # q0 q1 | q2
+    assert [o for window in first.windows(5) for o in window] == pipeline._limit(read_csv_outputs(path), 3)
+    interleaved = Path(__file__).parent / "data" / "contexts_layout.csv"  # a query's rows apart: one window
+    whole = source.CsvSource(interleaved)
+    assert not whole.contiguous and list(whole.windows(1)) == [read_csv_outputs(interleaved)]
+    assert [o.run for o in whole.all()] == [1, 1, 2]

@@ -36,8 +36,8 @@ Unknown fields are errors. Any text value is limited to ``MAX_CELL_CHARS`` chara
 Every problem raises ``InputError`` naming file, line and field, in one line.
 
 Modules: ``text`` (reading and decoding files, locations, checks of single values), ``csv_layout`` (CSV files and
-the layout above), ``jsonl`` (JSONL outputs), ``contexts`` (the list-of-contexts layout), ``labels`` (per-query text
-and labels).
+the layout above), ``jsonl`` (JSONL outputs, also read as a stream), ``csv_stream`` (a CSV of outputs read as a stream), ``contexts``
+(the list-of-contexts layout), ``labels`` (per-query text and labels).
 """
 
 from __future__ import annotations

@@ -78,13 +78,17 @@ def csv_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
     place = _placer(path, header)
     block: Rows = []
     query_id = None
-    for line, row in rows:
-        key = place(line, row)[0]
-        if block and key != query_id:
-            yield outputs_from_rows(str(path), header, block, warn=False)
-            block = []
-        query_id = key
-        block.append((line, row))
+    try:
+        for line, row in rows:
+            key = place(line, row)[0]
+            if block and key != query_id:
+                yield outputs_from_rows(str(path), header, block, warn=False)
+                block = []
+            query_id = key
+            block.append((line, row))
+    except (UnicodeError, OSError, csv.Error):  # (a file changed since its shape was read)
+        read_csv_outputs(path)  # raises the error the file is refused with when it is read at once
+        raise
     if block:
         yield outputs_from_rows(str(path), header, block, warn=False)
 

@@ -221,6 +221,7 @@ class Spool:
         self.slots = array("l")  # each output's query, as an index into ``queries``
         self.answered = array("l")  # outputs without an error, per query
         self.queries: dict[str, int] = {}
+        self._end = 0
         try:
             self._handle = path.open("wb")
         except OSError as error:
@@ -233,9 +234,11 @@ class Spool:
                 if slot == len(self.answered):
                     self.answered.append(0)
                 self.answered[slot] += output.error is None
-                self.offsets.append(self._handle.tell())
+                line = output.model_dump_json().encode("utf-8") + b"\n"
+                self.offsets.append(self._end)
                 self.slots.append(slot)
-                self._handle.write(output.model_dump_json().encode("utf-8") + b"\n")
+                self._handle.write(line)
+                self._end += len(line)
         except OSError as error:
             raise StorageError(f"cannot spool the fetched outputs: {error.strerror}", path=self.path) from None
 
