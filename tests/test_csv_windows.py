@@ -131,7 +131,8 @@ LATE = [
     ("cells.csv", lambda b: b + b"q300,Short?,1\r\n", "row has 3 cells, the header has 9"),
     ("missing_column.csv", lambda b: b.replace(b"passage_id,", b"", 1), "missing column"),
     ("no_answer.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2), "no answer"),
-    ("run.csv", lambda b: b + b"q300,Q?,two,1,text,answer,,,1\r\n", "field 'query_run': expected a whole number, got 'two'"),
+    ("run.csv", lambda b: b + b"q300,Q?,two,1,text,answer,,,1\r\n",
+     "field 'query_run': expected a whole number, got 'two'"),
     ("query_id.csv", lambda b: b + b" ,Q?,1,1,text,answer,,,1\r\n", "missing query_id"),
     ("not_contiguous.csv", lambda b: b + b"q299,What about grid and battery?,1,9,text,x,,,1\r\n", "not contiguous"),
     # a missing answer in the first query, a bad number near the end: the whole-file reader names the number

@@ -7,14 +7,15 @@ once, provided each query's outputs are contiguous in the input. When they are n
 with other queries'), the run is one window: every output in memory, as before.
 
 ``ListSource`` windows outputs already in memory (a caller's). ``SpooledSource`` windows a connector's outputs
-from the file they were spooled to as they were fetched (``Spool``), each query's outputs together. ``JsonlSource`` streams a JSONL input file: it is
-read twice, once as JSON alone (the run's shape: counts, contiguous queries; a line that is not a JSON object fails
-the run before anything is asked or written, naming file and line), once window by window, building and checking
-each output. A line that is JSON but not a valid output (a missing field...) fails the run when its window is read,
-with the same error: the windows before it were evaluated (their judgments are in the judge's cache) but nothing is
-published, since a run's files replace the previous ones only when it succeeds. ``CsvSource`` streams a CSV input
-the same way (``inputs.csv_stream``: its shape pass checks the file's bytes, records, header and cells, and each
-row's query_id, run and answer).
+from the file they were spooled to as they were fetched (``Spool``), each query's outputs together.
+
+``JsonlSource`` streams a JSONL input file: it is read twice, once as JSON alone (the run's shape: counts,
+contiguous queries; a line that is not a JSON object fails the run before anything is asked or written, naming file
+and line), once window by window, building and checking each output. A line that is JSON but not a valid output (a
+missing field...) fails the run when its window is read, with the same error: the windows before it were evaluated
+(their judgments are in the judge's cache) but nothing is published, since a run's files replace the previous ones
+only when it succeeds. ``CsvSource`` streams a CSV input the same way (``inputs.csv_stream``: its shape pass checks
+the file's bytes, records, header and cells, and each row's query_id, run and answer).
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 
-__all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "Spool", "SpooledSource", "OutputSource", "WINDOW_OUTPUTS", "contiguous", "windows"]
+__all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "Spool", "SpooledSource",
+           "WINDOW_OUTPUTS", "contiguous", "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
 
