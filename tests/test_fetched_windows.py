@@ -4,6 +4,7 @@ a query again after the others were saved)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import ClassVar
 
@@ -12,7 +13,9 @@ from pydantic import BaseModel
 
 from open_rag_eval.config import load_config
 from open_rag_eval.core.types import AnswerPart, Labels, Passage, RAGOutput
+from open_rag_eval.run import journal as journal_module
 from open_rag_eval.run import pipeline
+from open_rag_eval.run.journal import OutputJournal
 from open_rag_eval.run.spill import Spill
 
 FILES = ("results.csv", "results.json", "summary.csv", "outputs.jsonl")
@@ -145,3 +148,59 @@ def test_a_large_connector_run_reads_its_outputs_back_from_its_files(
     assert report._outputs is None
     assert _in_query_order(report.outputs) == [(f"q{q}", run) for q in range(8) for run in (2, 1)]
     assert report.outputs[0].source == f"{report.output_dir / 'outputs.jsonl'}:1"
+
+
+def _journal(folder: Path, queries: list[tuple[str, str]]) -> None:
+    """A journal as an unfinished run leaves it: batches came back last first, q1's first run failed, q3's text
+    changed since it was asked, q9 is no longer a query, and the last line was cut by a kill."""
+    from open_rag_eval.inputs import output_to_json
+
+    made = ScriptedConnector(ScriptedOptions())
+    ScriptedConnector.fail = {"q1"}
+    try:
+        asked = [*queries[:3], (queries[3][0], "An older text?"), *queries[4:], ("q9", "Gone?")]
+        outputs = [made._output(query_id, query, run) for query_id, query in asked for run in (2, 1)]
+    finally:
+        ScriptedConnector.fail = set()
+    folder.mkdir()
+    lines = "".join(json.dumps(output_to_json(o), ensure_ascii=False) + "\n" for o in outputs)
+    (folder / "outputs.jsonl").write_text(lines + '{"query_id": "q7", "que', encoding="utf-8")
+    (folder / ".open-rag-eval-connector.json").write_text(json.dumps({"identity": "same"}) + "\n", encoding="utf-8")
+
+
+def test_a_journal_is_reused_as_a_stream_with_the_outputs_and_lines_of_reading_it_at_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    queries = [(f"q{q}", f"What about {WORDS[q]} and {WORDS[q + 1]}?") for q in range(8)]
+    found = {}
+    for name in ("streamed", "at-once"):
+        folder = tmp_path / name
+        _journal(folder, queries)
+        journal = OutputJournal(folder, "same")
+        if name == "streamed":
+            monkeypatch.setattr(OutputJournal, "saved", lambda self: pytest.fail("read at once"))
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(journal_module, "_line_places", lambda path: None)  # as if queries were apart
+        emitted: list[RAGOutput] = []
+        reused = journal.reuse(queries, 2, emitted.extend)
+        lines = [o.model_copy(update={"source": (o.source or "").replace(str(folder), "")}) for o in emitted]
+        found[name] = (reused, lines, (folder / "outputs.jsonl").read_text(encoding="utf-8"))
+    assert found["streamed"] == found["at-once"]  # (the folder's name aside)
+    reused, emitted, lines = found["streamed"]
+    assert reused == {"q0", "q2", "q4", "q5", "q6", "q7"}  # not q1 (a run failed), q3 (asked as another text)
+    assert _in_query_order(emitted) == [(f"q{q}", run) for q in (0, 2, 4, 5, 6, 7) for run in (1, 2)]
+    assert [o.source for o in emitted[:3]] == [f"/outputs.jsonl:{n}" for n in (2, 1, 6)]  # q0 runs 1, 2; q2 run 1
+    assert [json.loads(line)["query_id"] for line in lines.splitlines()] == [o.query_id for o in emitted]
+
+
+def test_a_journal_of_a_query_apart_is_read_at_once(tmp_path: Path) -> None:
+    queries = [(f"q{q}", f"What about {WORDS[q]} and {WORDS[q + 1]}?") for q in range(8)]
+    _journal(tmp_path / "j", queries)
+    path = tmp_path / "j" / "outputs.jsonl"
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join([lines[1], *lines[2:-1], lines[0]]) + "\n", encoding="utf-8")  # q0 run 2 last
+    assert journal_module._line_places(path) is None
+    emitted: list[RAGOutput] = []
+    assert OutputJournal(tmp_path / "j", "same").reuse(queries, 2, emitted.extend) == {
+        "q0", "q2", "q4", "q5", "q6", "q7"}
+    assert _in_query_order(emitted)[:2] == [("q0", 1), ("q0", 2)]

@@ -128,19 +128,16 @@ async def _fetch_resumable(connector: Connector, config: ConnectorConfig, querie
     """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives; each
     query's outputs go to ``emit`` (the saved ones first)."""
     from open_rag_eval.inputs.validate import checked_fetch
-    from open_rag_eval.run.journal import OutputJournal, connector_identity, reusable
+    from open_rag_eval.run.journal import OutputJournal, connector_identity
 
     journal = OutputJournal(folder, connector_identity(config.type, config.options, config.repeats))
-    saved = reusable(journal.saved(), queries, config.repeats)
-    kept = [o for qid, _ in queries for o in saved.get(qid, [])]
-    journal.start(kept)
-    emit(kept)
+    saved = journal.reuse(queries, config.repeats, emit)
     missing = [q for q in queries if q[0] not in saved]
     asked = {query_id for query_id, _ in missing}  # (an output of a query not asked is saved, not evaluated)
     if saved:
         log.info("reusing the saved outputs of %d queries from the unfinished run; querying the other %d",
                  len(saved), len(missing))
-    del kept, saved
+    del saved
     log.info("querying %d queries x %d runs through the %s connector", len(missing), config.repeats, config.type)
     size = max(1, int(getattr(getattr(connector, "options", None), "concurrency", 8) or 8))
     for start in range(0, len(missing), size):
