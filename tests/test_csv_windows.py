@@ -5,6 +5,8 @@ the run (exit 3) and publishes nothing."""
 from __future__ import annotations
 
 import csv
+import random
+import re
 import io
 import json
 from pathlib import Path
@@ -210,3 +212,51 @@ def test_a_csv_source_keeps_the_limit_and_reads_a_file_of_interleaved_queries_at
     whole = source.CsvSource(interleaved)
     assert not whole.contiguous and list(whole.windows(1)) == [read_csv_outputs(interleaved)]
     assert [o.run for o in whole.all()] == [1, 1, 2]
+
+
+def _random_csv(rng: random.Random) -> bytes:
+    """A small CSV of outputs drawn at random: line ends, a BOM, blank records, quoted line breaks, rows out of order,
+    missing answers or passage ids, now and then a byte that breaks it."""
+    rows = []
+    for q in range(rng.randint(1, 5)):
+        for run in range(1, rng.randint(1, 3) + 1):
+            for p in range(1, rng.randint(1, 3) + 1):
+                answer = rng.choice(["An answer [1].", "", "Two\nlines [2].", "x"] if p == 1 else ["", "An answer [1]."])
+                rows.append([rng.choice([f"q{q}", f" q{q}"]), f"Query {q}?", str(run), rng.choice([str(p), "", str(p)]),
+                             rng.choice([f"text {p}", "", 'a "quote"', "new\r\nline"]), answer,
+                             rng.choice(["", "1", "1;2", "x:y"])])
+    if rng.random() < 0.3:
+        rng.shuffle(rows)
+    end = rng.choice(["\n", "\r\n", "\r"])
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator=end)
+    writer.writerow(["query_id", "query", "query_run", "passage_id", "passage", "generated_answer", "relevant_ids"])
+    for row in rows:
+        writer.writerow(row)
+        if rng.random() < 0.1:
+            buffer.write(end)
+    data = (b"\xef\xbb\xbf" if rng.random() < 0.2 else b"") + buffer.getvalue().encode()
+    if rng.random() < 0.15:
+        at = rng.randrange(len(data))
+        data = data[:at] + rng.choice([b"\xff", b"\x00", b'"', b","]) + data[at:]
+    return data
+
+
+def test_a_csv_source_reads_what_the_whole_file_reader_reads_or_refuses_it_with_its_error(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    outcomes = set()
+    for trial in range(150):
+        path = tmp_path / f"t{trial}.csv"
+        path.write_bytes(_random_csv(rng))
+        try:
+            whole, whole_error = read_csv_outputs(path), None
+        except InputError as error:
+            whole, whole_error = None, str(error)
+        try:
+            streamed, streamed_error = [o for window in source.CsvSource(path).windows(3) for o in window], None
+        except InputError as error:
+            streamed, streamed_error = None, str(error)
+        assert (streamed, streamed_error) == (whole, whole_error), path.read_bytes()
+        problem = re.sub(r"^.*?\.csv(:\d+)?: (field '[^']*': )?", "", whole_error or "read")
+        outcomes.add(" ".join(problem.split()[:2]))
+    assert len(outcomes) >= 10, outcomes  # files read, and refused in many ways
