@@ -221,7 +221,8 @@ def _random_csv(rng: random.Random) -> bytes:
     for q in range(rng.randint(1, 5)):
         for run in range(1, rng.randint(1, 3) + 1):
             for p in range(1, rng.randint(1, 3) + 1):
-                answer = rng.choice(["An answer [1].", "", "Two\nlines [2].", "x"] if p == 1 else ["", "An answer [1]."])
+                answers = ["An answer [1].", "", "Two\nlines [2].", "x"] if p == 1 else ["", "An answer [1]."]
+                answer = rng.choice(answers)
                 rows.append([rng.choice([f"q{q}", f" q{q}"]), f"Query {q}?", str(run), rng.choice([str(p), "", str(p)]),
                              rng.choice([f"text {p}", "", 'a "quote"', "new\r\nline"]), answer,
                              rng.choice(["", "1", "1;2", "x:y"])])
