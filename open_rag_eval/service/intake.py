@@ -206,8 +206,11 @@ def _count(loaded: Any, limit: int | None) -> int:
     from open_rag_eval.run import pipeline
 
     connector = loaded.config.connector
-    if connector is None:
-        return len(pipeline.load_outputs(loaded, limit))
+    if connector is None:  # every output built and checked, a window at a time (memory: a window, not the input)
+        source = pipeline.open_source(loaded, limit)
+        for _ in source.windows():
+            pass
+        return source.n_outputs
     from open_rag_eval.inputs import read_queries
 
     queries = read_queries(loaded.resolve_path(connector.queries))
