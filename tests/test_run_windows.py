@@ -77,20 +77,30 @@ def test_a_run_in_windows_of_whole_queries_writes_the_bytes_of_a_run_in_one_wind
     assert (failed["query_id"], failed["run"], failed["errors"]["umbrela.p@1"]) == ("q5", 3, "no output: timeout")
 
 
-def test_a_run_where_consistency_skips_a_query_is_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_where_consistency_skips_a_query_is_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
     config = _config(tmp_path, "skip", _outputs(skipped=True))
-    files, n_windows = _run(config, 5, monkeypatch)
-    assert n_windows == 1  # windows would list q2 and q6 among the others; a whole run lists the skipped first
+    with caplog.at_level("WARNING"):
+        files, n_windows = _run(config, 5, monkeypatch)
+    assert n_windows == 1
+    said = [r.getMessage() for r in caplog.records if "one window" in r.getMessage()]
+    assert said == ["evaluating the 20 outputs as one window, every output in memory: the consistency evaluator "
+                    "sees the whole run at once"]  # windows would list q2 and q6 among the others
     queries = [entry["query_id"] for entry in json.loads(files["results.json"])["queries"]]
     assert queries == ["q2", "q6", "q0", "q1", "q3", "q4", "q5", "q7", "q8"]
 
 
-def test_interleaved_queries_are_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_interleaved_queries_are_one_window(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            caplog: pytest.LogCaptureFixture) -> None:
     lines = _outputs()
     interleaved = sorted(lines, key=lambda line: line["run"])  # every query's run 1, then every run 2, ...
     config = _config(tmp_path, "mixed", interleaved)
-    files, n_windows = _run(config, 4, monkeypatch)
+    with caplog.at_level("WARNING"):
+        files, n_windows = _run(config, 4, monkeypatch)
     assert n_windows == 1
+    said = [r.getMessage() for r in caplog.records if "one window" in r.getMessage()]
+    assert said == ["evaluating the 22 outputs as one window, every output in memory: a query's outputs are not "
+                    "contiguous in the input (sort it by query_id to stream it)"]
     saved = [json.loads(line) for line in files["outputs.jsonl"].decode().splitlines()]
     assert [(o["query_id"], o["run"]) for o in saved] == [(o["query_id"], o["run"]) for o in interleaved]
 
@@ -219,3 +229,15 @@ def test_a_run_report_reads_its_result_back_from_its_files(tmp_path: Path, monke
     assert scores[("q0", None, "consistency.rougeL")].value == pytest.approx(0.8)  # LCS 4 of 5 tokens each way
     assert report.reasons["consistency.citation.fabricated.cv"] == "cv is undefined: the mean is 0"  # no value at all
     assert [o.key for o in report.outputs] == [(line["query_id"], line["run"]) for line in _outputs()]
+
+
+def test_outputs_given_in_memory_with_interleaved_queries_say_they_are_one_window(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    config = _config(tmp_path, "given", sorted(_outputs(), key=lambda line: line["run"]))
+    outputs = read_jsonl_outputs(tmp_path / "given.jsonl")
+    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    with caplog.at_level("WARNING"):
+        pipeline.run(load_config(config), outputs=outputs)
+    said = [r.getMessage() for r in caplog.records if "one window" in r.getMessage()]
+    assert said == ["evaluating the 22 outputs as one window, every output in memory: a query's outputs are not "
+                    "contiguous in the input (sort it by query_id to stream it)"]

@@ -44,6 +44,7 @@ from open_rag_eval.run.source import (
     OutputSource,
     Spool,
     SpooledSource,
+    contiguous,
 )
 from open_rag_eval.run.spill import SPILL_FILE, Spill
 from open_rag_eval.run.status import RunStatus
@@ -356,6 +357,7 @@ async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: 
     n_cited = 0
     whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
     size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
+    _say_one_window(evaluators, source, whole)
     with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
         for window in source.windows(size):
             _write_outputs(journal, window)
@@ -386,6 +388,20 @@ async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[Eval
             low += found[0]
             n_cited += found[1]
     return low, n_cited
+
+
+def _say_one_window(evaluators: Sequence[Any], source: OutputSource, whole: bool) -> None:
+    """A run larger than a window that is evaluated as one (memory grows with its outputs) says so, and why."""
+    if source.n_outputs <= WINDOW_OUTPUTS:
+        return
+    why = [f"the {e.name} evaluator sees the whole run at once" for e in evaluators
+           if not windowed(e, source.fewest_answered)] if whole else []
+    scattered = isinstance(source, ListSource) and not contiguous(source.outputs)
+    if scattered or getattr(source, "contiguous", True) is False:
+        why.append("a query's outputs are not contiguous in the input (sort it by query_id to stream it)")
+    if why:
+        log.warning("evaluating the %d outputs as one window, every output in memory: %s", source.n_outputs,
+                    "; ".join(why))
 
 
 def windowed(evaluator: Any, fewest_answered: int) -> bool:
