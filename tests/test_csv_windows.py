@@ -21,6 +21,7 @@ from open_rag_eval.inputs.csv_layout import read_csv_outputs
 from open_rag_eval.inputs.csv_stream import csv_query_groups, csv_query_sizes
 from open_rag_eval.run import pipeline, source
 from open_rag_eval.run.spill import Spill
+from tests.test_run_windows import write_config
 
 FILES = ("results.csv", "results.json", "summary.csv", "outputs.jsonl")
 WORDS = "solar wind grid battery storage carbon price market coal hydro power demand supply heat pump".split()
@@ -48,19 +49,6 @@ def _csv(rows: list[list[str]]) -> str:
     return buffer.getvalue()
 
 
-def _config(tmp_path: Path, data: Path, name: str) -> Path:
-    config = tmp_path / f"{name}.yaml"
-    config.write_text(
-        f"input: {data.name}\noutput_dir: {name}-out\n"
-        "judge:\n  model: simulated-judge\n  simulated: {latency_ms: 0, jitter_ms: 0}\n  cache: false\n"
-        "evaluators:\n"
-        "  - {type: trec, k_values: [1, 2], metrics: [umbrela, nuggets, citation, no_answer]}\n"
-        "  - {type: golden, k_values: [1, 2]}\n"
-        "  - {type: consistency, metrics: [rouge, dispersion], judge_repeats: 2}\n",
-        encoding="utf-8")
-    return config
-
-
 def _run(config: Path, window: int, monkeypatch: pytest.MonkeyPatch, whole: bool = False
          ) -> tuple[dict[str, bytes], int]:
     """The run's files and its number of windows; ``whole``: the outputs read at once, as before streaming."""
@@ -79,7 +67,7 @@ def test_a_csv_in_windows_gives_the_bytes_of_the_csv_read_whole_and_of_the_same_
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data = tmp_path / "data.csv"
     data.write_bytes(b"\xef\xbb\xbf" + _csv(_rows()).encode())
-    config = _config(tmp_path, data, "data")
+    config = write_config(tmp_path, data, "data")
     windowed, n_windowed = _run(config, 5, monkeypatch)
     assert isinstance(pipeline.open_source(load_config(config)), source.CsvSource)
     whole, n_whole = _run(config, 5, monkeypatch, whole=True)  # a ListSource: today's read-whole run
@@ -88,7 +76,7 @@ def test_a_csv_in_windows_gives_the_bytes_of_the_csv_read_whole_and_of_the_same_
     assert n_one == 1
     as_jsonl = tmp_path / "data.jsonl"
     as_jsonl.write_text("".join(json.dumps(output_to_json(o)) + "\n" for o in read_csv_outputs(data)), "utf-8")
-    jsonl, _ = _run(_config(tmp_path, as_jsonl, "data"), 5, monkeypatch)
+    jsonl, _ = _run(write_config(tmp_path, as_jsonl, "data"), 5, monkeypatch)
     for name in FILES:
         assert windowed[name] == whole[name] == one[name], name
         if name != "results.json":
@@ -159,7 +147,7 @@ def test_an_undecodable_byte_late_in_a_csv_stops_the_run_before_anything_is_writ
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     path = _late(tmp_path, "late.csv", lambda b: b[:-40] + b"\xff" + b[-39:])
     offset = path.read_bytes().index(b"\xff")
-    config = _config(tmp_path, path, "late")
+    config = write_config(tmp_path, path, "late")
     asked = []
     monkeypatch.setattr(pipeline, "_judge_for", lambda *a: asked.append(a))  # never reached
     code = main(["-q", "eval", "--config", str(config)])
@@ -176,7 +164,7 @@ def test_a_bad_row_in_a_late_window_fails_the_run_with_exit_3_and_publishes_noth
     rows = _rows()
     data = tmp_path / "late.csv"
     data.write_text(_csv(rows), encoding="utf-8", newline="")
-    config = _config(tmp_path, data, "late")
+    config = write_config(tmp_path, data, "late")
     before, _ = _run(config, 5, monkeypatch)  # a first run's results, which the failed run must leave as they are
     rows[-1][3] = "1"  # q8's last run (2): its second passage has the id of its first, in the last window
     data.write_text(_csv(rows), encoding="utf-8", newline="")

@@ -39,6 +39,11 @@ def _outputs(skipped: bool = False) -> list[dict]:
 def _config(tmp_path: Path, name: str, lines: list[dict]) -> Path:
     data = tmp_path / f"{name}.jsonl"
     data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return write_config(tmp_path, data, name)
+
+
+def write_config(tmp_path: Path, data: Path, name: str) -> Path:
+    """The config of these runs: ``data`` through trec (the simulated judge), golden and consistency."""
     config = tmp_path / f"{name}.yaml"
     config.write_text(
         f"input: {data.name}\noutput_dir: {name}-out\n"

@@ -82,7 +82,7 @@ def fewest_answered(outputs: Iterable[RAGOutput]) -> int:
     return min(answered.values(), default=0)
 
 
-def _groups(outputs: Sequence[RAGOutput]) -> Iterator[list[RAGOutput]]:
+def _groups(outputs: Iterable[RAGOutput]) -> Iterator[list[RAGOutput]]:
     group: list[RAGOutput] = []
     for output in outputs:
         if group and output.query_id != group[0].query_id:
@@ -281,18 +281,8 @@ class SpooledSource:
                 handle.seek(self.offsets[index])
                 yield RAGOutput.model_validate_json(handle.readline())
 
-    def _groups(self) -> Iterator[list[RAGOutput]]:
-        group: list[RAGOutput] = []
-        for output in self._outputs():
-            if group and output.query_id != group[0].query_id:
-                yield group
-                group = []
-            group.append(output)
-        if group:
-            yield group
-
     def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]:
-        yield from windows(self._groups(), size)
+        yield from windows(_groups(self._outputs()), size)
 
     def first(self, n: int) -> list[RAGOutput]:
         return list(islice(self._outputs(), n))
