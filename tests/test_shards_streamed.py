@@ -16,7 +16,7 @@ from open_rag_eval.executors.shards import split_by_query
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
 from open_rag_eval.run import pipeline
 from open_rag_eval.run.spill import Spill
-from tests.test_run_windows import FILES, _config as _local_config, _outputs
+from tests.test_run_windows import FILES, _config as _local_config, _outputs, write_config
 
 WINDOW = 5  # outputs: q0 q1 | q2 q3 | q4 q5 | q6 q7 | q8 (2 or 3 runs a query)
 
@@ -204,11 +204,11 @@ def test_an_input_that_changes_between_its_shape_and_its_outputs_fails_the_shard
 def test_shards_of_a_csv_input_stream_and_merge_into_the_bytes_of_a_local_run(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A CSV input is split from its shape too (each query's number of outputs), then read a window at a time."""
-    from tests.test_csv_windows import _config as _csv_config, _csv, _rows
+    from tests.test_csv_windows import _csv, _rows
 
     data = tmp_path / "data.csv"
     data.write_text(_csv(_rows()), encoding="utf-8")
-    config = _csv_config(tmp_path, data, "csv")
+    config = write_config(tmp_path, data, "csv")
     config.write_text(config.read_text(encoding="utf-8").replace(
         "  cache: false\n", "  cache: false\n  health: {controls: false}\n"), encoding="utf-8")
     spilled, evaluated = _counting(monkeypatch)
