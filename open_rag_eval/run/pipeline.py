@@ -353,41 +353,41 @@ async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: 
                             health: Any) -> tuple[list[dict[str, Any]], int] | None:
     """Every evaluator on each window of whole queries in turn; each window's outputs (to outputs.jsonl) and
     results (to the spill) leave memory as it finishes. Returns the health report's citation figures."""
-    low: list[dict[str, Any]] = []
-    n_cited = 0
+    windows = _evaluated(evaluators, source, judge, output_dir=generation.path, base_dir=base_dir, progress=progress)
+    return await _spill_windows(windows, spill, generation, health)
+
+
+async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge | None, *, output_dir: Path,
+                     base_dir: Path, progress: Progress) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
+    """Each window of whole queries and every evaluator's result on it (one window when an evaluator must see the
+    whole run)."""
     whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
     size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
     _say_one_window(evaluators, source, whole)
-    with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
-        for window in source.windows(size):
-            _write_outputs(journal, window)
-            parts = await evaluate_all(evaluators, window, judge, output_dir=generation.path, base_dir=base_dir,
-                                       progress=progress)
-            spill.add(window, parts)
-            if health is not None:
-                found = _cited([score for part in parts for score in part.scores], health)
-                low += found[0]
-                n_cited += found[1]
-            for evaluator in evaluators:
-                forget = getattr(evaluator, "forget", None)
-                if forget is not None:
-                    forget()  # what it kept of this window's queries (nugget lists): the next window has others
-    return (low, n_cited) if health is not None else None
+    for window in source.windows(size):
+        yield window, await evaluate_all(evaluators, window, judge, output_dir=output_dir, base_dir=base_dir,
+                                         progress=progress)
+        for evaluator in evaluators:
+            forget = getattr(evaluator, "forget", None)
+            if forget is not None:
+                forget()  # what it kept of this window's queries (nugget lists): the next window has others
 
 
 async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]], spill: Spill,
-                         generation: Generation, health: Any) -> tuple[list[dict[str, Any]], int]:
-    """An executor's windows, each to outputs.jsonl and the spill as it comes (``_evaluate_windows``' writes)."""
+                         generation: Generation, health: Any) -> tuple[list[dict[str, Any]], int] | None:
+    """Each window, as it comes, to outputs.jsonl and the spill; the health report's citation figures counted
+    window by window (None without ``health``)."""
     low: list[dict[str, Any]] = []
     n_cited = 0
     with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
         async for window, parts in windows:
             _write_outputs(journal, window)
             spill.add(window, parts)
-            found = _cited([score for part in parts for score in part.scores], health)
-            low += found[0]
-            n_cited += found[1]
-    return low, n_cited
+            if health is not None:
+                found = _cited([score for part in parts for score in part.scores], health)
+                low += found[0]
+                n_cited += found[1]
+    return (low, n_cited) if health is not None else None
 
 
 def _say_one_window(evaluators: Sequence[Any], source: OutputSource, whole: bool) -> None:
