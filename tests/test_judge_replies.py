@@ -284,3 +284,31 @@ def test_a_nugget_re_ask_is_sent_only_when_it_can_differ(reask: str, params: dic
         texts, status, notes = with_judge(config(server.base_url, params=params, reask=reask), create)
     assert (texts, status) == ([], "failed")
     assert [seen.body["temperature"] for seen in server.completions] == temperatures
+
+
+def test_a_re_ask_quotes_a_bounded_part_of_a_long_bad_reply() -> None:
+    """A 1 MB unreadable reply goes back in each re-ask as its head and tail around a marker counting the cut
+    characters, not whole (issue: a 3 MB reply went back three times, ~770k prompt tokens each); a short bad reply
+    goes back whole."""
+    from open_rag_eval.metrics.nuggets import Nuggetizer, NuggetOptions
+
+    async def create(judge: OpenAIJudge) -> Any:
+        return await Nuggetizer(NuggetOptions(max_trials=3)).create(judge, "what is x", ["x is y"])
+
+    long_reply = "HEAD-" + "x" * 1_000_000 + "-TAIL"
+    with ScriptedServer(default=Reply.ok(long_reply)) as server:
+        with_judge(config(server.base_url), create)
+    re_asks = server.completions[1:]
+    assert len(re_asks) == 2
+    for seen in re_asks:
+        quoted = [m["content"] for m in seen.body["messages"] if m["role"] == "assistant"]
+        assert len(quoted) == 1
+        cut = len(long_reply) - 4000  # the first and last 2000 characters are kept
+        assert quoted[0].startswith("HEAD-") and quoted[0].endswith("-TAIL")
+        assert f"[… {cut:,} characters cut …]" in quoted[0]
+        assert len(quoted[0]) < 4100
+        assert len(json.dumps(seen.body)) < 20_000
+    with ScriptedServer(default=Reply.ok("no list here")) as server:
+        with_judge(config(server.base_url), create)
+    assert [m["content"] for m in server.completions[1].body["messages"] if m["role"] == "assistant"] == \
+        ["no list here"]

@@ -7,7 +7,9 @@ bad reply is never served again: attempt j of sample s uses index ``s + SAMPLE_S
 s, which is what makes the normal judgments and test-retest sample 0 share the cache).
 
 A re-ask after a reply that could not be read changes the request: the reply is sent back with a corrective
-message quoting what was wrong (``prompts/reask_corrective.txt``). A re-ask is sent only when it can differ from
+message quoting what was wrong (``prompts/reask_corrective.txt``). A long reply goes back bounded: its first and last
+``QUOTE_CHARS // 2`` characters around a ``[… N characters cut …]`` marker (a 3 MB unreadable reply is not worth
+re-reading three times; its head and tail show the judge what it did). A re-ask is sent only when it can differ from
 what was already sent: other messages or parameters, or sampling (temperature above 0 and no fixed seed).
 Re-sending a byte-identical greedy request would only get the same reply.
 
@@ -36,10 +38,11 @@ from open_rag_eval.core.parsing import strip_reasoning
 from open_rag_eval.metrics.structured import as_text, schema_problem
 from open_rag_eval.prompts import load
 
-__all__ = ["SAMPLE_STRIDE", "Asked", "ask", "can_differ"]
+__all__ = ["QUOTE_CHARS", "SAMPLE_STRIDE", "Asked", "ask", "can_differ", "quoted"]
 
 T = TypeVar("T")
 SAMPLE_STRIDE = 1000
+QUOTE_CHARS = 4000  # at most this many characters of a bad reply go back in a re-ask (head and tail)
 
 
 @dataclass(frozen=True)
@@ -128,8 +131,17 @@ def what_was_wrong(text: str, parsed: Parsed[Any], params: dict[str, Any]) -> st
 
 def corrected(request: JudgeRequest, reply: str, problem: str) -> JudgeRequest:
     """``request`` followed by the reply that could not be read and a message saying what was wrong with it."""
-    follow_up = load("reask.corrective").render(problem=problem).strip()
-    return replace(request, messages=(*request.messages, ("assistant", reply), ("user", follow_up)))
+    follow_up = load("reask.corrective").render(problem=quoted(problem, QUOTE_CHARS // 4)).strip()
+    return replace(request, messages=(*request.messages, ("assistant", quoted(reply)), ("user", follow_up)))
+
+
+def quoted(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` whole when it has at most ``limit`` characters; else its head and tail around a marker saying how
+    many characters were cut."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return f"{text[:keep]}\n[… {len(text) - 2 * keep:,} characters cut …]\n{text[-keep:]}"
 
 
 def _start(text: str, limit: int = 60) -> str:
