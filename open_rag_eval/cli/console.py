@@ -513,6 +513,7 @@ def _run_means(report: RunReport) -> dict[str, Any]:
 def _headline(report: RunReport) -> None:
     """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
     from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
+    from open_rag_eval.health.rests import UNHEALTHY, unhealthy_metrics
     from open_rag_eval.core.missing import kind
     from open_rag_eval.core.catalogue import lower_is_better
 
@@ -521,6 +522,7 @@ def _headline(report: RunReport) -> None:
     metrics = headline_metrics(list(stats), chosen)
     if not metrics:
         return
+    shaky = unhealthy_metrics(metrics, report.manifest.get("health"))
     width = max(len(m) for m in metrics)
     _out("headline (the numbers to look at first; report.html shows them with their distributions):")
     for metric in metrics:
@@ -536,9 +538,10 @@ def _headline(report: RunReport) -> None:
             continue
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.3f}, {a.ci95_high:.3f}]"
         goal = ""
-        if target is not None:
-            verdict = {"good": "met", "near": "near", "below": "below"}[status(metric, a.mean, target)]
-            goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}"
+        if target is not None or metric in shaky:
+            verdict = (f"{UNHEALTHY} ({', '.join(shaky[metric])})" if metric in shaky  # never "met" on a sick judge
+                       else {"good": "met", "near": "near", "below": "below"}[status(metric, a.mean, target)])
+            goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}" if target is not None else verdict
         _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}  {arrow}  {goal}".rstrip())
 
 

@@ -115,8 +115,12 @@ def judge_line(unhealthy: list[str]) -> str:
 
 
 def unhealthy_tasks(health: Mapping[str, Any] | None) -> list[str]:
+    """The unhealthy tasks manifest.json's health section lists (before it listed them: the tasks its problems
+    name)."""
     if not health or health.get("healthy", True):
         return []
+    if isinstance(health.get("unhealthy_tasks"), list):
+        return [str(task) for task in health["unhealthy_tasks"]]
     problems = [str(p) for p in health.get("problems") or []]
     return [task for task in (health.get("tasks") or {}) if any(p.startswith(f"{task}:") for p in problems)]
 

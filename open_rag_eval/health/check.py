@@ -120,6 +120,7 @@ class HealthReport:
     def snapshot(self) -> dict[str, Any]:
         """manifest.json's ``health`` section."""
         return {"healthy": self.healthy, "problems": self.problems, "notes": self.notes,
+                "unhealthy_tasks": self.unhealthy_tasks(),
                 "thresholds": self.thresholds.model_dump(), "reply_format": self.reply_format, "tasks": self.tasks,
                 "controls": {"state": self.controls_state, "tasks": self.controls, "items": self.control_items},
                 "citation_low_labelled": self.low_labelled, "n_cited_outputs": self.n_cited_outputs}

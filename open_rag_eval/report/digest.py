@@ -29,6 +29,7 @@ class Digest:
         self.values = Columns()  # every metric's values over outputs and per-query rows; key: the output's position
         self.n_outputs = 0
         self.scored = 0  # outputs with no failed value
+        self.full = bytearray()  # per output in order: 1 when it has no failed value (a byte an output)
         self.counts = dict.fromkeys((FAILED, UNDEFINED, SKIPPED), 0)  # missing values by kind over every item
         self.per_output: dict[str, None] = {}  # metrics with a value in at least one output
         self.refusals = 0
@@ -49,6 +50,7 @@ class Digest:
         if output:
             self.n_outputs += 1
             self.scored += counts[FAILED] == 0
+            self.full.append(counts[FAILED] == 0)
             self._answer(item)
 
     def _answer(self, output: Mapping[str, Any]) -> None:
@@ -68,6 +70,15 @@ class Digest:
         if self.refusals:
             adjusted[_ANSWERED] = self._answered_sum / self._answered_n if self._answered_n else None
         return adjusted, self.refusals
+
+    def resting_on(self, metrics: list[str]) -> tuple[int, int]:
+        """(outputs holding a value of any of ``metrics``, those of them with no failed value): the outputs whose
+        values rest on an unhealthy judge task, counted apart in the coverage line."""
+        keys: set[int] = set()
+        for metric in metrics:
+            for block, _ in self.values.read(metric):
+                keys.update(k for k in block if k >= 0)
+        return len(keys), sum(self.full[k] for k in keys)
 
     def columns(self) -> dict[str, Column]:
         """metric -> its values (read from disk on each pass), for the summary's histograms and tallies."""

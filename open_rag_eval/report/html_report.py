@@ -121,6 +121,13 @@ class RunData:
         judge = self.manifest.get("judge") or {}
         return bool(self.results.get("simulated", self.manifest.get("simulated", judge.get("simulated"))))
 
+    @property
+    def unhealthy(self) -> dict[str, list[str]]:
+        """metric -> the unhealthy judge tasks it rests on (docs/judge-health.md)."""
+        from open_rag_eval.health.rests import unhealthy_metrics
+
+        return unhealthy_metrics([*self.stats, *self.items.values.metrics], self.manifest.get("health"))
+
     def headline(self) -> tuple[list[str], dict[str, float]]:
         chosen, targets = report_options(self.manifest)
         present = [m for m in self.stats if not is_dispersion(m) and not is_health(m)]
@@ -192,8 +199,8 @@ def _header(run: RunData) -> str:
     skipped = (f' · <span class="miss skipped">{counts[SKIPPED]} skipped</span>' if counts[SKIPPED] else "")
     cells += (f'<div><dt>coverage</dt><dd id="coverage" data-failed="{counts[FAILED]}" '
               f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}" '
-              f'data-skipped="{counts[SKIPPED]}">{scored} / '
-              f'{run.items.n_outputs} outputs fully scored<br><span class="miss failed">{counts[FAILED]} failed</span> · '
+              f'data-skipped="{counts[SKIPPED]}"{_unhealthy_cover(run, scored)}'
+              f'<br><span class="miss failed">{counts[FAILED]} failed</span> · '
               f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span>{skipped} · '
               f'<span class="miss unavailable">{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
     return (f'<dl class="meta">{cells}</dl>'
@@ -202,6 +209,20 @@ def _header(run: RunData) -> str:
             'on purpose (fewer answered runs than min_runs); unavailable: the metric cannot be computed here at all. '
             'None of them is ever counted as a score, nor as a failure.</p>'
             f'{_why_missing(run, UNDEFINED)}{_why_missing(run, SKIPPED)}{_unavailable_note(run)}{_health(run)}')
+
+
+def _unhealthy_cover(run: RunData, scored: int) -> str:
+    """The coverage line's count of fully scored outputs, with those resting on an unhealthy judge task apart (the
+    rest of the ``dd`` tag's attributes first)."""
+    shaky = run.unhealthy
+    n = run.items.n_outputs
+    if not shaky:
+        return f'>{scored} / {n} outputs fully scored'
+    resting, resting_full = run.items.resting_on(sorted(shaky))
+    tasks = ", ".join(dict.fromkeys(t for found in shaky.values() for t in found))
+    return (f' data-unhealthy="{resting}">{scored - resting_full} / {n} outputs fully scored on a healthy judge'
+            f'<br><span class="miss unhealthy">{resting} outputs hold values from an unhealthy judge task '
+            f'({esc(tasks)}): counted apart</span>')
 
 
 def _why_missing(run: RunData, which: str) -> str:
@@ -355,7 +376,7 @@ def _render(run: RunData, groups: Sequence[tuple[str, str, list, Any]], columns:
     banner = ('<p class="banner">The judge was simulated: these numbers test the pipeline, they are not real '
               'judgments.</p>') if run.simulated else ""
     banner += _incomplete_banner(run.manifest.get("incomplete") or [])
-    body = (f'<h1>open-rag-eval report</h1>{banner}{headline_panel(run.stats, headline, targets, run.missing)}'
+    body = (f'<h1>open-rag-eval report</h1>{banner}{headline_panel(run.stats, headline, targets, run.missing, run.unhealthy)}'
             f'{_header(run)}'
             f'<h2>Diagnosis</h2>{_diagnosis(run)}'
             f'<h2>All metrics</h2><p class="legend">Grouped by family; click a family to open it. Counts of '

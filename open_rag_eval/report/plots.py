@@ -6,7 +6,8 @@ marks the same interval twice: per query, of the mean over its runs (an error ba
 mean over queries of those per-query means (a dashed line with a shaded band, its figures in the panel's corner).
 
 matplotlib is imported inside the functions (``pip install -e '.[plot]'``), with the Agg backend.
-Every figure says when the judge was simulated: its numbers are not real judgments.
+Every figure says when the judge was simulated: its numbers are not real judgments. A box whose metric rests on a
+judge task the run's health found unhealthy is hatched and says "judge unhealthy" (docs/judge-health.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import MissingDependency
+from open_rag_eval.health.rests import UNHEALTHY, unhealthy_metrics
 from open_rag_eval.report.data import ResultSet, ScoreTable
 from open_rag_eval.core.catalogue import axis_range, display_name, value_bounds
 from open_rag_eval.scoring.stats import aggregate
@@ -141,7 +143,11 @@ def _box_panel(ax: Any, metric: str, sets: Sequence[ResultSet]) -> None:
         ax.scatter([positions[i]], [mean], marker="D", s=40, color="#C0392B", zorder=5)
         _error_bar(ax, positions[i], mean, low, high)
         ci = f" [{low:.2f}, {high:.2f}]" if low is not None and high is not None else ""
-        labels.append(f"mean {mean:.2f}{ci}\nmedian {median:.2f}\nn={len(values)}")
+        shaky = unhealthy_metrics([metric], (sets[i].manifest or {}).get("health")).get(metric)
+        sick = f"\n{UNHEALTHY} ({', '.join(shaky)})" if shaky else ""
+        labels.append(f"mean {mean:.2f}{ci}\nmedian {median:.2f}\nn={len(values)}{sick}")
+        if shaky:
+            patch.set_hatch("//")
     ax.set_xticks(positions)
     ax.set_xticklabels(labels, fontsize=9)
 

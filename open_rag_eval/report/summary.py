@@ -9,6 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from open_rag_eval.health.rests import UNHEALTHY
 from open_rag_eval.report.drilldown import esc, fmt
 from open_rag_eval.report.headline import status, target_for
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing
@@ -53,16 +54,20 @@ def no_value(metric: str, missing: Missing) -> str:
     return "–"
 
 
-def _card(stat: Mapping[str, Any], targets: Mapping[str, float], missing: Missing) -> str:
+def _card(stat: Mapping[str, Any], targets: Mapping[str, float], missing: Missing, shaky: Sequence[str] = ()) -> str:
+    """One headline card; ``shaky``: the unhealthy judge tasks its metric rests on (the card then says "judge
+    unhealthy" in place of its target verdict, never green)."""
     metric = str(stat.get("metric"))
     mean = stat.get("mean")
     target = target_for(metric, targets)
-    state = status(metric, mean, target)
+    state = "unhealthy" if shaky and mean is not None else status(metric, mean, target)
     value = value_text(metric, mean) if mean is not None else no_value(metric, missing)
     ci = (f'95% CI {value_text(metric, stat["ci95_low"])} – {value_text(metric, stat["ci95_high"])}'
           if stat.get("ci95_low") is not None else "no CI")
     sign = "≤" if lower_is_better(metric) else "≥"
     goal = f'target {sign} {value_text(metric, target)}' if target is not None else "no target set"
+    if state == "unhealthy":
+        goal += f': {UNHEALTHY} ({esc(", ".join(shaky))}; see Judge health)'
     note = missing_note(metric, missing)
     return (f'<div class="card {state}" data-metric="{esc(metric)}" data-status="{state}">'
             f'<div class="card-name">{esc(display_name(metric))}</div>'
@@ -73,13 +78,17 @@ def _card(stat: Mapping[str, Any], targets: Mapping[str, float], missing: Missin
 
 
 def headline_panel(summary: Mapping[str, Mapping[str, Any]], metrics: Sequence[str], targets: Mapping[str, float],
-                   missing: Missing) -> str:
+                   missing: Missing, unhealthy: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The headline cards; ``unhealthy``: metric -> the unhealthy judge tasks it rests on
+    (``health.rests.unhealthy_metrics``)."""
     if not metrics:
         return '<p class="muted" id="headline">No headline metric in this run.</p>'
-    cards = "".join(_card(summary.get(m) or {"metric": m}, targets, missing) for m in metrics)
+    shaky = unhealthy or {}
+    cards = "".join(_card(summary.get(m) or {"metric": m}, targets, missing, shaky.get(m, ())) for m in metrics)
     return (f'<section id="headline" aria-label="headline metrics"><div class="cards">{cards}</div>'
             '<p class="legend">↑ higher is better, ↓ lower is better. Green: meets its target; amber: within a '
-            'tenth of the range short of it; red: further. Targets come from the config\'s <code>report.targets'
+            'tenth of the range short of it; red: further; grey with "judge unhealthy": the judge task it rests on '
+            'failed its health checks, so no verdict is given. Targets come from the config\'s <code>report.targets'
             '</code> (defaults in docs/report.md).</p></section>')
 
 
