@@ -20,11 +20,12 @@ from open_rag_eval.judge.thresholds import HealthThresholds
 from open_rag_eval.scoring.stats import Aggregate
 from open_rag_eval.core.types import Score
 
-__all__ = ["HEALTH_PREFIX", "HealthReport", "HealthThresholds", "assess", "is_health"]
+__all__ = ["FAIL", "HEALTH_PREFIX", "INCONCLUSIVE", "PASS", "WEAK", "HealthReport", "HealthThresholds", "assess",
+           "controls_line", "is_health", "told_apart_text", "verdict_line"]
 
 HEALTH_PREFIX = "health."
 MIN_PAIRS = 4  # controls: with fewer judged pairs even a judge that tells none apart cannot be shown to fail
-PASS, FAIL, INCONCLUSIVE = "pass", "fail", "inconclusive"  # the verdicts of a task's controls
+PASS, WEAK, FAIL, INCONCLUSIVE = "pass", "weak", "fail", "inconclusive"  # the verdicts of a task's controls
 RATES = (*CLASSES, "reasked")  # clean, fallback, echo, invalid, failed, reasked
 TASK_ORDER = ("umbrela", "nugget_create", "nugget_importance", "nugget_assign", "support", "no_answer")
 
@@ -61,7 +62,7 @@ class HealthReport:
                                  f"({_cause(klass, row)}; {row['rates'][klass]:.0%} > {limit_name} {limit:.0%})")
         for task, summary in self.controls.items():
             if summary["verdict"] == FAIL:
-                lines.append(f"{task}: controls failed: {_controls_line(summary)}")
+                lines.append(f"{task}: controls failed: {controls_line(summary)}")
         for task, row in self.tasks.items():
             if self._degenerate(row) and self._controls_verdict(task) != PASS:
                 lines.append(f"{task}: degenerate: {_degenerate_line(row, self.thresholds)}")
@@ -84,6 +85,9 @@ class HealthReport:
                 lines.append(f"{task}: {_degenerate_line(row, self.thresholds)}; its controls were told apart, so "
                              "the data may be that uniform")
         for task, summary in self.controls.items():
+            if summary["verdict"] == WEAK:
+                lines.append(f"{task}: controls weak: {controls_line(summary)}; not shown able to tell its controls "
+                             "apart (more pairs, judge.health.control_pairs, say more)")
             if summary["verdict"] == INCONCLUSIVE:
                 why = f" ({'; '.join(summary['no_verdict_reasons'])})" if summary["no_verdict_reasons"] else ""
                 lines.append(f"{task}: controls inconclusive: {summary['pairs_judged']} of {summary['pairs']} pairs "
@@ -165,12 +169,32 @@ def _degenerate_line(row: Mapping[str, Any], thresholds: HealthThresholds) -> st
             f"everything; max_label_share {thresholds.max_label_share:.0%} of at least {thresholds.min_labels})")
 
 
-def _controls_line(c: Mapping[str, Any]) -> str:
+def told_apart_text(c: Mapping[str, Any]) -> str:
+    """"4 of 5 pairs told apart (80%, 95% CI 38%-96%)": what a control verdict rests on, said beside it."""
     low, high = c["told_apart_ci"]
+    if c["told_apart_share"] is None:
+        return f"0 of {c['pairs']} pairs got both verdicts"
+    return (f"{c['told_apart']} of {c['pairs_judged']} pairs told apart ({c['told_apart_share']:.0%}, 95% CI "
+            f"{low:.0%}-{high:.0%})")
+
+
+def verdict_line(task: str, c: Mapping[str, Any]) -> str:
+    """A task's control verdict with what it rests on, for the health tables: "umbrela: pass -- 5 of 5 pairs told
+    apart (100%, 95% CI 57%-100%; pass from 50%), accuracy 100% [72%-100%] of 10"."""
+    if c.get("accuracy") is None:
+        return f"{task}: {c['verdict']} -- no verdict on any of {c['items']} controls"
+    levels = c.get("levels") or {}
+    level = f"; pass from {levels['pass_from']:.0%}" if "pass_from" in levels else ""
+    apart = told_apart_text(c)
+    apart = apart[:-1] + f"{level})" if apart.endswith(")") else apart
+    low, high = c["accuracy_ci"]
+    return f"{task}: {c['verdict']} -- {apart}, accuracy {c['accuracy']:.0%} [{low:.0%}-{high:.0%}] of {c['judged']}"
+
+
+def controls_line(c: Mapping[str, Any]) -> str:
     given = "; ".join(f"{side} items got " + ", ".join(f"{label!r} x{n}" for label, n in labels.items())
                       for side, labels in c["labels"].items() if labels)
-    return (f"{c['told_apart']} of {c['pairs_judged']} pairs told apart (95% CI {low:.0%}-{high:.0%}), accuracy "
-            f"{c['correct']} of {c['judged']}; {given}")
+    return f"{told_apart_text(c)}, accuracy {c['correct']} of {c['judged']}; {given}"
 
 
 _CAUSE = {FALLBACK: "fallback parse", INVALID: "parse failure", ECHO: "echo"}

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
-from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS
+from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.metrics.citation import CitationJudge
@@ -37,8 +37,8 @@ from open_rag_eval.metrics.nuggets import Nuggetizer, ScoredNugget
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.scoring.stats import wilson
 
-__all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "Control", "Graders", "Outcome",
-           "ask_controls", "build_controls", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
+__all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "WEAK", "Control", "Graders", "Outcome",
+           "ask_controls", "build_controls", "verdict_of", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
 
 CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
@@ -305,21 +305,33 @@ async def _ask_nuggets(judge: Judge, pair: list[Control], graders: Graders) -> l
 
 
 
-def summarize(outcomes: Sequence[Outcome], min_told_apart: float = 0.5) -> dict[str, dict[str, Any]]:
+def summarize(outcomes: Sequence[Outcome], min_told_apart: float = 0.5,
+              pass_told_apart: float = 0.5) -> dict[str, dict[str, Any]]:
     """Per task: items, judged, correct, ``accuracy`` (share of judged items on the expected side) with its Wilson
     95% interval; pairs, pairs with both verdicts, pairs told apart and their share with its interval; the labels the
-    judge gave; and the verdict: ``fail`` when the interval of the told-apart share lies wholly below
-    ``min_told_apart`` (the judge cannot tell its controls apart), ``inconclusive`` with fewer than ``MIN_PAIRS``
-    judged pairs, else ``pass``."""
+    judge gave; and the verdict (``verdict_of``)."""
     rows: dict[str, dict[str, Any]] = {}
-    for task in CONTROL_TASKS:
+    for task in dict.fromkeys(o.control.task for o in outcomes):
         mine = [o for o in outcomes if o.control.task == task]
-        if mine:
-            rows[task] = _task_summary(mine, min_told_apart)
+        rows[task] = _task_summary(mine, min_told_apart, pass_told_apart)
     return rows
 
 
-def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float) -> dict[str, Any]:
+def verdict_of(judged: int, low: float | None, high: float | None, min_told_apart: float = 0.5,
+               pass_told_apart: float = 0.5) -> str:
+    """What ``judged`` pairs with both verdicts say, from the Wilson 95% interval (``low``, ``high``) of the share told
+    apart: ``inconclusive`` with fewer than ``MIN_PAIRS``; ``fail`` when the interval lies wholly below
+    ``min_told_apart`` (the judge cannot tell its controls apart); ``pass`` only when its lower bound reaches
+    ``pass_told_apart`` (the judge is shown to tell most of them apart); else ``weak`` (neither shown: told apart in
+    fewer than half the pairs, or too few pairs to say more)."""
+    if judged < MIN_PAIRS or low is None or high is None:
+        return INCONCLUSIVE
+    if high < min_told_apart:
+        return FAIL
+    return PASS if low >= pass_told_apart else WEAK
+
+
+def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float, pass_told_apart: float) -> dict[str, Any]:
     judged = [o for o in outcomes if o.correct is not None]
     correct = sum(1 for o in judged if o.correct)
     accuracy, low, high = wilson(correct, len(judged))
@@ -329,12 +341,7 @@ def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float) -> dict[st
     full = [p for p in pairs.values() if len(p) == 2 and all(o.correct is not None for o in p)]
     apart = sum(1 for p in full if all(o.correct for o in p))
     share, a_low, a_high = wilson(apart, len(full))
-    if len(full) < MIN_PAIRS:
-        verdict = INCONCLUSIVE
-    elif a_high is not None and a_high < min_told_apart:
-        verdict = FAIL
-    else:
-        verdict = PASS
+    verdict = verdict_of(len(full), a_low, a_high, min_told_apart, pass_told_apart)
     labels: dict[str, dict[str, int]] = {"high": {}, "low": {}}
     for o in judged:
         side = labels[o.control.expect]
@@ -343,6 +350,7 @@ def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float) -> dict[st
     return {"items": len(outcomes), "judged": len(judged), "correct": correct, "accuracy": accuracy,
             "accuracy_ci": [low, high], "pairs": len(pairs), "pairs_judged": len(full), "told_apart": apart,
             "told_apart_share": share, "told_apart_ci": [a_low, a_high], "labels": labels, "verdict": verdict,
+            "levels": {"fail_below": min_told_apart, "pass_from": pass_told_apart},
             "no_verdict_reasons": reasons[:3]}
 
 
@@ -376,7 +384,7 @@ def controls_for(outputs: Sequence[RAGOutput], graders: Graders, pairs: int, see
 
 
 async def ask_controls(judge: Judge, items: list[Control] | dict[str, Any], graders: Graders,
-                       min_told_apart: float = 0.5) -> dict[str, Any]:
+                       min_told_apart: float = 0.5, pass_told_apart: float = 0.5) -> dict[str, Any]:
     """The health report's controls section: ``items`` (of ``controls_for``) asked, or its section as it is."""
     from open_rag_eval.core.recording import recording  # noqa: PLC0415
 
@@ -384,4 +392,4 @@ async def ask_controls(judge: Judge, items: list[Control] | dict[str, Any], grad
         return items
     with recording():
         outcomes = await run_controls(judge, items, graders)
-    return {"state": "run", "tasks": summarize(outcomes, min_told_apart), "items": detail(outcomes)}
+    return {"state": "run", "tasks": summarize(outcomes, min_told_apart, pass_told_apart), "items": detail(outcomes)}

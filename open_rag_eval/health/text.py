@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from open_rag_eval.health.check import HealthReport
+from open_rag_eval.health.check import HealthReport, verdict_line
 
 __all__ = ["controls_lines", "health_lines"]
 
@@ -37,17 +37,10 @@ def health_lines(report: HealthReport) -> list[str]:
 
 
 def controls_lines(controls: Mapping[str, Mapping[str, Any]], state: str = "run") -> list[str]:
-    """One line per task: control accuracy with its 95% interval, pairs told apart, the verdict."""
+    """One line per task: the verdict, the share of pairs told apart with its 95% interval, the accuracy."""
     if state == "off":
         return ["  controls: off (judge.health.controls: false)"]
     if not controls:
         return [] if state == "run" else [f"  controls: {state}"]
     lines = ["  controls (judgments with a known answer, kept out of the metrics):"]
-    for task, c in controls.items():
-        if c["accuracy"] is None:
-            lines.append(f"    {task}: no verdict on any of {c['items']} controls: {c['verdict']}")
-            continue
-        low, high = c["accuracy_ci"]
-        lines.append(f"    {task}: accuracy {c['accuracy']:.0%} [{low:.0%}, {high:.0%}] of {c['judged']}, "
-                     f"{c['told_apart']} of {c['pairs_judged']} pairs told apart: {c['verdict']}")
-    return lines
+    return lines + [f"    {verdict_line(task, c)}" for task, c in controls.items()]

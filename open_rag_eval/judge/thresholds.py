@@ -23,3 +23,4 @@ class HealthThresholds(BaseModel):
     controls: bool = True  # controls in every run (docs/judge-health.md); false: none
     control_pairs: int = Field(5, ge=1, le=50)  # pairs per task
     min_told_apart: float = Field(0.5, gt=0, le=1)  # controls fail when the told-apart share's CI lies below this
+    pass_told_apart: float = Field(0.5, gt=0, le=1)  # ... and pass only when its lower bound reaches this; else weak

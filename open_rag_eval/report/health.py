@@ -12,11 +12,14 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.health.check import verdict_line
+
 __all__ = ["health_panel", "injection_panel", "render_health_panel"]
 
 _COLUMNS = ("clean", "fallback", "echo", "invalid", "failed", "reasked")
 _BAD = {"fallback": "max_fallback_rate", "echo": "max_echo_rate", "invalid": "max_invalid_rate",
         "failed": "max_failed_rate"}
+_VERDICT_STYLE = {"fail": "color:#b00020;font-weight:bold", "weak": "color:#8a5a00"}
 _STYLE = ("border:1px solid {border};border-radius:6px;padding:.5em .8em;margin:.8em 0;background:{background};"
           "font-size:.9em")
 
@@ -70,21 +73,16 @@ def _format(reply_format: Any) -> str:
 
 
 def _controls(controls: Any) -> str:
-    """One line per task: control accuracy [95% CI], pairs told apart, verdict."""
+    """One line per task: the verdict, the share of pairs told apart with its 95% CI, the accuracy."""
     if not isinstance(controls, Mapping):
         return ""
     if controls.get("state") != "run":
         return f'<p id="judge-controls">Controls: {escape(str(controls.get("state")))}</p>'
     items = []
     for task, c in (controls.get("tasks") or {}).items():
-        if c.get("accuracy") is None:
-            text = f"{task}: no verdict on any of {c['items']} controls ({c['verdict']})"
-        else:
-            low, high = c["accuracy_ci"]
-            text = (f"{task}: accuracy {c['accuracy']:.0%} [{low:.0%}, {high:.0%}] of {c['judged']}, "
-                    f"{c['told_apart']} of {c['pairs_judged']} pairs told apart — {c['verdict']}")
-        colour = ";color:#b00020;font-weight:bold" if c.get("verdict") == "fail" else ""
-        items.append(f'<li data-verdict="{escape(str(c.get("verdict")))}" style="{colour[1:]}">{escape(text)}</li>')
+        colour = _VERDICT_STYLE.get(str(c.get("verdict")), "")
+        items.append(f'<li data-verdict="{escape(str(c.get("verdict")))}" style="{colour}">'
+                     f'{escape(verdict_line(str(task), c))}</li>')
     return f'<div id="judge-controls">Controls:<ul>{"".join(items)}</ul></div>' if items else ""
 
 

@@ -73,7 +73,8 @@ async def _ask(judge: Judge | None, items: list[Control] | dict[str, Any] | None
         found = {"state": "off", "tasks": {}, "items": []}
     else:
         try:
-            found = await ask_controls(judge, items or {}, graders, thresholds.min_told_apart)
+            found = await ask_controls(judge, items or {}, graders, thresholds.min_told_apart,
+                                       thresholds.pass_told_apart)
         except JudgeUnavailable:
             raise  # the judge is down: the run stops, as its metrics would
         except Exception as error:  # noqa: BLE001 - the controls check the judge; they never cost the run
