@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from open_rag_eval.calibration.compare import compare
-from open_rag_eval.calibration.labels import Item, Judged, judged_items, read_labels
+from open_rag_eval.inputs.human_labels import Item, Judged, judged_items, read_labels
 from open_rag_eval.core.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -142,6 +142,13 @@ def test_calibrate_through_the_cli_matches_scikit_learn_on_the_demo_labels(tmp_p
     assert sum(map(sum, umbrela["confusion"]["matrix"])) == 30
     assert {t["task"] for t in report["tasks"]} == {"umbrela", "citation_support"}
     assert report["resamples"] == 200
+    # every demo query is labelled: the corrected UMBRELA mean is the people's, the mean of the 30 qrels grades
+    corrected = rows[("corrected", "umbrela.mean")]
+    assert float(corrected["value"]) == pytest.approx(sum(people.values()) / 30, abs=1e-6) == pytest.approx(1.5)
+    assert (corrected["n"], corrected["n_unlabelled"], corrected["lambda"]) == ("6", "0", "0")
+    assert float(corrected["judge_mean"]) == pytest.approx(sum(judge.values()) / 30, abs=1e-6)
+    assert float(corrected["judge_bias"]) == pytest.approx(float(corrected["judge_mean"]) - 1.5, abs=1e-5)
+    assert "umbrela.mean" in {c["metric"] for c in report["corrected"]} and "corrected metric" in done.stdout
 
 
 def test_calibrate_without_results_or_labels_is_a_clear_error(tmp_path: Path) -> None:

@@ -286,7 +286,7 @@ def test_controls_can_be_turned_off_and_are_in_the_dry_run(tmp_path: Path, capsy
 
 def test_calibrate_names_a_judge_that_gives_one_label_for_everything() -> None:
     from open_rag_eval.calibration.compare import compare
-    from open_rag_eval.calibration.labels import Item, Judged
+    from open_rag_eval.inputs.human_labels import Item, Judged
     from open_rag_eval.calibration.run import table
 
     human = {Item("umbrela", f"q{i}", None, "p1"): grade for i, grade in enumerate([0, 1, 2, 3, 3, 0])}

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from open_rag_eval.calibration.agreement import Weights, cohen_kappa, confusion, kendall_tau
-from open_rag_eval.calibration.labels import LABELS, ORDINAL, SCORE, Item, Judged
+from open_rag_eval.inputs.human_labels import LABELS, ORDINAL, SCORE, Item, Judged
 from open_rag_eval.scoring.stats import quantile
 
 __all__ = ["Pair", "Statistic", "TaskAgreement", "bootstrap", "compare", "pair_up"]

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from open_rag_eval.cli.terminal import echo
 
-HELP = ("compare the judge's labels with human labels (Cohen's kappa, Kendall's tau, confusion, bootstrap CIs), "
+HELP = ("compare the judge's labels with human labels (Cohen's kappa, Kendall's tau, confusion, bootstrap CIs) and "
+        "correct the judged metrics' means with them (PPI++), "
         "or probe it with prompt injections (--injection)")
 
 log = logging.getLogger(__name__)
@@ -44,16 +45,23 @@ def run(args: argparse.Namespace) -> int:
         return run_probe(args)
     if not args.labels:
         raise ConfigError("calibrate needs --labels FILE (or --injection)")
-    from open_rag_eval.calibration.run import calibrate, table, write_calibration
+    from open_rag_eval.calibration.compare import compare
+    from open_rag_eval.calibration.run import (corrected_of, corrected_table, judged_of, load_results, table,
+                                               write_calibration)
+    from open_rag_eval.inputs.human_labels import read_label_files
 
     folders = list(args.results) or [_default_results(args.config)]
-    agreements = calibrate(args.labels, folders, resamples=args.resamples, seed=args.seed)
+    human = read_label_files(args.labels)
+    loaded = load_results(folders)
+    agreements = compare(human, judged_of(loaded, folders), resamples=args.resamples, seed=args.seed)
+    corrected = corrected_of(human, loaded, folders)
     out = args.output_dir or (folders[0] if folders[0].is_dir() else folders[0].parent)
     meta = {"labels": [p.name for p in args.labels], "results": [f.name for f in folders],
             "resamples": args.resamples, "seed": args.seed,
-            "ci": "percentile bootstrap 95%, resampling queries"}
-    write_calibration(out, agreements, meta)
-    echo("\n".join(table(agreements)))
+            "ci": "percentile bootstrap 95%, resampling queries",
+            "corrected": "PPI++ mean over queries, power-tuned lambda, normal 95% interval (docs/calibration.md)"}
+    write_calibration(out, agreements, meta, corrected)
+    echo("\n".join(table(agreements) + corrected_table(corrected)))
     log.info("calibration: %s", out / "calibrate.csv")
     return 0
 

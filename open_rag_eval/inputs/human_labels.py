@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Hashable, Iterator, Mapping
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.inputs.trec_files import read_qrels
 
-__all__ = ["LABELS", "ORDINAL", "SCORE", "Item", "judged_items", "read_labels"]
+__all__ = ["LABELS", "ORDINAL", "SCORE", "Item", "judged_items", "nugget_key", "read_label_files", "read_labels"]
 
 # each task's labels in order (ordinal tasks low to high)
 LABELS: dict[str, tuple[Hashable, ...]] = {
@@ -68,7 +68,8 @@ class Item:
         return (self.task, self.query_id, self.run, self.what)
 
 
-def _nugget(text: str) -> str:
+def nugget_key(text: str) -> str:
+    """A nugget's text as labels name it: spaces collapsed, case folded."""
     return " ".join(text.split()).casefold()
 
 
@@ -77,9 +78,9 @@ def _item(task: str, query_id: str, run: int | None, *, passage_id: str = "", nu
     if task == "umbrela":
         return Item(task, query_id, None, passage_id)
     if task == "nugget_importance":
-        return Item(task, query_id, None, _nugget(nugget))
+        return Item(task, query_id, None, nugget_key(nugget))
     if task == "nugget_support":
-        return Item(task, query_id, run, _nugget(nugget))
+        return Item(task, query_id, run, nugget_key(nugget))
     return Item(task, query_id, run, f"{statement}:{passage_id}")
 
 
@@ -110,6 +111,18 @@ def read_labels(path: Path) -> dict[Item, Hashable]:
             raise InputError(f"this {item.task} item is labelled twice", file=str(path), line=number)
         labels[item] = label
     return labels
+
+
+def read_label_files(paths: Sequence[Path]) -> dict[Item, Hashable]:
+    """The labels of several files; an item labelled differently in two of them is an error naming the later."""
+    human: dict[Item, Hashable] = {}
+    for path in paths:
+        for item, label in read_labels(path).items():
+            if item in human and human[item] != label:
+                raise InputError(f"this {item.task} item has another label in an earlier labels file",
+                                 file=str(path))
+            human[item] = label
+    return human
 
 
 def _from_qrels(path: Path) -> dict[Item, Hashable]:
