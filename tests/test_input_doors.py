@@ -66,6 +66,11 @@ CASES = [
          (0, "contexts[1].id", "duplicate passage id '1'")),
     Case("infinite score", [_row(0, contexts=[{"id": "1", "text": "a", "score": math.inf}])],
          (0, "contexts[0].score", "expected a finite number")),
+    Case("an empty context", [_row(0), _row(1, contexts=["Topic 1 is old.", ""])],
+         (1, "contexts[1]", "missing passage text")),
+    Case("a blank context", [_row(0, contexts=[" \n "])], (0, "contexts[0]", "missing passage text")),
+    Case("a context object with empty text", [_row(0, contexts=[{"id": "1", "text": ""}])],
+         (0, "contexts[0].text", "missing passage text")),
 ]
 
 
@@ -251,3 +256,137 @@ def test_an_input_over_the_size_limit_is_refused_before_it_is_read(tmp_path: Pat
     with pytest.raises(InputError, match="the file has 101 bytes, more than the limit of 100: split it"):
         read_input_bytes(path, limit=100)
     assert read_input_bytes(path, limit=101) == b"x" * 101
+
+
+# ---------------------------------------------------------------- one row per passage (open-rag-eval's CSV layout)
+
+PASSAGE_COLUMNS = ["query_id", "query", "passage_id", "passage", "generated_answer"]
+
+
+def _passage_rows(n_queries: int = 3, **cells: Any) -> list[dict[str, Any]]:
+    """Two passages for each query; ``cells`` maps "row:column" to a changed cell (row counted from 0)."""
+    rows = []
+    for n in range(n_queries):
+        for p in (1, 2):
+            rows.append({"query_id": f"q{n}", "query": f"What is topic {n}?", "passage_id": f"p{p}",
+                         "passage": f"Topic {n} is old." if p == 1 else "Unrelated.",
+                         "generated_answer": f"Topic {n} is old [p1]." if p == 1 else ""})
+    for key, value in cells.items():
+        row, name = key.split(":")
+        rows[int(row)][name] = value
+    return rows
+
+
+def _passage_csv(rows: list[dict[str, Any]]) -> str:
+    out = io.StringIO()
+    writer = csv.DictWriter(out, PASSAGE_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return out.getvalue()
+
+
+PASSAGE_CASES = [  # (name, rows, (row, field, fragment) or None)
+    ("valid", _passage_rows(), None),
+    ("empty passage cell", _passage_rows(**{"3:passage": ""}), (3, "passage", "missing passage text")),
+    ("blank passage cell", _passage_rows(**{"0:passage": "  "}), (0, "passage", "missing passage text")),
+    ("answers all numbers", [dict(r, generated_answer=str(i) if r["passage_id"] == "p1" else "")
+                             for i, r in enumerate(_passage_rows())],
+     (0, "generated_answer", "every value of this text column is a number (this one '0')")),
+    ("passages all numbers", [dict(r, passage=str(i)) for i, r in enumerate(_passage_rows())],
+     (0, "passage", "every value of this text column is a number")),
+    ("queries all booleans", [dict(r, query="True" if r["query_id"] != "q1" else "false")
+                              for r in _passage_rows()], (0, "query", "is a boolean")),
+    ("one numeric answer among sentences", _passage_rows(**{"0:generated_answer": "42"}), None),
+]
+
+
+def _passage_cli(rows: list[dict[str, Any]], tmp_path: Path, command: str,
+                 caplog: pytest.LogCaptureFixture) -> Outcome:
+    (tmp_path / "in.csv").write_text(_passage_csv(rows), encoding="utf-8")
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({**CONFIG, "input": "in.csv", "output_dir": "out", "judge": JUDGE}))
+    caplog.clear()
+    with caplog.at_level("INFO"):
+        code = main(["-q", command, "--config", str(config)])
+    err = [r.getMessage() for r in caplog.records if r.levelno >= 40]
+    if code == 0:
+        return (0,)
+    assert code == 3 and len(err) == 1, (code, err)
+    found = re.match(r".*in\.csv:([0-9]+): field '([^']+)': (.*)", err[0])
+    assert found, err[0]
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").glob("results*.csv"))
+    return _from_error(found.group(3), found.group(2), int(found.group(1)) - 2)
+
+
+@pytest.mark.parametrize(("name", "rows", "refused"), PASSAGE_CASES, ids=[c[0] for c in PASSAGE_CASES])
+def test_one_row_per_passage_at_every_door(name: str, rows: list[dict[str, Any]], refused: Any, tmp_path: Path,
+                                           caplog: pytest.LogCaptureFixture) -> None:
+    """The CLI's eval (the file streamed window by window) and validate, ``evaluate`` on the path (read whole) and
+    on a DataFrame of the rows (as pandas reads the CSV: missing cells NaN, numeric columns numbers)."""
+    case = Case(name, rows, refused)
+    _check(case, _passage_cli(rows, tmp_path, "eval", caplog))
+    _check(case, _passage_cli(rows, tmp_path, "validate", caplog))
+    try:
+        evaluate(tmp_path / "in.csv", config=CONFIG, judge=JUDGE)
+        got: Outcome = (0,)
+    except InputError as error:
+        assert error.file.endswith("in.csv") and error.line is not None
+        got = _from_error(error.problem, error.field, error.line - 2)
+    _check(case, got)
+    for frame in (pd.read_csv(io.StringIO(_passage_csv(rows))), pd.read_csv(io.StringIO(_passage_csv(rows)),
+                                                                               dtype=str)):
+        try:
+            evaluate(frame, config=CONFIG, judge=JUDGE)
+            got = (0,)
+        except InputError as error:
+            got = _api_error(error)
+        assert got[:2] == _expected(case), (frame.dtypes, got)
+
+
+@pytest.mark.parametrize("missing", [None, math.nan, "", "   "], ids=["None", "NaN", "empty", "blank"])
+def test_a_missing_passage_in_a_dataframe_names_its_row(missing: Any) -> None:
+    frame = pd.DataFrame(_passage_rows(**{"5:passage": missing}))
+    with pytest.raises(InputError) as caught:
+        evaluate(frame, config=CONFIG, judge=JUDGE)
+    assert (caught.value.file, caught.value.field) == ("DataFrame row 5", "passage")
+    assert caught.value.problem.startswith("missing passage text")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("upload", [False, True], ids=["inline", "upload"])
+@pytest.mark.parametrize(("name", "rows", "refused"), PASSAGE_CASES, ids=[c[0] for c in PASSAGE_CASES])
+def test_one_row_per_passage_at_the_service(name: str, rows: list[dict[str, Any]], refused: Any, upload: bool,
+                                            service: Any) -> None:
+    text = _passage_csv(rows)
+    client = service.client()
+    if upload:
+        stored = client.post("/v1/uploads", params={"format": "csv", "filename": "in.csv"}, content=text)
+        reply = client.post("/v1/jobs", json={"config": CONFIG, "upload_id": stored.json()["id"],
+                                              "judge_profile": "sim"}) if stored.status_code == 201 else stored
+    else:
+        reply = client.post("/v1/jobs", json={"config": CONFIG, "inputs": {"format": "csv", "data": text},
+                                              "judge_profile": "sim"})
+    if refused is None:
+        assert reply.status_code in (201, 202), reply.text
+        return
+    assert reply.status_code == 422, reply.text
+    problem = reply.json()
+    assert (problem["code"], problem["field"], problem["line"] - 2) == ("bad_input", refused[1], refused[0])
+    assert refused[2] in problem["detail"]
+
+
+@pytest.mark.parametrize("text", ["", "  "], ids=["empty", "blank"])
+def test_a_jsonl_passage_with_empty_text_is_refused_at_the_file_and_the_list(text: str, tmp_path: Path,
+                                                                              caplog: pytest.LogCaptureFixture) -> None:
+    record = {"query_id": "q0", "query": "What is x?", "answer": "x is y [p1].",
+              "passages": [{"id": "p1", "text": "x is y."}, {"id": "p2", "text": text}]}
+    (tmp_path / "in.jsonl").write_text(json.dumps(record) + "\n", encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps({**CONFIG, "input": "in.jsonl", "output_dir": "out", "judge": JUDGE}))
+    with caplog.at_level("INFO"):
+        assert main(["-q", "eval", "--config", str(tmp_path / "c.json")]) == 3
+    assert any(r.getMessage().endswith("in.jsonl:1: field 'passages[1].text': missing passage text: a passage "
+                                       "without text is unknown, not an empty passage, and is not judged")
+               for r in caplog.records), [r.getMessage() for r in caplog.records]
+    with pytest.raises(InputError) as caught:
+        evaluate([record], config=CONFIG, judge=JUDGE)
+    assert (caught.value.file, caught.value.field) == ("data[0]", "passages[1].text")

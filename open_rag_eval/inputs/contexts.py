@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
-from open_rag_eval.inputs.validate import check_output
+from open_rag_eval.inputs.validate import NO_PASSAGE_TEXT, check_output
 from open_rag_eval.inputs.text import Where, check_text, parse_int, parse_number, required_text, segment, type_name
 from open_rag_eval.core.segment import normalize_id
 from open_rag_eval.core.types import Passage, RAGOutput
@@ -91,6 +91,8 @@ def parse_contexts(value: Any, where: Where, field: str, offset: int | None = No
     for index, item in enumerate(items):
         path = f"{field}[{index}]"
         if isinstance(item, str):
+            if not item.strip():
+                raise where.error(NO_PASSAGE_TEXT, path)
             passages.append(Passage(id=str(index + 1), text=check_text(item, where, path, offset)))
         elif isinstance(item, dict):
             passages.append(_passage_object(item, where, path, offset))
@@ -158,6 +160,8 @@ def _passage_object(item: dict[str, Any], where: Where, path: str, offset: int |
     text, title, score = item.get("text"), item.get("title"), item.get("score")
     if not isinstance(text, str):
         raise where.error(f"expected a string, got {type_name(text)}", f"{path}.text")
+    if not text.strip():
+        raise where.error(NO_PASSAGE_TEXT, f"{path}.text")
     raw_id = item.get("id")
     if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)) or not normalize_id(str(raw_id)):
         raise where.error(f"expected a non-empty id, got {raw_id!r}", f"{path}.id")

@@ -19,7 +19,7 @@ from open_rag_eval.inputs.contexts import (
     warn_ignored_contexts,
 )
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook, parse_bool
-from open_rag_eval.inputs.validate import check_outputs
+from open_rag_eval.inputs.validate import NO_PASSAGE_TEXT, NumberColumns, check_outputs
 from open_rag_eval.inputs.text import (
     Where,
     check_text,
@@ -164,11 +164,23 @@ def read_csv_outputs(path: Path) -> list[RAGOutput]:
     return outputs_from_rows(str(path), header, rows)
 
 
-def outputs_from_rows(file: str, header: list[str], rows: Rows, *, warn: bool = True) -> list[RAGOutput]:
+def outputs_from_rows(file: str, header: list[str], rows: Rows, *, warn: bool = True,
+                      whole: bool = True) -> list[RAGOutput]:
     """The outputs of checked CSV rows (either layout); ``file`` names them in errors. The header is checked
     here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's). ``warn``: of the columns it
-    ignores (a file read query by query warns once, ``warn_ignored``)."""
+    ignores (a file read query by query warns once, ``warn_ignored``); ``whole``: the rows are the whole input, so
+    a text column of numbers only is refused here (a file read query by query checks that in its shape pass)."""
     _check_header(header, _required_columns(header), Where(file), _LAYOUT_HINT)
+    outputs = _outputs_from_rows(file, header, rows, warn)
+    if whole:
+        numbers = NumberColumns(header, file)
+        for line, row in rows:
+            numbers.see(line, row)
+        numbers.check()
+    return outputs
+
+
+def _outputs_from_rows(file: str, header: list[str], rows: Rows, warn: bool) -> list[RAGOutput]:
     path = file
     if any(name in header for name in CONTEXT_FIELDS):
         return read_context_rows(Path(path), header, rows, warn=warn)
@@ -247,6 +259,9 @@ class _Group:
             if text.strip():
                 raise where.error("missing passage_id for a passage", "passage_id")
             return
+        if not text.strip():
+            raise where.error(f"{NO_PASSAGE_TEXT} (a row that carries no passage leaves passage_id empty too)",
+                              "passage")
         if passage_id in self.passage_ids:
             raise where.error(f"duplicate passage id '{passage_id}' in query_id '{self.key[0]}' run {self.key[1]}",
                               "passage_id")

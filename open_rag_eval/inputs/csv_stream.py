@@ -36,7 +36,8 @@ from open_rag_eval.inputs.csv_layout import (
     warn_ignored,
 )
 from open_rag_eval.inputs.text import Where, check_text, parse_int, required_text
-from open_rag_eval.inputs.validate import check_input_file
+from open_rag_eval.core.segment import normalize_id
+from open_rag_eval.inputs.validate import NumberColumns, check_input_file
 
 __all__ = ["csv_query_groups", "csv_query_sizes"]
 
@@ -51,11 +52,12 @@ def csv_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
     path = Path(path)
     try:
         header, rows = _stream(path)
-        place = _placer(path, header)
+        place, numbers = _placer(path, header), NumberColumns(header, str(path))
         query_id, outputs, first_line = None, _Outputs(path), 0
         for line, row in rows:
             first_line = first_line or line
             key, run, answered = place(line, row)
+            numbers.see(line, row)
             if outputs.size and key != query_id:
                 yield str(query_id), *outputs.counted()
                 outputs = _Outputs(path)
@@ -63,6 +65,7 @@ def csv_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
             outputs.add(line, run, answered)
         if not outputs.size:
             raise InputError("no data rows after the header", file=str(path))
+        numbers.check()
         yield str(query_id), *outputs.counted()
     except _FAILS:
         read_csv_outputs(path)  # raises the error the file is refused with when it is read at once
@@ -82,7 +85,7 @@ def csv_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
         for line, row in rows:
             key = place(line, row)[0]
             if block and key != query_id:
-                yield outputs_from_rows(str(path), header, block, warn=False)
+                yield outputs_from_rows(str(path), header, block, warn=False, whole=False)
                 block = []
             query_id = key
             block.append((line, row))
@@ -90,7 +93,7 @@ def csv_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
         read_csv_outputs(path)  # raises the error the file is refused with when it is read at once
         raise
     if block:
-        yield outputs_from_rows(str(path), header, block, warn=False)
+        yield outputs_from_rows(str(path), header, block, warn=False, whole=False)
 
 
 class _Outputs:
@@ -142,6 +145,8 @@ def _placer(path: Path, header: list[str]) -> Callable[[int, dict[str, str]], tu
         where = Where(file, line)
         query_id = required_text(row["query_id"], where, "query_id", "missing query_id")
         run = parse_int(row.get("query_run", "").strip() or "1", where, "query_run")
+        if normalize_id(row["passage_id"]) and not row["passage"].strip():
+            raise where.error("missing passage text", "passage")  # named by the whole-file reader
         return query_id, run, bool(row["generated_answer"].strip())
 
     return place_passage

@@ -10,7 +10,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
-from open_rag_eval.inputs.validate import check_input_file, check_output
+from open_rag_eval.inputs.validate import NO_PASSAGE_TEXT, check_input_file, check_output
 from open_rag_eval.inputs.text import (
     LONE_SURROGATE,
     MAX_WHOLE,
@@ -286,6 +286,8 @@ class _JsonOutput:
         if any(passage.id == passage_id for passage in before):
             raise self.where.error(f"duplicate passage id '{passage_id}'", f"{path}.id")
         title = item.get("title")
+        if isinstance(item.get("text"), str) and not item["text"].strip():
+            raise self.where.error(NO_PASSAGE_TEXT, f"{path}.text")
         return Passage(id=passage_id, text=self._text(item.get("text"), f"{path}.text"),
                        title=None if title is None else self._text(title, f"{path}.title"),
                        score=self._number(item.get("score"), f"{path}.score"))

@@ -6,9 +6,14 @@ list, the outputs a connector fetches, and so the service's uploads and inline i
 - A value in a text field (``TEXT_FIELDS``: the query, the answer, a passage's text and title, the reference
   answer) must be text: ``42`` or ``True`` where an answer belongs is an error naming the row and field, never
   judged as the text "42".
+- A CSV column of a text field whose every value is a number (or every value a boolean) is a column of numbers,
+  as pandas reads it, and is refused like the number in a DataFrame or a JSONL line: ``42`` as one answer among
+  sentences is text, a file whose answers are all numbers has its columns wrong (or is not answers). A JSONL
+  string ``"42"`` is text.
 - The passages of an answer must be given: a missing value (NaN, None, null, an empty CSV cell) is unknown, not
   "retrieved nothing" (that is ``[]``), so it is an error; otherwise every citation of the answer would count as
-  fabricated.
+  fabricated. So must each passage's text: an empty, NaN or None passage cell (one row per passage), an empty
+  context in a list or a passage object with empty text is an error, never judged as a passage reading ``""``.
 - Every output has an answer (its text, ``NO_ANSWER`` for a refusal) or an ``error`` saying why the system gave
   none; passage ids are unique; passage scores are finite numbers.
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -34,8 +40,8 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.notices import note, tallied
 from open_rag_eval.core.types import RAGOutput
 
-__all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "TEXT_FIELDS", "check_input_file", "check_output", "check_outputs",
-           "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied"]
+__all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "NO_PASSAGE_TEXT", "TEXT_FIELDS", "NumberColumns", "check_input_file",
+           "check_output", "check_outputs", "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied"]
 
 log = logging.getLogger("open_rag_eval.inputs")
 
@@ -45,6 +51,10 @@ TEXT_FIELDS = frozenset({"query", "question", "user_input", "generated_answer", 
                          "title"})
 NO_ANSWER = ("no answer: an output without an answer cannot be scored (give the answer text, 'NO_ANSWER' for a "
              "refusal, or an error field (JSONL) when the system gave no output)")
+
+NO_PASSAGE_TEXT = "missing passage text: a passage without text is unknown, not an empty passage, and is not judged"
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_BOOLEAN = ("true", "false")
 
 
 # ---------------------------------------------------------------- files
@@ -87,6 +97,36 @@ def check_text_value(name: str, value: Any, file: str, line: int | None) -> None
             else type(value).__name__
         raise InputError(f"expected text, got {shown} ({value!r}): a value that is not text is not judged",
                          file=file, line=line, field=name)
+
+
+class NumberColumns:
+    """The text columns of a CSV (``TEXT_FIELDS``) holding only numbers, or only booleans, so far: fed every row
+    (``see``), ``check`` refuses such a column at its first value (the module doc's rule)."""
+
+    def __init__(self, header: Sequence[str], file: str) -> None:
+        self.file = file
+        self.first: dict[str, tuple[int, str, str] | None] = {name: None for name in header if name in TEXT_FIELDS}
+
+    def see(self, line: int, row: dict[str, str]) -> None:
+        for name in list(self.first):
+            cell = row.get(name, "").strip()
+            if not cell:
+                continue
+            kind = "a number" if _NUMBER.fullmatch(cell) else "a boolean" if cell.lower() in _BOOLEAN else ""
+            first = self.first[name]
+            if not kind or (first is not None and first[2] != kind):
+                del self.first[name]
+            elif first is None:
+                self.first[name] = (line, cell, kind)
+
+    def check(self) -> None:
+        for name, first in self.first.items():
+            if first is not None:
+                line, cell, kind = first
+                raise InputError(f"every value of this text column is {kind} (this one {cell!r}): a column of "
+                                 f"{'numbers' if kind == 'a number' else 'booleans'} is not text and is not judged "
+                                 f"(are the columns shifted?); write text, or give a JSONL file where \"{cell}\" is "
+                                 f"a string", file=self.file, line=line, field=name)
 
 
 # ---------------------------------------------------------------- outputs
