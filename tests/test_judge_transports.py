@@ -2,16 +2,25 @@
 
 The SDK builds the request of an endpoint and deadline once and each call sends it with its own body; a raw
 loopback server records the bytes of every request, and each must equal what the SDK builds for that very call
-(plain OpenAI and Azure: path, query, every header, the body), whatever the order of calls and deadlines."""
+(plain OpenAI and Azure: path, query, every header, the body), whatever the order of calls and deadlines.
+
+Before the SDK is imported, a plain endpoint's calls go out with the early head: the SDK's request less its
+``x-stainless-*`` diagnostic headers, byte for byte, built without the SDK while it imports in a thread."""
 
 from __future__ import annotations
 
 import asyncio
+import importlib
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
-from open_rag_eval.judge.http11 import Reply
-from open_rag_eval.judge.transports import Call, SdkTransport, Target
+from open_rag_eval.judge.http11 import Http11Pool, Reply
+from open_rag_eval.judge.transports import Call, SdkTransport, Target, read_deadline
 
 KEY = "sk-transport-test-0417"
 OK = b'{"choices":[{"message":{"role":"assistant","content":"2"},"finish_reason":"stop"}]}'
@@ -48,6 +57,7 @@ def _calls() -> list[Call]:
 
 @pytest.mark.parametrize("azure", [False, True])
 def test_every_call_sends_the_request_the_sdk_builds_for_that_call(azure: bool) -> None:
+    importlib.import_module("openai")  # imported: every call is the SDK's own (before: the early head, below)
     seen: list[bytes] = []
 
     async def main() -> list[tuple[Call, bytes]]:
@@ -88,3 +98,96 @@ def test_every_call_sends_the_request_the_sdk_builds_for_that_call(azure: bool) 
         assert (b"authorization", b"Bearer " + KEY.encode()) in headers
     assert body == ('{"temperature":0.0,"model":"gpt-4o-mini","messages":[{"role":"system","content":"be strict"},'
                     '{"role":"user","content":"Ünïcode passage B"}]}').encode()
+
+
+@pytest.mark.parametrize("base_url", ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/", "https://api.example.com/v1",
+                                      "http://judge:80/a/b", "http://judge"])
+@pytest.mark.parametrize("deadline_s", [None, 7.5])
+def test_the_early_head_is_the_sdks_request_less_its_diagnostic_headers(base_url: str, deadline_s: float | None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
+    transport = SdkTransport([Target(base_url, KEY)], model="m", timeout_s=30.0, max_reply_bytes=1 << 20)
+
+    async def main() -> None:
+        pooled = transport._pooled()
+        assert pooled is not None
+        early = transport.early_head(0, deadline_s, pooled)
+        built = await transport.request(0, deadline_s, b"")
+        kept = [(name, value) for name, value in built.headers.raw if not name.startswith(b"x-stainless-")]
+        assert len(kept) < len(built.headers.raw)  # the SDK does send diagnostic headers
+        assert early is not None and early.head == Http11Pool.head(built.url.raw_path, kept)
+        assert early.deadline_s == read_deadline(built) and early.pool is pooled.pool(built.url)
+        await transport.aclose()
+
+    asyncio.run(main())
+
+
+def test_no_early_head_where_the_sdks_request_could_differ_in_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("OPENAI_")]:
+        monkeypatch.delenv(name)
+    targets = [Target("http://judge/v1", KEY), Target("http://judge", KEY, "2024-10-21", "dep"),
+               Target("http://judge/v1?tenant=a", KEY), Target("http://judge/v1", "")]
+    transport = SdkTransport(targets, model="m", timeout_s=30.0, max_reply_bytes=1 << 20)
+    pooled = transport._pooled()
+    assert pooled is not None
+    assert [transport.early_head(i, None, pooled) is not None for i in range(4)] == [True, False, False, False]
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")  # the SDK would send it as OpenAI-Organization
+    assert transport.early_head(0, None, pooled) is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
+    monkeypatch.delenv("OPENAI_ORG_ID")
+    assert transport.early_head(0, None, pooled) is not None  # a key given to the SDK: the environment's is unread
+
+
+FRESH = """
+import asyncio, json, sys, threading
+from open_rag_eval.judge.transports import Call, SdkTransport, Target, sdk_ready
+OK = b'{"choices":[{"message":{"role":"assistant","content":"2"},"finish_reason":"stop"}]}'
+seen = []
+
+async def serve(reader, writer):
+    while True:
+        try:
+            head = await reader.readuntil(b"\\r\\n\\r\\n")
+        except asyncio.IncompleteReadError:
+            return
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:"))
+        await reader.readexactly(length)
+        names = sorted(line.split(b":")[0].decode().lower() for line in head.split(b"\\r\\n")[1:])
+        seen.append({"sdk_imported": sdk_ready(), "headers": names})
+        writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: " + str(len(OK)).encode() + b"\\r\\n\\r\\n" + OK)
+        await writer.drain()
+
+async def main():
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    url = "http://127.0.0.1:%d/v1" % server.sockets[0].getsockname()[1]
+    transport = SdkTransport([Target(url, "sk-fresh")], model="m", timeout_s=30.0, max_reply_bytes=1 << 20)
+    call = Call("k", "umbrela", (("user", "grade"),), {})
+    await transport.send(call)
+    for thread in threading.enumerate():
+        if thread.name == "import-openai":
+            thread.join()
+    await transport.send(call)
+    await transport.aclose()
+    server.close()
+    print(json.dumps(seen))
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("org", [None, "org-test"])
+def test_a_fresh_process_sends_its_first_request_before_the_sdk_is_imported(org: str | None) -> None:
+    env = {name: value for name, value in os.environ.items() if not name.startswith("OPENAI_")}
+    if org is not None:
+        env["OPENAI_ORG_ID"] = org  # a header only the SDK knows: no early head
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(FRESH)], env=env, capture_output=True, text=True,
+                          timeout=120, check=True)
+    first, second = json.loads(done.stdout)
+    assert second["sdk_imported"] and "x-stainless-lang" in second["headers"]  # later: the SDK's own request
+    assert ("openai-organization" in second["headers"]) == (org is not None)
+    if org is None:
+        assert not first["sdk_imported"] and not any(h.startswith("x-stainless-") for h in first["headers"])
+        assert [h for h in second["headers"] if not h.startswith("x-stainless-")] == first["headers"]
+    else:
+        assert first == second

@@ -20,8 +20,13 @@ An attempt ends with one ``Answer``: the raw HTTP ``Reply`` (the client reads it
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import json
+import os
 import ssl
+import sys
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -40,7 +45,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = ["TRANSPORT_ERRORS", "Answer", "Call", "PooledTransport", "SdkTransport", "Target", "Transport",
-           "failure_of", "safe_url"]
+           "failure_of", "import_sdk_aside", "safe_url", "sdk_ready"]
 
 # what sending may raise; ``failure_of`` turns each into a ``Failure``
 TRANSPORT_ERRORS = (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused, RecursionError)
@@ -154,7 +159,14 @@ class SdkTransport:
     the request options, ``_build_request`` (the URL with Azure's deployment path and ``api-version``, the auth and
     default headers), ``_prepare_request`` -- and every call sends that request with its own body and length: a
     chat completion's request differs from call to call only in its body, which the SDK sends as given. Building
-    it anew for each call cost more client CPU than the exchange itself (``bench/perf_bench.py --part cpu``)."""
+    it anew for each call cost more client CPU than the exchange itself (``bench/perf_bench.py --part cpu``).
+
+    Importing the SDK takes half a second of CPU, more than everything else before a run's first request. So the
+    first calls to a plain endpoint (not Azure, over the pool, no ``OPENAI_*`` setting in the environment that the
+    SDK would turn into a header) leave without it, with ``early_head``: the SDK's request less its ``x-stainless-*``
+    diagnostic headers (same method, path, Host, authorization, accept, content type and user agent), while the SDK
+    is imported in a thread of its own (``import_sdk_aside``); once it is imported, every later call sends the
+    SDK's own request."""
 
     caches = False
 
@@ -166,6 +178,7 @@ class SdkTransport:
         self._http: httpx2.AsyncClient | None = http_client
         self._clients: list[AsyncOpenAI | None] = [None] * len(self.targets)
         self._heads: dict[tuple[int, float | None], _Head] = {}
+        self._early: dict[tuple[int, float | None], _Head | None] = {}
 
     async def send(self, call: Call) -> Answer:
         try:
@@ -196,11 +209,36 @@ class SdkTransport:
         return request
 
     async def _head(self, call: Call, pooled: PooledTransport) -> _Head:
+        """The SDK's head of ``call``'s endpoint and deadline, built once; the early head while the SDK imports."""
+        if not sdk_ready():
+            key = (call.endpoint, call.deadline_s)
+            if key not in self._early:
+                self._early[key] = self.early_head(call.endpoint, call.deadline_s, pooled)
+            early = self._early[key]
+            if early is not None:
+                import_sdk_aside()
+                return early
         request = await self.request(call.endpoint, call.deadline_s, b"")
         head = _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
                      read_deadline(request))
         self._heads[(call.endpoint, call.deadline_s)] = head
         return head
+
+    def early_head(self, endpoint: int, deadline_s: float | None, pooled: PooledTransport) -> _Head | None:
+        """The request the SDK builds for ``endpoint`` and ``deadline_s`` less its ``x-stainless-*`` headers, built
+        here without importing the SDK (None where the SDK's request could differ in more: Azure, a base URL with a
+        query, no key, an ``OPENAI_*`` setting the SDK reads from the environment). tests/test_judge_transports.py
+        holds it against the SDK's."""
+        target = self.targets[endpoint]
+        url = httpx2.URL(target.base_url)
+        if target.azure_api_version is not None or url.query or not target.api_key or _sdk_settings():
+            return None
+        base = url.raw_path if url.raw_path.endswith(b"/") else url.raw_path + b"/"  # the SDK's trailing slash
+        headers = {"authorization": f"Bearer {target.api_key}", "accept": "application/json",
+                   "content-type": "application/json", "user-agent": _user_agent(), **target.headers}
+        request = httpx2.Request("POST", url.copy_with(raw_path=base + b"chat/completions"), headers=headers)
+        return _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
+                     self.timeout_s if deadline_s is None else deadline_s)
 
     def body(self, call: Call) -> bytes:
         """The request body: the final params, the model and the messages, as compact JSON."""
@@ -234,10 +272,44 @@ class SdkTransport:
             await self._http.aclose()
 
 
+_SDK_IGNORES = frozenset({"OPENAI_API_KEY", "OPENAI_BASE_URL"})  # both given to the SDK, which then ignores them
+_importing: list[threading.Thread] = []  # the thread importing the SDK, once per process
+
+
+def _sdk_settings() -> bool:
+    """Whether the environment holds an ``OPENAI_*`` setting the SDK may turn into a header (organization,
+    project, another key...): then every request waits for the SDK."""
+    return any(name.startswith("OPENAI_") and name not in _SDK_IGNORES for name in os.environ)
+
+
+def sdk_ready() -> bool:
+    """Whether the ``openai`` package is imported (and not still being imported by another thread)."""
+    spec = getattr(sys.modules.get("openai"), "__spec__", None)
+    return spec is not None and not getattr(spec, "_initializing", False)
+
+
+def import_sdk_aside() -> None:
+    """Import the ``openai`` SDK in a thread of its own, once per process, while the first requests are out: the
+    thread mostly runs while the event loop waits for the judge. Its failure is left to the import that needs it."""
+    if _importing or sdk_ready():
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module("openai")
+
+    _importing.append(threading.Thread(target=load, name="import-openai", daemon=True))
+    _importing[0].start()
+
+
+def _user_agent() -> str:
+    return f"open-rag-eval/{__version__}"
+
+
 def _sdk_client(target: Target, http: httpx2.AsyncClient) -> AsyncOpenAI:
     from openai import AsyncAzureOpenAI, AsyncOpenAI
 
-    headers = {"user-agent": f"open-rag-eval/{__version__}", **target.headers}
+    headers = {"user-agent": _user_agent(), **target.headers}
     if target.azure_api_version is not None:
         return AsyncAzureOpenAI(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,
                                 api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,
