@@ -343,6 +343,22 @@ def test_health_shows_during_the_run_naming_the_cause(tmp_path: Path) -> None:
     assert any("controls: umbrela inconclusive, support inconclusive" in e.text for e in seen)
 
 
+def test_live_health_says_nothing_before_there_is_something_to_say() -> None:
+    """No "0 judgments: no problem" line: nothing before a judgment or a verdict; the controls' verdicts alone once in."""
+    from open_rag_eval.core.progress import Event
+    from open_rag_eval.health.check import HealthThresholds
+    from open_rag_eval.health.check import PASS
+    from open_rag_eval.health.live import LiveHealth
+
+    seen: list[Event] = []
+    live = LiveHealth(seen.append, HealthThresholds())
+    live.show()
+    live.controls_done({"state": "run", "tasks": {}, "items": []})
+    assert seen == []
+    live.controls_done({"state": "run", "tasks": {"umbrela": {"verdict": PASS}}, "items": []})
+    assert [(e.kind, e.text) for e in seen] == [("health", f"judge controls: umbrela {PASS}")]
+
+
 # -- judge.context_tokens counts the reply the task needs, not the cap ------------------------------------------
 
 def test_context_tokens_counts_the_reply_a_task_needs_not_its_cap() -> None:

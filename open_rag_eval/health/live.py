@@ -1,6 +1,6 @@
 """Judge health while the run judges: every ``every`` judgments of a task (first after two dozen), the health so
 far as one console line (a progress ``Event`` of kind ``health``), naming each problem's cause; and the controls'
-verdicts as soon as they are in. The end-of-run report is the one that counts; this line is the early warning."""
+verdicts as soon as they are in. Nothing is shown while there is nothing to say (no judgment, no verdict, no problem). The end-of-run report is the one that counts; this line is the early warning."""
 
 from __future__ import annotations
 
@@ -41,5 +41,7 @@ class LiveHealth:
         if report.problems:
             self.notify(Event("health", f"judge health so far ({n} judgments): UNHEALTHY: "
                                         + " | ".join(report.problems) + controls, "warning"))
-        else:
+        elif n:
             self.notify(Event("health", f"judge health so far ({n} judgments): no problem{controls}"))
+        elif verdicts:  # nothing judged yet to speak of, but the controls have their verdicts
+            self.notify(Event("health", f"judge controls: {verdicts}"))
