@@ -155,7 +155,7 @@ def test_a_correct_refusal_is_never_called_a_retrieval_problem() -> None:
     declined = {"no_answer.answered": 0.0, "umbrela.mean": 0.4}
     assert [a for a, _ in diagnose(declined)] == ["no answer"]
     assert "correct refusal" in diagnose(declined)[0][1]
-    # graded evidence decides over the mean: a 2 among the passages means an answer was there to give
+    # graded evidence decides over the mean: a 3 among the passages means the answer was there to give
     area, text = diagnose({"no_answer.answered": 0.0, "umbrela.mean": 1.0}, evidence=True)[0]
     assert area == "no answer" and "too cautious" in text
     assert "correct refusal" in diagnose({"no_answer.answered": 0.0, "umbrela.mean": 1.2}, evidence=False)[0][1]
@@ -163,9 +163,10 @@ def test_a_correct_refusal_is_never_called_a_retrieval_problem() -> None:
                {"scores": {"no_answer.answered": 1.0}, "details": {"umbrela": {"grades": [{"grade": 3}]}}},
                {"scores": {"no_answer.answered": 0.0}, "details": {"umbrela": {"grades": [{"grade": 2}]}}}]
     assert answer_evidence(outputs[:1]) is False and answer_evidence(outputs[1:2]) is True
+    assert answer_evidence(outputs[2:]) is False  # a 2 is a passage about the subject, not the answer to give
     assert answer_evidence([{"details": {}}]) is None
     means, refusals = run_means(outputs, {"no_answer.answered": 1 / 3})
-    assert refusals == 1 and means["no_answer.answered"] == 0.5
+    assert refusals == 2 and means["no_answer.answered"] == 1.0
 
 
 def test_config_report_section_is_validated(tmp_path: Path) -> None:
@@ -245,3 +246,24 @@ def test_no_absolute_source_path_and_no_citation_hint_for_a_refusal(results: Pat
     declined = {"no_answer.answered": 0.0, "umbrela.mean": 1.0, "citation.precision": 0.0, "hhem.score": 0.1,
                 "nuggets.vital_strict": 0.0}
     assert [a for a, _ in diagnose(declined, evidence=True)] == ["no answer"]
+
+
+def test_the_demo_refusal_about_a_future_race_is_a_correct_refusal(tmp_path: Path) -> None:
+    """The demo's q5 (who won the 2031 Tour de France) declines twice; its passages describe the race and two of them
+    share the query's words, which the simulated judge grades 2: a passage about the subject, not the answer. Its
+    drill-down calls it a correct refusal, never "the generator is too cautious"; q3 (whose passages the judge grades
+    3) is still told the generator declined what the passages answer when a decline is judged there."""
+    from open_rag_eval.config import load_config_text
+    from open_rag_eval.run.pipeline import run
+
+    demo = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    loaded = load_config_text(f"input: {demo}\noutput_dir: out\njudge: {{model: simulated-judge, cache: false, "
+                              "simulated: {latency_ms: 0, seed: 1}, health: {controls: false}}\nevaluators: [{type: "
+                              "trec, metrics: [umbrela, no_answer]}]\n", base_dir=tmp_path)
+    report = run(loaded)
+    page = render_report(report.output_dir)
+    q5 = page[page.index('id="q-5"'):page.index('id="q-6"')]
+    hints = re.sub(r"<[^>]+>", "", q5[q5.index('<ul class="hints">'):q5.index("</ul>")])
+    assert "declined to answer" in hints and "a correct refusal" in hints and "too cautious" not in hints
+    assert re.findall(r'class="grade g(\d)"', q5).count("2") >= 2  # the judge did grade passages 2
+    assert "too cautious" in diagnose({"no_answer.answered": 0.5, "umbrela.mean": 1.0}, evidence=True)[0][1]

@@ -30,12 +30,19 @@ def _get(means: Means, metric: str) -> float | None:
     return None if value is None else float(value)
 
 
+ANSWER_GRADE = 3  # UMBRELA 3: "dedicated to the query and contains the exact answer"
+
+
 def answer_evidence(outputs: Iterable[Mapping[str, Any]]) -> bool | None:
-    """Did any retrieved passage hold an answer (an UMBRELA grade of 2 or 3)? None when nothing was graded."""
+    """Did any retrieved passage hold the answer to this question (an UMBRELA grade of 3)? None when nothing was
+    graded. A 2 ("some answer, unclear or among other information") is what judges give a passage about the query's
+    subject that does not answer it (a question about a future race, passages about the race: the demo's q5, which
+    the simulated judge and a 0.5B model grade 2 and people grade 1), so it does not show that an answer was there to
+    give: blaming the generator for declining needs the exact answer among its passages."""
     grades = [g.get("grade") for o in outputs
               for g in ((o.get("details") or {}).get("umbrela") or {}).get("grades") or []]
     graded = [g for g in grades if isinstance(g, (int, float))]
-    return None if not graded else any(g >= 2 for g in graded)
+    return None if not graded else any(g >= ANSWER_GRADE for g in graded)
 
 
 def run_means(outputs: Iterable[Mapping[str, Any]], means: Mapping[str, float | None]) -> tuple[dict[str, Any], int]:
@@ -98,7 +105,7 @@ def diagnose(means: Means, *, evidence: bool | None = None, health: Mapping[str,
     most upstream: retrieval, generation, citations, support, declines. A hint resting on an unhealthy judge task
     says so instead of blaming the system.
 
-    Declining when nothing retrieved holds an answer (``evidence`` False: no passage graded 2 or more; unknown:
+    Declining when nothing retrieved holds the answer (``evidence`` False: no passage graded 3; unknown:
     a mean grade under 1) is a correct refusal: it is said as such, never as a retrieval problem.
     """
     hints = [(area, text) for _, area, text in system_hints(means, evidence, thresholds(options), options)]
@@ -158,8 +165,8 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
     cautious = answered is not None and answered < t("trec_declines", "answered")
     declined_on_no_evidence = answered is not None and answered < 0.5 and no_evidence
     if declined_on_no_evidence:
-        hints.append(("trec_declines", "no answer", "declined to answer, and no retrieved passage holds an answer "
-                      "(no UMBRELA grade of 2 or more): a correct refusal given this evidence"))
+        hints.append(("trec_declines", "no answer", "declined to answer, and no retrieved passage holds the answer "
+                      "(no UMBRELA grade 3): a correct refusal given this evidence"))
     elif umbrela is not None and umbrela < low:
         hints.append(("trec_relevance", "retrieval", f"passages are mostly judged not relevant (mean UMBRELA grade "
                       f"{umbrela:.2f} < {low:g}): look at retrieval (index, chunking, query rewriting, top-k) before "
@@ -186,7 +193,7 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
         hints.append(("trec_hhem", "support", f"low HHEM factual consistency ({hhem:.2f}): the answer says things "
                       "the passages do not support (hallucination or outside knowledge)"))
     if cautious and answered is not None and not declined_on_no_evidence:
-        where = ("and relevant passages were found, so the generator is too cautious"
+        where = ("and passages holding the answer were found, so the generator is too cautious"
                  if evidence is True or (umbrela is not None and umbrela >= high)
                  else "open these queries to see whether their passages hold an answer")
         hints.append(("trec_declines", "no answer", f"{1.0 - answered:.0%} of answers decline to answer; {where}"))

@@ -317,7 +317,7 @@ def _diagnosis(run: RunData) -> str:
                      f'{esc(f.source)}]</span></li>' for f in found.findings)
     if refusals:
         hints += (f'<li><span class="hint-area">correct refusals</span>: {refusals} output(s) declined to answer '
-                  'with no retrieved passage holding an answer (no UMBRELA grade of 2 or more); they are left out of '
+                  'with no retrieved passage holding the answer (no UMBRELA grade 3); they are left out of '
                   'the share of declines above.</li>')
     failed = _coverage(run)[1][FAILED]
     if failed:
