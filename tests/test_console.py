@@ -418,7 +418,7 @@ def test_a_config_or_input_error_stands_alone(tmp_path: Path) -> None:
     assert display._live.transient
 
 
-def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.CaptureFixture[str],
+def test_the_summary_starts_with_the_headline_and_its_targets(capsys: pytest.CaptureFixture[str],
                                                              tmp_path: Path) -> None:
     from open_rag_eval.cli.console import print_summary
     from open_rag_eval.run.pipeline import RunReport
@@ -437,6 +437,7 @@ def test_the_summary_ends_with_the_headline_and_its_targets(capsys: pytest.Captu
     print_summary(RunReport(result, summary, tmp_path, manifest, RunInfo(), []))
     out = capsys.readouterr().out.splitlines()
     start = out.index("headline (the numbers to look at first; report.html shows them with their distributions):")
+    assert start == 0  # nothing before it (no banner: not simulated)
     assert out[start + 1:start + 5] == [
         "  umbrela.mean           1.250  [1.000, 1.500]    ↑  target ≥ 1.5: near",
         "  citation.f1            0.800  [0.700, 0.900]    ↑  target ≥ 0.7: met",
@@ -463,3 +464,31 @@ def test_warnings_about_many_rows_are_one_line_per_kind(tmp_path: Path) -> None:
         "line 1 (7); line 2 (7); line 3 (7) and 1997 more",
         "c.yaml: valid (2000 outputs of 2000 queries; evaluators: trec)",
     ]
+
+
+def test_the_console_opens_on_the_headline_block_and_keeps_every_metric_for_verbose(tmp_path: Path) -> None:
+    """The demo's data through the CLI: after the banner, the headline (met, near, below), the coverage, the judge
+    and its health, the diagnosis; the table of every metric only with -v (else one line saying where it is)."""
+    demo = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    (tmp_path / "c.yaml").write_text(f"input: {demo}\noutput_dir: out\njudge: {{model: simulated-judge, cache: false, "
+                                     "simulated: {latency_ms: 0, seed: 1}}\nevaluators: [{type: trec, metrics: "
+                                     "[umbrela, nuggets, citation, no_answer]}]\n", encoding="utf-8")
+
+    def console(*flags: str) -> list[str]:
+        done = subprocess.run([sys.executable, "-m", "open_rag_eval", *flags, "eval", "--config", "c.yaml"],
+                              capture_output=True, text=True, cwd=tmp_path, env={**os.environ, "NO_COLOR": "1"})
+        assert done.returncode == 0, done.stderr
+        return done.stdout.splitlines()
+
+    out = console()
+    assert out[0].startswith("SIMULATED JUDGE") and out[1].startswith("headline (the numbers to look at first")
+    first = {key: next(i for i, line in enumerate(out) if line.startswith(key))
+             for key in ("headline", "coverage: ", "judge: ", "judge health", "diagnosis", "all ", "results: ")}
+    assert list(first) == sorted(first, key=first.__getitem__), first
+    assert out[first["coverage: "]].startswith("coverage: 11 / 11 outputs fully scored · 0 failed · ")
+    assert not any(line.startswith("umbrela.ndcg@") for line in out)  # the full table is behind -v
+    assert out[first["all "]].startswith("all ") and "(-v prints them here)" in out[first["all "]]
+    verbose = console("-v")
+    assert verbose[1].startswith("headline (") and any(line.startswith("umbrela.ndcg@") for line in verbose)
+    table = next(i for i, line in enumerate(verbose) if line.startswith("metric "))
+    assert table > next(i for i, line in enumerate(verbose) if line.startswith("diagnosis"))

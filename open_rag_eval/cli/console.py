@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -443,13 +444,32 @@ def print_plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput], plan: Plan, o
         _out(f"note: {note}")
 
 
-def print_summary(report: RunReport) -> None:
+def print_summary(report: RunReport, *, every_metric: bool = False) -> None:
+    """What a run found, in the report's order: the headline (met, near, below), the coverage, the judge (its
+    calls, its health), the diagnosis; then every metric's row with ``every_metric`` (``-v``), else where they are."""
     if report.info.simulated:
         _out(SIMULATED)
+    figures = _read_run(report)
+    _headline(report)
+    _coverage(figures)
+    _accounting_line(report.manifest.get("accounting"), report.info)
+    _health(report)
+    _diagnosis(report, figures)
+    _metric_table(report, every_metric)
+    _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
+    if report.info.simulated:
+        _out(SIMULATED)
+
+
+def _metric_table(report: RunReport, shown_all: bool) -> None:
+    """Every metric's mean, CI, n and missing values (``-v``), else one line saying where they are."""
     from open_rag_eval.health.check import is_health
     from open_rag_eval.core.catalogue import is_dispersion
 
     shown = [a for a in report.summary if not is_dispersion(a.metric) and not is_health(a.metric)]
+    if not shown_all:
+        _out(f"all {len(shown)} metrics with their CIs: summary.csv and report.html (-v prints them here)")
+        return
     width = max((len(a.metric) for a in shown), default=10)
     _out(f"{'metric':<{width}}  {'mean':>8}  {'95% CI':>19}  {'n':>5}  {'missing':>7}")
     for a in shown:
@@ -462,13 +482,6 @@ def print_summary(report: RunReport) -> None:
         _out(f"(and {hidden} per-query dispersion statistics across runs: see summary.csv)")
     _out("missing: values that failed, are undefined (a spread over one run, alpha with no variation), were "
          "skipped (too few runs) or are unavailable here; summary.csv and report.html count each kind apart")
-    _headline(report)
-    _accounting_line(report.manifest.get("accounting"), report.info)
-    _health(report)
-    _diagnosis(report)
-    _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
-    if report.info.simulated:
-        _out(SIMULATED)
 
 
 def _health(report: RunReport) -> None:
@@ -483,31 +496,65 @@ def _health(report: RunReport) -> None:
         log.warning("JUDGE UNHEALTHY: %s", problem)
 
 
-def _diagnosis(report: RunReport) -> None:
+def _diagnosis(report: RunReport, figures: _RunFigures) -> None:
     """The diagnosis rules over the run's means (the report's Diagnosis section says the same)."""
     from open_rag_eval.diagnosis import diagnose, diagnosis_lines, options_from_manifest
+    from open_rag_eval.diagnosis.trec import adjusted_means
 
-    means = _run_means(report)
+    means = adjusted_means({a.metric: a.mean for a in report.summary}, figures.answered, figures.refusals)
     found = diagnose(means, options_from_manifest(report.manifest), health=report.manifest.get("health"))
     for line in diagnosis_lines(found):
         _out(line)
 
 
-def _run_means(report: RunReport) -> dict[str, Any]:
-    """``run_means`` over the run's results.json, read output by output (a large run is not held in memory)."""
-    from open_rag_eval.diagnosis.trec import adjusted_means, tally_answered
+@dataclass
+class _RunFigures:
+    """What the console's summary reads of results.json, item by item: the coverage the report's header shows
+    (outputs with no failed value, missing values by kind over every item, unavailable metrics) and the no-answer
+    tally of the diagnosis."""
+
+    outputs: int = 0
+    scored: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    unavailable: int = 0
+    answered: list[float] = field(default_factory=list)
+    refusals: int = 0
+
+
+def _read_run(report: RunReport) -> _RunFigures:
+    """``_RunFigures`` of the run's results.json, read item by item (a large run is not held in memory)."""
+    from open_rag_eval.core.missing import FAILED, Missing
+    from open_rag_eval.diagnosis.trec import tally_answered
+    from open_rag_eval.report.drilldown import missing_counts
     from open_rag_eval.store.json_items import read_items
 
-    answered: list[float] = []
-    refusals = 0
+    figures, missing = _RunFigures(), Missing(())
 
     def take(section: str, item: dict[str, Any]) -> None:
-        nonlocal refusals
+        missing.add(item)
+        counts = missing_counts([item])
+        for which, n in counts.items():
+            figures.counts[which] = figures.counts.get(which, 0) + n
         if section == "outputs":
-            refusals += tally_answered(item, answered)
+            figures.outputs += 1
+            figures.scored += counts[FAILED] == 0
+            figures.refusals += tally_answered(item, figures.answered)
 
     read_items(report.output_dir / "results.json", take)
-    return adjusted_means({a.metric: a.mean for a in report.summary}, answered, refusals)
+    figures.unavailable = len(missing.unavailable)
+    return figures
+
+
+def _coverage(figures: _RunFigures) -> None:
+    """The report header's coverage line: outputs fully scored, missing values by kind, metrics unavailable."""
+    from open_rag_eval.core.missing import FAILED, SKIPPED, UNDEFINED
+
+    if not figures.outputs:
+        return
+    counts = figures.counts
+    skipped = f" · {counts.get(SKIPPED, 0)} skipped" if counts.get(SKIPPED) else ""
+    _out(f"coverage: {figures.scored} / {figures.outputs} outputs fully scored · {counts.get(FAILED, 0)} failed · "
+         f"{counts.get(UNDEFINED, 0)} undefined{skipped} · {figures.unavailable} metrics unavailable")
 
 
 def _headline(report: RunReport) -> None:

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress,
                               executor=executor, write_report=write_report)
-    print_summary(report)
+    print_summary(report, every_metric=getattr(args, "verbose", False))
     tracked = track_run(report.output_dir, tracking)
     if not report.status.complete:
         from open_rag_eval.run.status import EXIT_INCOMPLETE
