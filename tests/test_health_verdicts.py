@@ -87,6 +87,9 @@ def test_a_constant_judge_is_never_met_nor_green(tmp_path: Path, capsys: pytest.
     assert f"0 / {n} outputs fully scored on a healthy judge" in coverage
     assert f'data-unhealthy="{n}"' in coverage and "umbrela, support, no_answer" in coverage
     assert "outputs fully scored<br>" not in coverage
+    line = next(line for line in printed.splitlines() if line.startswith("coverage: "))  # the console says the same
+    assert line.startswith(f"coverage: 0 / {n} outputs fully scored on a healthy judge ({n} hold values from an "
+                           "unhealthy judge task, umbrela, support, no_answer: counted apart)"), line
 
 
 def test_plot_says_judge_unhealthy_on_the_box(tmp_path: Path) -> None:

@@ -519,16 +519,21 @@ class _RunFigures:
     unavailable: int = 0
     answered: list[float] = field(default_factory=list)
     refusals: int = 0
+    shaky: dict[str, list[str]] = field(default_factory=dict)  # metric -> the unhealthy judge tasks it rests on
+    resting: int = 0  # outputs holding a value of a shaky metric
+    resting_full: int = 0  # those of them with no failed value
 
 
 def _read_run(report: RunReport) -> _RunFigures:
     """``_RunFigures`` of the run's results.json, read item by item (a large run is not held in memory)."""
     from open_rag_eval.core.missing import FAILED, Missing
     from open_rag_eval.diagnosis.trec import tally_answered
+    from open_rag_eval.health.rests import unhealthy_metrics
     from open_rag_eval.report.drilldown import missing_counts
     from open_rag_eval.store.json_items import read_items
 
     figures, missing = _RunFigures(), Missing(())
+    figures.shaky = unhealthy_metrics([a.metric for a in report.summary], report.manifest.get("health"))
 
     def take(section: str, item: dict[str, Any]) -> None:
         missing.add(item)
@@ -539,6 +544,10 @@ def _read_run(report: RunReport) -> _RunFigures:
             figures.outputs += 1
             figures.scored += counts[FAILED] == 0
             figures.refusals += tally_answered(item, figures.answered)
+            scores = item.get("scores") or {}
+            if any(scores.get(metric) is not None for metric in figures.shaky):
+                figures.resting += 1
+                figures.resting_full += counts[FAILED] == 0
 
     read_items(report.output_dir / "results.json", take)
     figures.unavailable = len(missing.unavailable)
@@ -553,8 +562,13 @@ def _coverage(figures: _RunFigures) -> None:
         return
     counts = figures.counts
     skipped = f" · {counts.get(SKIPPED, 0)} skipped" if counts.get(SKIPPED) else ""
-    _out(f"coverage: {figures.scored} / {figures.outputs} outputs fully scored · {counts.get(FAILED, 0)} failed · "
-         f"{counts.get(UNDEFINED, 0)} undefined{skipped} · {figures.unavailable} metrics unavailable")
+    scored = f"{figures.scored} / {figures.outputs} outputs fully scored"
+    if figures.shaky:  # as the report's header: outputs resting on an unhealthy judge task counted apart
+        tasks = ", ".join(dict.fromkeys(t for found in figures.shaky.values() for t in found))
+        scored = (f"{figures.scored - figures.resting_full} / {figures.outputs} outputs fully scored on a healthy "
+                  f"judge ({figures.resting} hold values from an unhealthy judge task, {tasks}: counted apart)")
+    _out(f"coverage: {scored} · {counts.get(FAILED, 0)} failed · {counts.get(UNDEFINED, 0)} undefined{skipped} · "
+         f"{figures.unavailable} metrics unavailable")
 
 
 def _headline(report: RunReport) -> None:
