@@ -76,12 +76,17 @@ def test_a_lone_surrogate_in_inline_input_is_a_422_and_queues_nothing(service: S
 
 
 @pytest.mark.parametrize("url", [ALLOWED + "q\t", ALLOWED + "%2e%2e/admin", ALLOWED + "%2E%2E/admin",
-                                 ALLOWED + "%252e%252e/admin", ALLOWED + "q\n", ALLOWED + "./q"])
+                                 ALLOWED + "%252e%252e/admin", ALLOWED + "q\n", ALLOWED + "./q", ALLOWED + "..;/admin",
+                                 ALLOWED + ".;/q", ALLOWED + "..\\admin", ALLOWED + "q;x=1", ALLOWED + "%2e./admin",
+                                 ALLOWED + "..%2fadmin", ALLOWED + "..%5cadmin", ALLOWED + "q//x"])
 def test_a_connector_url_is_decoded_and_normalised_before_the_allow_list(service: Service, url: str) -> None:
     config = {**TREC, "connector": {"type": "http", "options": {"url": url}}}
     reply = service.client().post("/v1/jobs", json={"config": config, "judge_profile": "sim",
                                                      "inputs": {"format": "csv", "data": "query\nwhat?\n"}})
     assert _problem(reply, 422)["path"] == "config.connector.options.url"
+    swept = {**config, "connector": {"type": "http", "repeats": 3, "options": {"url": url}}}
+    sweep = service.client().post("/v1/sweeps", json={"name": "s", "config": swept, "queries": "query\nwhat?\n"})
+    assert _problem(sweep, 422)["path"] == "config.connector.options.url"
 
 
 def test_timestamps_are_monotone(service: Service, done: str) -> None:

@@ -99,6 +99,30 @@ def test_defaults_a_simulated_profile_and_sqlite_beside_the_config(tmp_path: Pat
         assert not allow.connector_allowed(url), url
 
 
+
+# every other spelling of "up one folder" or "this folder" a server or proxy may read, and any %-encoding at all
+ODD_PATHS = ["/api/..;/admin", "/api/.;/q", "/api/..;x=1/admin", "/api/q;jsessionid=1", "/api/..\\admin",
+             "/api/q\\..\\..\\admin", "/api\\q", "/api/%2e./admin", "/api/.%2e/admin", "/api/%2e%2e%3b/admin",
+             "/api/%2fadmin", "/api%2fq", "/api%5cq", "/api/q%20x", "/api/%71", "/api//q", "/api/q/..",
+             "/api/q/.", "/api/..", "/api/…/admin", "/api/ｑ", "/api/q\u00a0", "/api/q!", "/api/q:x", "/api/q@x"]
+
+
+@pytest.mark.parametrize("path", ODD_PATHS)
+def test_the_allow_list_judges_only_normalised_paths_of_unreserved_characters(path: str) -> None:
+    allow = Settings(connector_allow=["http://rag.internal/api"])
+    assert not allow.connector_allowed("http://rag.internal" + path), path
+    assert allow.connector_allowed("http://rag.internal/api/q-1_x.y~z/Z9?query=..;/x%2e")  # a query is not a path
+
+
+@pytest.mark.parametrize("prefix", ["http://rag.internal/api/..;/", "http://rag.internal/a%2fb/", "ftp://x/",
+                                    "http://rag.internal/a//b"])
+def test_an_allow_list_prefix_no_url_could_match_is_refused_at_start(prefix: str) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="normalised path of unreserved characters"):
+        Settings(connector_allow=[prefix])
+
+
 @pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("::1", True), ("localhost", True),
                                                 ("0.0.0.0", False), ("10.0.0.5", False), ("example.org", False)])
 def test_loopback_hosts(host: str, loopback: bool) -> None:

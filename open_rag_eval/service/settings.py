@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -77,6 +78,15 @@ class Settings(_Strict):
     retention: Retention = Field(default_factory=Retention)  # none by default: jobs are kept until deleted
     base_dir: Path = Field(default_factory=Path.cwd, exclude=True)
 
+    @field_validator("connector_allow")
+    @classmethod
+    def _normalised_prefixes(cls, value: list[str]) -> list[str]:
+        for prefix in value:
+            if not normalised_url(prefix):
+                raise ValueError(f"{prefix!r} is not an http(s) URL with a normalised path of unreserved characters "
+                                 "and '/' (no %-encoding, ';', '\\', '.' or '..' segment): no URL would match it")
+        return value
+
     @field_validator("judge_profiles")
     @classmethod
     def _some_profile(cls, value: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -122,31 +132,43 @@ class Settings(_Strict):
         return any(_under(url, prefix) for prefix in self.connector_allow)
 
 
-def _parts(url: str) -> tuple[str, str, int | None, str, bool] | None:
-    from urllib.parse import unquote, urlsplit
+_NORMAL_PATH = re.compile(r"(?:/[A-Za-z0-9._~-]+)*/?")  # RFC 3986 unreserved characters and "/", nothing encoded
 
-    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in url):  # urlsplit drops tabs and newlines silently
+
+def _parts(url: str) -> tuple[str, str, int | None, str] | None:
+    """(scheme, host, port, path) of a URL the allow-list can judge, None for any other: a path must be normalised
+    and made of unreserved characters and ``/`` only (no ``%``-encoding, no ``;`` parameters, no backslash, no
+    ``.``/``..`` or empty segment), since servers and proxies disagree on what the rest means (Tomcat, Spring and
+    several proxies read ``/rag/..;/admin`` as ``/admin``); no userinfo, no control character."""
+    from urllib.parse import urlsplit
+
+    if any(ord(char) <= 0x20 or ord(char) == 0x7F for char in url) or "\\" in url:  # urlsplit drops tabs silently
         return None
     try:
         split = urlsplit(url)
         port = split.port or {"http": 80, "https": 443}.get(split.scheme)
-        path = unquote(split.path or "/", errors="strict")  # what the server receiving it will see
-    except ValueError:  # UnicodeDecodeError too
+    except ValueError:
         return None
-    if split.scheme not in ("http", "https") or not split.hostname:
+    path = split.path or "/"
+    if split.scheme not in ("http", "https") or not split.hostname or "@" in split.netloc:
         return None
-    odd = "%" in path or "\\" in path or any(ord(char) < 0x20 for char in path)  # encoded twice, or a control
-    return split.scheme, split.hostname.lower(), port, path, "@" in split.netloc or "\\" in url or odd
+    if not _NORMAL_PATH.fullmatch(path) or {".", ".."} & set(path.split("/")):
+        return None
+    return split.scheme, split.hostname.lower(), port, path
+
+
+def normalised_url(url: str) -> bool:
+    """Whether the allow-list can judge ``url`` (``_parts``): a prefix that is not is refused at start."""
+    return _parts(url) is not None
 
 
 def _under(url: str, prefix: str) -> bool:
-    """Decoded and normalised first: ``/rag/%2e%2e/admin`` is ``/admin``, never under ``/rag/``."""
+    """Only normalised paths are judged: ``/rag/%2e%2e/admin``, ``/rag/..;/admin`` and ``/rag/..\\admin`` are
+    never under ``/rag/``."""
     candidate, allowed = _parts(url), _parts(prefix)
-    if candidate is None or allowed is None or candidate[4]:
+    if candidate is None or allowed is None:
         return False
     path, root = candidate[3], allowed[3]
-    if {".", ".."} & set(path.split("/")):
-        return False
     inside = path.startswith(root) if root.endswith("/") else path == root or path.startswith(root + "/")
     return candidate[:3] == allowed[:3] and inside
 
