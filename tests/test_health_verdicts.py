@@ -120,3 +120,65 @@ def test_the_simulated_demo_keeps_its_verdicts(tmp_path: Path, capsys: pytest.Ca
     assert re.search(r"target ≥ 1\.5: (met|near|below)$", _headline_row(printed, "umbrela.mean"))
     html = (out / "report.html").read_text(encoding="utf-8")
     assert 'data-status="unhealthy"' not in html and "outputs fully scored<br>" in html
+
+
+# -- control items that are independent tests ------------------------------------------------------------------
+
+_TOPICS = [("q1", "Why is the sky blue?", "air scatters blue light strongly", "Rayleigh scattering by air molecules",
+            "sunsets look red near the horizon"),
+           ("q2", "What causes the seasons on Earth?", "the tilt of the axis matters", "each hemisphere leans to the "
+            "Sun", "summer days are longer than winter days"),
+           ("q3", "How do vaccines work?", "vaccines train the immune system", "memory cells remain afterwards",
+            "boosters refresh waning antibody levels"),
+           ("q4", "Why do cats purr?", "cats purr with their larynx muscles", "purring also helps bones heal",
+            "kittens purr while nursing"),
+           ("q5", "How are volcanoes formed?", "magma rises through the crust", "plates meet at subduction zones",
+            "hotspots build island chains"),
+           ("q6", "What is photosynthesis?", "plants turn light into sugar", "chlorophyll absorbs red light",
+            "oxygen escapes through leaf pores")]
+
+
+def _six_queries() -> list[Any]:
+    from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+
+    outputs = []
+    for qid, query, first, second, third in _TOPICS:
+        passages = [Passage(id=f"{qid}-p{j}", text=f"{fact[0].upper()}{fact[1:]} indeed. {fact}!")
+                    for j, fact in enumerate((first, second, third))]
+        if qid == "q6":
+            passages.append(Passage(id="tiny", text="Zebra."))  # the shortest passage, sharing no word with any
+        outputs.append(RAGOutput(query_id=qid, query=query, passages=tuple(passages),
+                                 answer=(AnswerPart(text=f"The answer is that {first}. Also {second}."),)))
+    return outputs
+
+
+def test_the_low_items_of_a_run_never_share_a_passage_while_others_are_free() -> None:
+    from open_rag_eval.health.controls import build_controls, detail, Outcome
+
+    controls = build_controls(_six_queries(), ["umbrela", "support", "nugget_assign"], pairs=5)
+    low = [c for c in controls if c.expect == "low"]
+    assert len(low) == 15 and all(c.source is not None for c in low)
+    sources = [c.source for c in low]
+    assert len(set(sources)) == 15  # 19 passages: no low item reuses one (the old rule took 'tiny' for most)
+    assert sum(1 for s in sources if s == ("q6", "tiny")) <= 1
+    assert all(c.source is not None and c.source[0] != c.query_id for c in low)  # always another query's passage
+    for task in ("umbrela", "support", "nugget_assign"):  # within a task, each pair's low item from another query
+        queries = [c.source[0] for c in low if c.task == task and c.source is not None]
+        assert len(set(queries)) == 5, (task, queries)
+    listed = detail([Outcome(c, None, "not asked") for c in controls])
+    assert {"query_id": "q6", "passage_id": "tiny"} in [row.get("source") for row in listed] or ("q6", "tiny") not in sources
+    assert all("source" in row for row in listed if row["expect"] == "low")
+
+
+def test_with_one_free_passage_left_the_least_related_is_reused() -> None:
+    from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
+    from open_rag_eval.health.controls import build_controls
+
+    two = [RAGOutput(query_id=q, query=text, passages=(Passage(id="p", text=passage),),
+                     answer=(AnswerPart(text=answer),))
+           for q, text, passage, answer in (
+               ("a", "Why is the sky blue?", "Air scatters blue light more than red light here.", "Air scatters it."),
+               ("b", "How do vaccines work?", "Vaccines train the immune system with an antigen.", "They train it."))]
+    controls = build_controls(two, ["umbrela", "support"], pairs=5)
+    low = [c for c in controls if c.expect == "low"]
+    assert [c.source for c in low] == [("b", "p"), ("a", "p"), ("b", "p"), ("a", "p")]  # only two passages exist

@@ -61,6 +61,7 @@ class Control:
     text: str  # the passage (umbrela, support), the answer (no_answer, nugget_assign)
     statement: str = ""  # support: the statement; nugget_assign: the nugget
     built: str = ""  # how the item was made, in words
+    source: tuple[str, str] | None = None  # (query id, passage id) of the passage the item was taken from
 
 
 @dataclass(frozen=True)
@@ -161,19 +162,40 @@ class _Pool:
         return cls(tuple((qid, p, frozenset(_words(p.text))) for qid, p in usable[::step]))
 
 
-def _unrelated(target: str, pool: _Pool, exclude: str) -> Passage | None:
-    """The passage of another query sharing the fewest words with ``target``; the shortest on a tie, then the first
-    seen (controls cost little, so long passages are not in the pool)."""
+LOW_OVERLAP = 0.25  # a passage sharing at most this share of the target's words is unrelated enough for a low item
+
+
+@dataclass
+class _Used:
+    """The passages (by text) the run's low items already took, and the queries the current task's took: pairs are
+    independent tests only when they do not all rest on one passage (or one query's passages)."""
+
+    passages: set[str] = field(default_factory=set)
+    queries: set[str] = field(default_factory=set)
+
+    def take(self, qid: str, passage: Passage) -> Passage:
+        self.passages.add(passage.text)
+        self.queries.add(qid)
+        return passage
+
+
+def _unrelated(target: str, pool: _Pool, exclude: str, used: _Used | None = None,
+               fits: Callable[[Passage], bool] | None = None) -> tuple[str, Passage] | None:
+    """(its query, the passage) of another query for a low item (one that ``fits``, when given): among those sharing
+    at most ``LOW_OVERLAP`` of ``target``'s words (else those sharing the fewest), a passage no earlier low item took,
+    then one of a query none took, then the fewest shared words, the shortest, the first seen (controls cost little,
+    so long passages are not in the pool). ``used`` records the choice."""
     words = _words(target)
-    best: tuple[float, int] | None = None
-    found = None
-    for qid, passage, theirs in pool.entries:
-        if qid == exclude:
-            continue
-        key = (len(words & theirs) / len(words) if words else 0.0, len(passage.text))
-        if best is None or key < best:
-            best, found = key, passage
-    return found
+    used = used if used is not None else _Used()
+    scored = [(len(words & theirs) / len(words) if words else 0.0, qid, passage)
+              for qid, passage, theirs in pool.entries if qid != exclude and (fits is None or fits(passage))]
+    if not scored:
+        return None
+    least = min(share for share, _, _ in scored)
+    best = min(((passage.text in used.passages, qid in used.queries, share, len(passage.text), i), qid, passage)
+               for i, (share, qid, passage) in enumerate(scored) if share <= max(LOW_OVERLAP, least))
+    _, qid, passage = best
+    return qid, used.take(qid, passage)
 
 
 def build_controls(outputs: Sequence[RAGOutput], tasks: Sequence[str], pairs: int, seed: int = 0) -> list[Control]:
@@ -184,71 +206,82 @@ def build_controls(outputs: Sequence[RAGOutput], tasks: Sequence[str], pairs: in
     order = list(queries)
     random.Random(seed).shuffle(order)
     items: list[Control] = []
+    used = _Used()
     for task in tasks:
-        made = 0
+        made, used.queries = 0, set()
         for q in order[:ATTEMPTS]:
             if made >= pairs:
                 break
-            pair = _BUILDERS[task](q, pool, made)
+            pair = _BUILDERS[task](q, pool, made, used)
             if pair:
                 items.extend(pair)
                 made += 1
     return items
 
 
-def _umbrela_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
-    low = _unrelated(q.query, queries, q.query_id)
-    if not q.answer or low is None:
+def _umbrela_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
+    found = _unrelated(q.query, queries, q.query_id, used) if q.answer else None
+    if found is None:
         return []
+    qid, low = found
     return [Control("umbrela", n, "high", q.query_id, q.query, f"{q.query} {q.answer}",
                     built="the query followed by the system's answer to it"),
             Control("umbrela", n, "low", q.query_id, q.query, low.text,
-                    built=f"passage {low.id} of another query, sharing fewest words with the query")]
+                    built=f"passage {low.id} of query {qid}, sharing few words with the query",
+                    source=(qid, low.id))]
 
 
-def _support_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
+def _support_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
     for passage in q.passages:
         sentences = _sentences(passage.text)
         if not sentences:
             continue
         statement = sentences[0]
-        low = _unrelated(statement, queries, q.query_id)
-        if low is None:
+        found = _unrelated(statement, queries, q.query_id, used)
+        if found is None:
             return []
+        qid, low = found
         return [Control("support", n, "high", q.query_id, q.query, passage.text, statement,
-                        f"the first sentence of passage {passage.id}, against that passage"),
+                        f"the first sentence of passage {passage.id}, against that passage", (q.query_id, passage.id)),
                 Control("support", n, "low", q.query_id, q.query, low.text, statement,
-                        f"the same sentence against passage {low.id} of another query")]
+                        f"the same sentence against passage {low.id} of query {qid}", (qid, low.id))]
     return []
 
 
-def _no_answer_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
+def _no_answer_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
     if not q.answer:
         return []
     return [Control("no_answer", n, "high", q.query_id, q.query, q.answer, built="the system's answer (not a refusal)"),
             Control("no_answer", n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
 
 
-def _assign_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
+def _assign_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
     quoted = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(q.answer, 3)), "")
-    low = _unrelated(q.answer, queries, q.query_id) if quoted else None
-    absent = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(low.text, 3)), "") if low else ""
-    if low is None or not quoted or not absent or _overlap(absent, q.answer) >= 0.5:
+
+    def absent_from(passage: Passage) -> str:
+        first = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(passage.text, 3)), "")
+        return first if first and _overlap(first, q.answer) < 0.5 else ""
+
+    found = _unrelated(q.answer, queries, q.query_id, used, lambda p: bool(absent_from(p))) if quoted else None
+    if found is None:
         return []
+    qid, low = found
+    absent = absent_from(low)
     return [Control("nugget_assign", n, "high", q.query_id, q.query, q.answer, quoted,
                     "a nugget quoted verbatim from the answer"),
             Control("nugget_assign", n, "low", q.query_id, q.query, q.answer, absent,
-                    f"a sentence of passage {low.id} of another query, absent from the answer")]
+                    f"a sentence of passage {low.id} of query {qid}, absent from the answer", (qid, low.id))]
 
 
-def _useful_pair(q: _Query, queries: _Pool, n: int) -> list[Control]:
-    low = _unrelated(q.answer, queries, q.query_id) if q.answer else None
-    if low is None:
+def _useful_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
+    found = _unrelated(q.answer, queries, q.query_id, used) if q.answer else None
+    if found is None:
         return []
+    qid, low = found
     return [Control("context_useful", n, "high", q.query_id, q.query, q.answer, q.answer,
                     "the answer itself as the passage"),
             Control("context_useful", n, "low", q.query_id, q.query, low.text, q.answer,
-                    f"passage {low.id} of another query, sharing fewest words with the answer")]
+                    f"passage {low.id} of query {qid}, sharing few words with the answer", (qid, low.id))]
 
 
 _BUILDERS = {"umbrela": _umbrela_pair, "support": _support_pair, "no_answer": _no_answer_pair,
@@ -358,6 +391,8 @@ def detail(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     """Every control with its verdict, for manifest.json (texts cut to 200 characters)."""
     return [{"task": o.control.task, "pair": o.control.pair, "expect": o.control.expect,
              "query_id": o.control.query_id, "built": o.control.built, "label": o.label, "correct": o.correct,
+             **({"source": {"query_id": o.control.source[0], "passage_id": o.control.source[1]}}
+                if o.control.source else {}),
              **({"statement": o.control.statement[:200]} if o.control.statement else {}),
              "text": o.control.text[:200], **({"reason": o.reason} if o.reason else {})} for o in outcomes]
 
