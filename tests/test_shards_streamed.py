@@ -127,6 +127,17 @@ def _merge(folders: list[Path], tmp_path: Path) -> int:
     return main(["-q", "merge", *map(str, folders), "--output-dir", str(tmp_path / "out")])
 
 
+def _redigest(folder: Path) -> None:
+    """The header's digest made to name the records as they are now (a damage the digest does not see: the
+    reader's own checks are what stops it)."""
+    import hashlib
+
+    header = folder / "shard.json"
+    data = json.loads(header.read_text())
+    data["records_sha256"] = hashlib.sha256((folder / "records.jsonl").read_bytes()).hexdigest()
+    header.write_text(json.dumps(data))
+
+
 def test_a_shard_of_the_earlier_format_is_refused_with_the_advice_to_run_it_again(
         made: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     folders = _copy(made, tmp_path)
@@ -152,6 +163,7 @@ def test_a_cut_or_broken_record_is_refused_naming_file_and_line(
     else:
         del lines[2]
     records.write_text("".join(lines), encoding="utf-8")
+    _redigest(folders[2])
     assert _merge(folders, tmp_path) == 3
     where = f"{records}:{line}: not a shard record" if line else f"{records}: the shard holds 2 records, its"
     assert where in caplog.text and "run this shard again" in caplog.text
@@ -164,8 +176,63 @@ def test_records_that_do_not_hold_the_header_s_positions_are_refused(
     records = folders[0] / "records.jsonl"
     lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
     records.write_text("".join([lines[1], lines[0], *lines[2:]]), encoding="utf-8")  # two queries swapped
+    _redigest(folders[0])
     assert _merge(folders, tmp_path) == 3
     assert f"{records}: the shard's records do not hold the positions its header names" in caplog.text
+
+
+def _edit_score(records: Path, metric: str, value: object) -> int:
+    """The first score of ``metric`` in ``records`` set to ``value``; the line it is on."""
+    lines = records.read_text(encoding="utf-8").splitlines(keepends=True)
+    for n, line in enumerate(lines):
+        data = json.loads(line)
+        for part in data["parts"]:
+            for score in part["scores"]:
+                if score["metric"] == metric and score["value"] is not None:
+                    score["value"] = value
+                    lines[n] = json.dumps(data) + "\n"
+                    records.write_text("".join(lines), encoding="utf-8")
+                    return n + 1
+    raise AssertionError(f"no value of {metric}")
+
+
+@pytest.mark.parametrize("metric, value", [("umbrela.mean", 7.0), ("umbrela.mean", 1.125), ("citation.f1", 0.123)])
+def test_a_record_edited_after_it_was_written_is_refused_by_its_digest(
+        made: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture, metric: str, value: float) -> None:
+    """Out of range or not, a value edited after the shard was written fails the merge (exit 3) naming the file,
+    before anything is merged: nothing is published."""
+    folders = _copy(made, tmp_path)
+    records = folders[1] / "records.jsonl"
+    _edit_score(records, metric, value)
+    assert _merge(folders, tmp_path) == 3
+    assert f"{records}: field 'records_sha256': the records do not match the digest in shard.json" in caplog.text
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("metric, value, span", [("umbrela.mean", 7.0, "[0, 3]"), ("umbrela.mean", -0.5, "[0, 3]"),
+                                                 ("citation.f1", 1.5, "[0, 1]"), ("umbrela.n_failed", -1.0, "[0, ∞]"),
+                                                 ("citation.precision", 1e999, "[0, 1]")])
+def test_a_value_outside_its_metric_s_range_is_refused_even_with_a_matching_digest(
+        made: dict, tmp_path: Path, caplog: pytest.LogCaptureFixture, metric: str, value: float, span: str) -> None:
+    folders = _copy(made, tmp_path)
+    records = folders[2] / "records.jsonl"
+    line = _edit_score(records, metric, value)
+    _redigest(folders[2])
+    assert _merge(folders, tmp_path) == 3
+    assert f"{records}:{line}: field '{metric}': {value!r} for query_id " in caplog.text
+    assert f"is outside the metric's range {span}" in caplog.text
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_shard_without_a_digest_of_its_records_is_refused(made: dict, tmp_path: Path,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
+    folders = _copy(made, tmp_path)
+    header = folders[0] / "shard.json"
+    data = json.loads(header.read_text())
+    assert len(data.pop("records_sha256")) == 64
+    header.write_text(json.dumps(data))
+    assert _merge(folders, tmp_path) == 3
+    assert f"{header}: field 'records_sha256': the shard names no digest of its records.jsonl" in caplog.text
 
 
 def test_shards_given_twice_missing_or_overlapping_are_refused(

@@ -24,7 +24,8 @@ from typing import Literal
 
 __all__ = ["Column", "Family", "axis_range", "column", "declared", "display_name", "families", "family",
            "family_of", "family_title", "headline_columns", "is_count", "is_dispersion", "is_judged", "is_tally",
-           "lower_is_better", "markdown_table", "metric_order", "plot_defaults", "register", "short_name", "value_bounds"]
+           "lower_is_better", "markdown_table", "metric_order", "plot_defaults", "possible_values", "register", "short_name",
+           "value_bounds"]
 
 Kind = Literal["score", "count", "tally"]  # a tally counts what went wrong: shown as a note, never a row of zeros
 UNIT: tuple[float, float] = (0.0, 1.0)
@@ -46,6 +47,7 @@ class Column:
     target: float | None = None  # the headline card's target (docs/report.md)
     plot: bool = False  # drawn by ``plot`` unless metrics are named
     bound: bool = True  # ``range`` is what the values can take (an interval is clipped to it), not only an axis
+    possible: tuple[float, float] | None = None  # the values it can take when not ``range`` (``bound`` False)
 
     @property
     def regex(self) -> re.Pattern[str]:
@@ -219,6 +221,21 @@ def value_bounds(metric: str) -> tuple[float, float] | None:
         return (0.0, math.inf) if stat in _NON_NEGATIVE_STATS else None
     found = column(metric)
     return found.range if found is not None and found.bound else None
+
+
+def possible_values(metric: str) -> tuple[float, float] | None:
+    """The values a metric can take at all, for checking values read back (``merge`` refuses a shard's value
+    outside them): ``value_bounds`` where it knows them, else the column's ``possible`` range, else ``[0, inf)`` for
+    counts, tallies and times; None for a name the catalogue does not declare."""
+    bounds = value_bounds(metric)
+    if bounds is not None or is_dispersion(metric):
+        return bounds
+    found = column(metric)
+    if found is None:
+        return None
+    if found.possible is not None:
+        return found.possible
+    return (0.0, math.inf) if found.kind != "score" else None
 
 
 def axis_range(metric: str) -> tuple[float, float] | None:

@@ -6,6 +6,8 @@ then run ``tests/test_catalogue.py``, which says what docs/RESULTS.md must show 
 
 from __future__ import annotations
 
+import math
+
 from open_rag_eval.core.catalogue import Column as C
 from open_rag_eval.core.catalogue import Family, register
 
@@ -111,7 +113,7 @@ register(Family("consistency", "Consistency across runs", "the runs of one query
     C("consistency.<rouge1|rouge2|rougeL|rougeLsum>_<precision|recall>",
       "with rouge.measures: ROUGE precision or recall, the earlier run of a pair the reference"),
     C("consistency.bertscore_f1", "mean BERTScore F1 over each pair of runs", "BERTScore F1 across runs",
-      plot=True, bound=False),  # rescaled BERTScore can go below 0
+      plot=True, bound=False, possible=(-math.inf, 1.0)),  # rescaled BERTScore can go below 0
     C(f"consistency.<metric>.<{_STATS}>", "a metric's spread across the runs of a query (std and variance over "
       "n - ddof)"),
 ), evaluator="consistency"))
@@ -120,7 +122,7 @@ register(Family("consistency.judge", "Judge test-retest", "the same judgments as
     C(f"consistency.judge.<{_RETEST_KINDS}>.flip_rate", "share of items whose labels are not all equal",
       lower=True),
     C(f"consistency.judge.<{_RETEST_KINDS}>.alpha", "Krippendorff's alpha over the repeats",
-      bound=False),  # below 0 when the judge disagrees with itself more than chance
+      bound=False, possible=(-math.inf, 1.0)),  # below 0 when the judge disagrees with itself more than chance
     C(f"consistency.judge.<{_RETEST_KINDS}>.crossing", "share of items whose labels cross the threshold",
       lower=True),
 ), judged=True, evaluator="consistency"))
@@ -135,7 +137,7 @@ register(Family("health", "Judge health", "summary.csv only: the parse class of 
     C("health.<task>.top_label_share", "share of the task's labels that are its commonest label (degenerate: one "
       "label for >= 95% of >= 20)", lower=True),
     C("health.<task>.label_entropy", "entropy in bits of the task's label distribution (0: one label for "
-      "everything)", range=None),
+      "everything)", range=None, possible=(0.0, math.inf)),
     C("health.<task>.control_accuracy", "share of the task's controls (judgments whose answer is known) judged on "
       "the right side, with its Wilson 95% interval"),
     C("health.<task>.controls_told_apart", "share of the task's control pairs told apart (both items right), with "

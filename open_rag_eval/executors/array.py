@@ -32,8 +32,9 @@ from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.core.types import EvalResult, RAGOutput
-from open_rag_eval.executors.shardfile import (FORMAT, RECORDS_FILE, SHARD_FILE, Record, check_positions,
-                                               query_records, ranges, read_header, read_records, write_records)
+from open_rag_eval.executors.shardfile import (FORMAT, RECORDS_FILE, SHARD_FILE, Record, check_digest,
+                                               check_positions, query_records, ranges, read_header, read_records,
+                                               records_digest, write_records)
 from open_rag_eval.executors.shards import (ShardResult, evaluate_rest_parts, merge_accounting, merge_health,
                                             check_shardable, merge_parts, needs_judge, query_shards, split_by_query,
                                             stages)
@@ -231,6 +232,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
             "n_outputs": shape.n_outputs, "contiguous": shape.contiguous, "fewest_answered": shape.fewest_answered,
             "positions": shape.positions, "n_queries": shape.n_queries, "n_records": n_records,
             "accounting": accounting, "health": health,
+            "records_sha256": records_digest(generation.path),  # of the bytes written, the header written last
         })
         generation.commit()
     return folder
@@ -283,6 +285,8 @@ def check_shards(folders: Sequence[Path], shards: Sequence[dict[str, Any]]) -> N
         named = ", ".join(f"{i}/{count}" for i in missing)
         raise InputError(f"shard(s) {named} missing: a merge needs all {count}", file=str(where))
     check_positions(folders, shards, first["n_outputs"])
+    for folder, shard in zip(folders, shards):  # before anything is merged or asked (again as the records are read)
+        check_digest(folder, shard)
 
 
 def merge_caches(folders: Sequence[Path], target: Path | None) -> int:
@@ -326,7 +330,7 @@ class ShardedOutputs:
         input's shards hold consecutive positions, so the records are the input's order)."""
         at = 0
         for folder, shard in zip(self.folders, self.shards):
-            for record in read_records(folder, int(shard["n_records"])):
+            for record in read_records(folder, shard):
                 if self.contiguous and record.positions != list(range(at, at + len(record.positions))):
                     raise InputError("the shard's records do not hold the positions its header names: run this "
                                      "shard again", file=str(folder / RECORDS_FILE))

@@ -11,6 +11,12 @@ them, so that HHEM scores the batches a local run scores; a window of the shard 
 always does. The shard's positions are kept in the header as ranges (one range for a shard of a contiguous input),
 so checking that the shards hold every output exactly once reads a few numbers a shard, not every position.
 
+The header carries the SHA-256 of the records file's bytes (``records_sha256``, computed when the records are
+written, the header written last): ``merge`` checks every shard's records against it before anything is merged, and
+again as it reads them, so a record edited after it was written (``umbrela.mean`` 7.0, or another number in range)
+is refused naming the file, never published. Independently, each score read back must lie in its metric's range
+(``catalogue.possible_values``: UMBRELA grades 0-3, shares 0-1, counts never below 0).
+
 Both files are written into the shard's fresh generation folder (``Generation``) and appear at once when the shard
 is complete; a failed shard leaves nothing. A shard folder of the previous format (one JSON document) is refused
 with the advice to run the shard again.
@@ -18,17 +24,20 @@ with the advice to run the shard again.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from open_rag_eval.core.catalogue import possible_values
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
-__all__ = ["FORMAT", "RECORDS_FILE", "SHARD_FILE", "Record", "check_positions", "query_records", "ranges",
-           "read_header", "read_records", "write_records"]
+__all__ = ["FORMAT", "RECORDS_FILE", "SHARD_FILE", "Record", "check_digest", "check_positions", "query_records",
+           "ranges", "read_header", "read_records", "records_digest", "write_records"]
 
 SHARD_FILE = "shard.json"
 RECORDS_FILE = "records.jsonl"
@@ -129,22 +138,49 @@ def read_header(folder: Path) -> dict[str, Any]:
                          f"{data.get('of', 'n')})", file=str(path), field="format")
     if not isinstance(data.get("positions"), list) or not isinstance(data.get("n_records"), int):
         raise InputError(f"not a shard of this version (format {FORMAT})", file=str(path))
+    if not isinstance(data.get("records_sha256"), str):
+        raise InputError(f"the shard names no digest of its {RECORDS_FILE} (written by an earlier version): run this "
+                         f"shard again", file=str(path), field="records_sha256")
     return data
 
 
-def read_records(folder: Path, expected: int) -> Iterator[Record]:
-    """The records of a shard folder, one at a time; a line that is not a whole record, or a count that is not
-    the header's ``expected``, is an ``InputError`` naming the file (and line)."""
-    path = folder / RECORDS_FILE
-    n = 0
+def records_digest(folder: Path) -> str:
+    """The SHA-256 of a shard folder's records file (its bytes as written)."""
+    digest = hashlib.sha256()
     try:
-        with path.open(encoding="utf-8") as handle:
-            for n, line in enumerate(handle, 1):
-                yield _record(line, path, n)
+        with (folder / RECORDS_FILE).open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except FileNotFoundError:
+        raise InputError(f"the shard has no {RECORDS_FILE}: run this shard again", file=str(folder)) from None
+    except OSError as error:
+        raise InputError(f"cannot read the shard's records: {error}", file=str(folder / RECORDS_FILE)) from None
+    return digest.hexdigest()
+
+
+def check_digest(folder: Path, header: dict[str, Any], found: str | None = None) -> None:
+    """The records of ``folder`` are the bytes its header's digest names (``found``: their digest, when known)."""
+    if (found or records_digest(folder)) != header["records_sha256"]:
+        raise InputError(f"the records do not match the digest in {SHARD_FILE} (changed after the shard was "
+                         "written): run this shard again", file=str(folder / RECORDS_FILE), field="records_sha256")
+
+
+def read_records(folder: Path, header: dict[str, Any]) -> Iterator[Record]:
+    """The records of a shard folder, one at a time; a line that is not a whole record, a score outside its
+    metric's range, bytes that are not those the header's digest names or a count that is not the header's is an
+    ``InputError`` naming the file (and line)."""
+    path, expected = folder / RECORDS_FILE, int(header["n_records"])
+    n, digest = 0, hashlib.sha256()
+    try:
+        with path.open("rb") as handle:
+            for n, raw in enumerate(handle, 1):
+                digest.update(raw)
+                yield _record(raw.decode("utf-8"), path, n)
     except FileNotFoundError:
         raise InputError(f"the shard has no {RECORDS_FILE}: run this shard again", file=str(folder)) from None
     except (OSError, UnicodeError) as error:
         raise InputError(f"cannot read the shard's records: {error}", file=str(path)) from None
+    check_digest(folder, header, digest.hexdigest())
     if n != expected:
         raise InputError(f"the shard holds {n} records, its {SHARD_FILE} says {expected}: run this shard again",
                          file=str(path))
@@ -166,4 +202,19 @@ def _record(line: str, path: Path, n: int) -> Record:
     if len(record.positions) != len(record.outputs) or not record.outputs:
         raise InputError("not a shard record (its positions and outputs differ): run this shard again",
                          file=str(path), line=n)
+    for part in record.parts:
+        for score in part.scores:
+            _check_range(score.metric, score.value, path, n, f"query_id '{score.query_id}' run {score.run}")
     return record
+
+
+def _check_range(metric: str, value: float | None, path: Path, n: int, where: str) -> None:
+    """A value read back lies in its metric's range (a metric the catalogue does not declare: any finite number)."""
+    if value is None:
+        return
+    low, high = possible_values(metric) or (-math.inf, math.inf)
+    if not (math.isfinite(value) and low <= value <= high):
+        span = f"[{low:g}, {high:g}]".replace("inf", "∞")
+        raise InputError(f"{value!r} for {where} is outside the metric's range {span}: the record was changed "
+                         "after it was written, or written wrong; run this shard again", file=str(path), line=n,
+                         field=metric)
