@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 
@@ -19,14 +19,21 @@ class CountOptions(BaseModel):
 
 class CountEvaluator:
     name: ClassVar[str] = "count"
-    needs_judge: ClassVar[bool] = False
     Options: ClassVar[type[BaseModel]] = CountOptions
 
     def __init__(self, options: CountOptions) -> None:
         self.options = options
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def contract(self) -> Contract:
+        """Reads the answer's statements and the passages; no judge; the whole run at once (no window_runs)."""
+        return Contract(reads=frozenset({"answer", "passages"}), answer_metrics=("count.statements",),
+                        window_runs=None)
+
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         return Plan()
+
+    def forget(self) -> None:
+        pass
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         result = EvalResult()

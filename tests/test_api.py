@@ -164,7 +164,7 @@ def test_the_literal_refusal_is_a_refusal() -> None:
     ([{"query_id": "a", "query": "x", "passages": [{"id": "1"}], "answer": "ok"}],
      "data[0]: field 'passages[0].text'"),
     ([RAGOutput(query_id="a", query="x", answer="ok"), RAGOutput(query_id="b", query="y")],
-     "data[1]: field 'answer': no answer: an output without an answer cannot be scored"),
+     "data[1]: field 'answer': no answer: the trec evaluator's metric 'nuggets' reads the answer"),
     ([{"query_id": "a", "query": "x", "answer": "ok"}] * 2,
      "data[1]: field 'run': duplicate output for query_id 'a' run 1 (first at data[0])"),
     ([], "data: no RAG outputs to evaluate"),

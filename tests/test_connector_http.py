@@ -83,8 +83,8 @@ def test_malformed_replies_become_failed_outputs(kind: str, reason: str) -> None
     ("null_passage", "malformed reply: passage passages.0: text is not text (got null)"),  # not the text "None"
     ("nan_score", "malformed reply: passage passages.0: score is not a finite number (got nan)"),
     ("duplicate_ids", "the http connector's output is invalid: field 'passages[1].id': duplicate passage id 'd1'"),
-    ("empty_answer", "the http connector's output is invalid: field 'answer': no answer: an output without an "
-                     "answer cannot be scored"),
+    ("empty_answer", "the http connector's output is invalid: field 'answer': no answer: the trec evaluator's "
+                     "metric 'citation' reads the answer"),
 ])
 def test_a_reply_breaking_the_input_rule_is_a_failed_output_that_reads_back(kind: str, reason: str,
                                                                            tmp_path: Path) -> None:
@@ -104,6 +104,17 @@ def test_a_reply_breaking_the_input_rule_is_a_failed_output_that_reads_back(kind
     saved = tmp_path / "outputs.jsonl"
     saved.write_text("".join(json.dumps(output_to_json(o)) + "\n" for o in outputs), encoding="utf-8")
     assert [(o.query_id, o.error) for o in read_outputs(saved)] == [("q1", None), ("q2", reason)]
+
+
+def test_a_reply_without_an_answer_is_kept_when_no_metric_reads_one(tmp_path: Path) -> None:
+    """A retriever behind the connector (passages, no answer) with golden's retrieval metrics only: not failed."""
+    (tmp_path / "queries.csv").write_text("query_id,query\nq1,What is solar power?\nq2,Why is the sky blue?\n")
+    with RagServer(RagBehaviour(malformed={"q2": "empty_answer"})) as server:
+        loaded = load_config_text(f"connector: {{type: http, queries: queries.csv, options: {{url: '{server.url}', "
+                                  "body: {query: '{query}', query_id: '{query_id}'}, backoff_s: 0}}\n"
+                                  "evaluators: [{type: golden, metrics: [golden]}]\n", base_dir=tmp_path)
+        outputs = asyncio.run(fetch_outputs(loaded, loaded.config.connector))  # type: ignore[arg-type]
+    assert [(o.query_id, o.error, o.answer_text == "") for o in outputs] == [("q1", None, False), ("q2", None, True)]
 
 
 def test_unreachable_system() -> None:

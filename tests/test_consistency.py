@@ -37,8 +37,8 @@ def _errors(result: EvalResult) -> dict[tuple[str, str], str | None]:
 
 
 def test_options_and_judge_need() -> None:
-    assert ConsistencyEvaluator(ConsistencyOptions()).needs_judge is False
-    assert ConsistencyEvaluator(ConsistencyOptions(judge_repeats=3)).needs_judge is True
+    assert ConsistencyEvaluator(ConsistencyOptions()).contract().needs_judge is False
+    assert ConsistencyEvaluator(ConsistencyOptions(judge_repeats=3)).contract().needs_judge is True
     with pytest.raises(ValueError):
         ConsistencyOptions(min_runs=1)
     with pytest.raises(ValueError):

@@ -120,14 +120,10 @@ LATE = [
     ("unclosed.csv", lambda b: b + b'q300,"Open?,1,1,text,answer,,,1\r\n', "unclosed quote"),
     ("cells.csv", lambda b: b + b"q300,Short?,1\r\n", "row has 3 cells, the header has 9"),
     ("missing_column.csv", lambda b: b.replace(b"passage_id,", b"", 1), "missing column"),
-    ("no_answer.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2), "no answer"),
     ("run.csv", lambda b: b + b"q300,Q?,two,1,text,answer,,,1\r\n",
      "field 'query_run': expected a whole number, got 'two'"),
     ("query_id.csv", lambda b: b + b" ,Q?,1,1,text,answer,,,1\r\n", "missing query_id"),
     ("not_contiguous.csv", lambda b: b + b"q299,What about grid and battery?,1,9,text,x,,,1\r\n", "not contiguous"),
-    # a missing answer in the first query, a bad number near the end: the whole-file reader names the number
-    ("answer_then_latency.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2)
-     + b"q300,Q?,1,1,text,answer,,,-5\r\n", "field 'latency_ms': expected a finite number >= 0"),
 ]
 
 
@@ -141,6 +137,30 @@ def test_a_problem_late_in_a_csv_fails_when_the_source_opens_with_the_whole_file
     with pytest.raises(InputError) as opened:
         source.CsvSource(path)  # the shape pass, before anything is asked or written
     assert str(opened.value) == str(whole.value) and problem in str(whole.value)
+
+
+def test_an_answerless_output_late_in_a_csv_is_read_by_both_readers_and_refused_by_a_metric_reading_it(
+        tmp_path: Path) -> None:
+    """Whether an output may lack its answer is the evaluators' call (their contracts), not the readers'."""
+    from open_rag_eval.evaluators.base import check_answers
+    from open_rag_eval.evaluators.golden import GoldenEvaluator, GoldenOptions
+    from open_rag_eval.evaluators.trec import TrecEvaluator
+
+    path = _late(tmp_path, "no_answer.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2))
+    whole = read_csv_outputs(path)
+    opened = source.CsvSource(path)
+    streamed = [o for window in opened.windows() for o in window]
+    assert streamed == whole and opened.n_outputs == len(whole)
+    unanswered = [o for o in whole if not o.answer_text]
+    assert len(unanswered) == 2 and unanswered[0].source.endswith("no_answer.csv:2")
+    check_answers([GoldenEvaluator(GoldenOptions(metrics=["golden"]))], whole)
+    with pytest.raises(InputError, match=rf"{unanswered[0].source}: field 'answer': no answer: the trec evaluator's"):
+        check_answers([TrecEvaluator()], whole)
+    # a missing answer in the first query, a bad number near the end: the reader names the number, its one problem
+    bad = _late(tmp_path, "answer_then_latency.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2)
+                + b"q300,Q?,1,1,text,answer,,,-5\r\n")
+    with pytest.raises(InputError, match="field 'latency_ms': expected a finite number >= 0"):
+        read_csv_outputs(bad)
 
 
 def test_an_undecodable_byte_late_in_a_csv_stops_the_run_before_anything_is_written(

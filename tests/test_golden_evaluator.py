@@ -228,7 +228,7 @@ def test_example_config_validates_and_needs_no_judge() -> None:
 
     loaded = load_config(ROOT / "configs" / "golden.yaml")
     spec = loaded.evaluators[0]
-    assert spec.type == "golden" and spec.cls.needs_judge is False
+    assert spec.type == "golden" and spec.build().contract().needs_judge is False
     evaluator = spec.cls(spec.options, base_dir=loaded.base_dir)
     from open_rag_eval.inputs import read_outputs
 

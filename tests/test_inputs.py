@@ -96,15 +96,22 @@ def test_optional_columns_and_label_syntaxes(tmp_path: Path) -> None:
                                    expected_refusal=False)
 
 
-def test_a_passage_less_query_is_kept_and_an_empty_answer_refused(tmp_path: Path) -> None:
+def test_a_passage_less_query_is_kept_and_an_empty_answer_left_to_the_run(tmp_path: Path) -> None:
+    """An empty answer is an output without an answer: the reader keeps it; the run refuses it only when a
+    configured metric reads the answer (``evaluators.base.check_answers``, tests/test_answerless.py)."""
+    from open_rag_eval.evaluators.base import check_answers
+    from open_rag_eval.evaluators.trec import TrecEvaluator
+
     path = tmp_path / "sparse.csv"
     path.write_text("query_id,query,passage_id,passage,generated_answer\nq1,Why?,,,NO_ANSWER\nq2,How?,1,P.,Yes.\n")
     outputs = read_outputs(path)
     assert [(o.passages, o.answer_text) for o in outputs] == [((), "NO_ANSWER"), ((Passage(id="1", text="P."),), "Yes.")]
     path.write_text("query_id,query,passage_id,passage,generated_answer\nq1,Why?,,,NO_ANSWER\nq2,How?,1,P.,\n")
-    with pytest.raises(InputError, match=r"sparse.csv:3: field 'generated_answer': no answer: an output without an "
-                                         r"answer cannot be scored"):
-        read_outputs(path)
+    outputs = read_outputs(path)
+    assert [o.answer_text for o in outputs] == ["NO_ANSWER", ""]
+    with pytest.raises(InputError, match=r"sparse.csv:3: field 'answer': no answer: the trec evaluator's metric "
+                                         r"'nuggets' reads the answer"):
+        check_answers([TrecEvaluator()], outputs)
 
 
 def test_repeated_answer_on_every_row_is_accepted(tmp_path: Path) -> None:

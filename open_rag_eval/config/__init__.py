@@ -286,6 +286,10 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path,
         cls = resolve("evaluator", str(entry["type"]), path=f"{path}.type")
     except ConfigError as error:
         raise ConfigError(error.problem, path=error.path, file=file) from None
+    lacking = [name for name in ("Options", "contract", "plan", "evaluate", "forget") if getattr(cls, name, None) is None]
+    if lacking:
+        raise ConfigError(f"the evaluator class '{entry['type']}' lacks {', '.join(lacking)}: an evaluator declares "
+                          "its contract (docs/architecture.md, 'Add an evaluator')", path=f"{path}.type", file=file)
     if profile is not None and "profile" in cls.Options.model_fields:
         options.setdefault("profile", profile)
     try:

@@ -1,31 +1,81 @@
-"""What every evaluator is: a named bundle of metrics with its own validated options.
+"""What every evaluator is: a named bundle of metrics with its own validated options, and its declared contract.
 
 An evaluator module defines an ``Options`` pydantic model (``extra="forbid"``) and a class with
 
     name: str                          # the ``type:`` in config
-    needs_judge: bool                  # False: runs without any judge configured
     def __init__(self, options: Options) -> None
-    def plan(self, outputs) -> Plan    # an estimate for --dry-run; calls nothing (may also accept
-                                       # ``evaluators=``: every evaluator of the run, built, in order)
+    def contract(self) -> Contract     # what it reads and needs, declared once (below)
+    def plan(self, outputs, evaluators=()) -> Plan   # an estimate for --dry-run; calls nothing (``evaluators``:
+                                       # every evaluator of the run, built, in order)
     async def evaluate(self, outputs, ctx: Context) -> EvalResult
+    def forget(self) -> None           # drop what it kept of the last window's queries (may do nothing)
 
 and is listed in ``open_rag_eval.registry.EVALUATORS``.
+
+The run reads the contract, never the evaluator's other attributes: the input rule (an output without an answer
+is refused only when a configured metric reads the answer: ``answer_metrics``), whether the run opens a judge
+(``judge_tasks``), whether it may evaluate window by window (``window_runs``), the graders the judge-health
+controls ask (``graders``) and the labeller judge test-retest re-asks (``retest``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.inputs.validate import NO_ANSWER, where_of
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.rehearsal import PlannedCall
+from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
-__all__ = ["Context", "Evaluator", "Plan", "TaskPlan"]
+__all__ = ["Context", "Contract", "Evaluator", "Labeller", "Plan", "Read", "Retest", "TaskPlan", "answer_reader",
+           "check_answers", "judged", "needs_judge", "unanswered", "window_safe"]
+
+Read = Literal["query", "answer", "passages", "labels", "references", "runs", "scores", "results"]
+# re-judges one output with sample index ``sample``: judgment kind -> item -> label (judge test-retest)
+Labeller = Callable[[RAGOutput, Judge, int], Awaitable[dict[str, dict[str, Any]]]]
+
+
+@dataclass(frozen=True)
+class Retest:
+    """What judge test-retest (``consistency.judge_repeats``) re-asks through an evaluator of the run:
+    ``kind`` is the evaluator type ``retest:`` names, ``labeller`` its judgments with a sample index."""
+
+    kind: str
+    labeller: Labeller
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What an evaluator, with its options, reads and needs: declared once, read by the run.
+
+    ``reads``: what of an output its configured metrics read (``runs``: several runs of a query compared;
+    ``scores``: the results of the evaluators before it; ``results``: a results folder of its own).
+    ``answer_metrics``: the configured metrics that read the answer, so an output without one (a retriever's
+    output: passages and labels only) is refused naming the first of them; none: such outputs are scored.
+    ``needs_judge``: it runs only with a judge (the run opens one); ``judge_tasks``: the judge tasks its configured
+    metrics ask.
+    ``window_runs``: it gives a run's results when it sees the run one window of whole queries at a time, when
+    every query has at least this many answered runs (None: it must see the whole run at once).
+    ``graders``: the judges the judge-health controls ask for its tasks; ``retest``: what test-retest re-asks.
+    """
+
+    reads: frozenset[Read]
+    answer_metrics: tuple[str, ...] = ()
+    needs_judge: bool = False
+    judge_tasks: tuple[str, ...] = ()
+    window_runs: int | None = 0
+    graders: Graders | None = None
+    retest: Retest | None = None
+
+    def window_safe(self, fewest_answered: int) -> bool:
+        return self.window_runs is not None and fewest_answered >= self.window_runs
 
 
 @dataclass
@@ -132,14 +182,64 @@ class Context:
     previous: EvalResult = field(default_factory=EvalResult)  # results of the evaluators before it
     output_dir: Path | None = None
     progress: Callable[[str, int], None] = lambda what, n: None  # e.g. ("outputs", 1) per output done
-    extra: dict[str, Any] = field(default_factory=dict)
+    evaluators: Sequence[Evaluator] = ()  # every evaluator of the run, built, in order (itself included)
 
 
 class Evaluator(Protocol):
     name: ClassVar[str]
-    needs_judge: ClassVar[bool]
     Options: ClassVar[type[BaseModel]]
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan: ...
+    def contract(self) -> Contract: ...
+
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan: ...
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult: ...
+
+    def forget(self) -> None: ...
+
+
+def needs_judge(evaluators: Iterable[Evaluator]) -> bool:
+    """Whether any of these evaluators asks the judge."""
+    return any(e.contract().needs_judge for e in evaluators)
+
+
+def window_safe(evaluator: Evaluator, fewest_answered: int) -> bool:
+    """Whether ``evaluator`` gives a run's results seeing it one window of whole queries at a time
+    (``fewest_answered``: the fewest answered runs of any query)."""
+    return evaluator.contract().window_safe(fewest_answered)
+
+
+def judged(evaluators: Iterable[Evaluator]) -> Graders:
+    """The graders the judge-health controls ask: for each task, the first evaluator's that declares one."""
+    graders = Graders()
+    for evaluator in evaluators:
+        declared = evaluator.contract().graders
+        if declared is not None:
+            graders = graders.joined(declared)
+    return graders
+
+
+def answer_reader(evaluators: Iterable[Evaluator]) -> str | None:
+    """The first configured metric that reads an answer, in words (None: no metric reads one)."""
+    for evaluator in evaluators:
+        metrics = evaluator.contract().answer_metrics
+        if metrics:
+            return f"the {evaluator.name} evaluator's metric '{metrics[0]}'"
+    return None
+
+
+def unanswered(output: RAGOutput) -> bool:
+    """An output with neither an answer nor an error: a retriever's output (passages, labels), before generation."""
+    return output.error is None and not output.answer_text.strip()
+
+
+def check_answers(evaluators: Sequence[Evaluator], outputs: Iterable[RAGOutput]) -> None:
+    """An output without an answer is an ``InputError`` naming its file (or item), line (or row) and the first
+    configured metric that reads the answer; with no such metric, outputs without an answer are scored."""
+    reader = answer_reader(evaluators)
+    if reader is None:
+        return
+    for output in outputs:
+        if unanswered(output):
+            file, line = where_of(output)
+            raise InputError(NO_ANSWER.format(reader=reader), file=file, line=line, field="answer")

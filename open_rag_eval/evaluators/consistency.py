@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from open_rag_eval.core.errors import InputError, MissingDependency, ModelUnavailable
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Read
 from open_rag_eval.evaluators.retest import PREFIX as RETEST_PREFIX
 from open_rag_eval.evaluators.retest import RETEST, RETEST_STATS, Labeller, judge_retest, labellers, retest_kinds
 from open_rag_eval.metrics.similarity import (
@@ -107,7 +107,6 @@ class ConsistencyOptions(BaseModel):
 class ConsistencyEvaluator:
     name: ClassVar[str] = "consistency"
     PATH_OPTIONS: ClassVar[tuple[str, ...]] = ("results_dir",)  # resolved against the config's folder
-    needs_judge: bool = False
     Options: ClassVar[type[BaseModel]] = ConsistencyOptions
 
     def __init__(self, options: ConsistencyOptions) -> None:
@@ -117,13 +116,26 @@ class ConsistencyEvaluator:
         # the reason the model could not score them; None: scored here
         self.bertscored: BertScores | str | None = None
 
-    def window_safe(self, fewest_answered: int) -> bool:
+    def contract(self) -> Contract:
         """Query by query, so a run may be evaluated in windows of whole queries when every query has at least
-        ``min_runs`` answered runs (``fewest_answered``: the fewest of any query): a skipped query's results come
-        before every compared query's in a whole run, which windows would not keep. Not when it reads its own
-        results folder, nor with BERTScore (its model batches span queries: a run's whole batches keep its scores)."""
-        return (self.options.results_dir is None and "bertscore" not in self.options.metrics
-                and self.bertscored is None and fewest_answered >= self.options.min_runs)
+        ``min_runs`` answered runs: a skipped query's results come before every compared query's in a whole run,
+        which windows would not keep. Not when it reads its own results folder, nor with BERTScore (its model
+        batches span queries: a run's whole batches keep its scores). ROUGE, BERTScore and re-judging read the
+        answers; the spread reads the scores of the evaluators before it."""
+        options = self.options
+        safe = options.results_dir is None and "bertscore" not in options.metrics and self.bertscored is None
+        texts = [m for m in ("rouge", "bertscore") if m in options.metrics]
+        retest = retest_kinds(options.retest, options.generation) if self.needs_judge else []
+        reads: set[Read] = {"runs"}
+        reads |= {"answer"} if texts or retest else set()
+        reads |= {"scores"} if "dispersion" in options.metrics else set()
+        reads |= {"results"} if options.results_dir is not None else set()
+        return Contract(reads=frozenset(reads), answer_metrics=(*texts, *(["judge_repeats"] if retest else [])),
+                        needs_judge=self.needs_judge, judge_tasks=tuple(retest),
+                        window_runs=options.min_runs if safe else None)
+
+    def forget(self) -> None:
+        """Nothing of a window is kept."""
 
     @classmethod
     def metric_names(cls, options: ConsistencyOptions, before: Sequence[str] = ()) -> list[str] | None:
@@ -144,7 +156,7 @@ class ConsistencyEvaluator:
                       for stat in RETEST_STATS]
         return names
 
-    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Any] = ()) -> Plan:
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         """Judge test-retest, rehearsed: every answered output re-judged ``judge_repeats`` times through the trec
         evaluator of ``evaluators`` (its planned nugget lists reused), else one built from the ``trec`` options, and
         with ``retest: [.., generation]`` through a generation evaluator built from the ``generation`` options."""
@@ -157,7 +169,7 @@ class ConsistencyEvaluator:
         answered = {qid: [o for o in runs if o.error is None] for qid, runs in _group(outputs).items()}
         answered = {qid: runs for qid, runs in answered.items() if runs}
         judge = RehearsalJudge()
-        ctx = Context(judge=judge, extra={"evaluators": list(evaluators)})
+        ctx = Context(judge=judge, evaluators=list(evaluators))
         found = labellers(ctx, self.options.retest, self.options.trec, self.options.generation)
         run_sync(judge_retest(answered, ctx, {qid: {} for qid in answered}, self.options.judge_repeats, found))
         reasks: dict[str, int] = {}

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.core.types import EvalResult, RAGOutput
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Retest
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.claims import TRIALS
 from open_rag_eval.metrics.criteria import CriteriaSession, CriterionSpec, column, judge_grade, score_output
@@ -123,7 +123,6 @@ class CriteriaEvaluator:
     """Per-output judgments of the user's criteria (see the module docstring)."""
 
     name: ClassVar[str] = "criteria"
-    needs_judge: ClassVar[bool] = True
     Options: ClassVar[type[BaseModel]] = CriteriaOptions
 
     def __init__(self, options: CriteriaOptions) -> None:
@@ -134,7 +133,17 @@ class CriteriaEvaluator:
     def metric_names(cls, options: CriteriaOptions, before: Sequence[str] = ()) -> list[str]:
         return [column(c.name) for c in options.criteria]
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def contract(self) -> Contract:
+        """Every criterion reads the answer; the run is seen at once (``window_runs`` None)."""
+        return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
+                        answer_metrics=tuple(column(c.name) for c in self.options.criteria), needs_judge=True,
+                        judge_tasks=tuple(self.reask_bounds()), window_runs=None,
+                        retest=Retest("criteria", self.judge_labels))
+
+    def forget(self) -> None:
+        """Nothing of a window is kept."""
+
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         """The requests of a run, rehearsed against the rehearsal judge (one reply of typical size per call)."""
         from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
 

@@ -13,24 +13,36 @@ queued before verification, and both before the leaf judgments (context usefulne
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import import_module
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
 from open_rag_eval.core.errors import JudgeError
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan
 from open_rag_eval.evaluators import generation_options
 from open_rag_eval.evaluators.generation_options import DEFAULT_METRICS, METRICS, SIMILARITY, GenerationOptions
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._generation import GenerationMetric
+from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.metrics.claims import TRIALS, ClaimSession
 from open_rag_eval.scoring.generation import blend
 from open_rag_eval.core.types import EvalResult, RAGOutput, Score
 
 __all__ = ["DEFAULT_METRICS", "METRICS", "SIMILARITY", "GenerationEvaluator", "GenerationOptions"]
+
+# the judge tasks each metric asks (answer similarity: embeddings only)
+JUDGE_TASKS: dict[str, tuple[str, ...]] = {
+    "faithfulness": ("claim_extract", "claim_verify"), "context_precision": ("context_useful",),
+    "context_recall": ("claim_extract", "claim_verify"), "context_relevance": ("context_relevance",),
+    "answer_correctness": ("claim_extract", "claim_verify"), "rubric": ("rubric",), "answer_similarity": (),
+    "answer_relevance": ("answer_questions", "answer_relevance"),
+    "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims", "rag_guide_verify",
+                  "rag_guide_answer_relevance", "rag_guide_correctness"),
+}
+
 
 def _build(name: str, options: GenerationOptions) -> GenerationMetric:
     target, field = METRICS[name]
@@ -43,7 +55,6 @@ class GenerationEvaluator:
     """Per-output generation metrics with the judge (see the module docstring)."""
 
     name: ClassVar[str] = "generation"
-    needs_judge: ClassVar[bool] = True
     Options: ClassVar[type[BaseModel]] = GenerationOptions
 
     def __init__(self, options: GenerationOptions | None = None) -> None:
@@ -55,7 +66,7 @@ class GenerationEvaluator:
         """Every score these options can produce (config checks name them)."""
         return [n for name in options.metrics for n in _build(name, options).names()]
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         """The requests of a run, rehearsed (``open_rag_eval.judge.rehearsal``): this evaluator's own code runs
         against the rehearsal judge, which extracts one claim per sentence and finds every claim supported."""
         from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
@@ -95,9 +106,29 @@ class GenerationEvaluator:
         return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric",
                               "answer_questions", "answer_relevance", *TASKS), TRIALS - 1)
 
-    def window_safe(self, fewest_answered: int) -> bool:
-        """A run may be evaluated window by window (whole queries, cut as ``query_chunks`` cuts them)."""
-        return True
+    def contract(self) -> Contract:
+        """Output by output, so a run may be evaluated window by window (whole queries, cut as ``query_chunks``
+        cuts them); every metric but context relevance reads the answer; context precision's usefulness is the
+        graders' context usefulness."""
+        from open_rag_eval.metrics.graders import Graders  # noqa: PLC0415
+
+        names = list(self.metrics)
+        useful = self._useful() if "context_precision" in self.metrics else None
+        return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
+                        answer_metrics=tuple(n for n in names if n != "context_relevance"), needs_judge=True,
+                        judge_tasks=tuple(dict.fromkeys(t for n in names for t in JUDGE_TASKS.get(n, ()))),
+                        window_runs=0, graders=Graders(useful=useful) if useful is not None else None)
+
+    def _useful(self) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]]:
+        """Context usefulness as this evaluator's context precision asks it (the controls ask it too)."""
+        from open_rag_eval.metrics.context import ContextPrecision  # noqa: PLC0415
+
+        metric = self.metrics["context_precision"]
+        assert isinstance(metric, ContextPrecision)
+        return lambda judge, question, answer, passage: metric.useful(ClaimSession(judge), question, answer, passage)
+
+    def forget(self) -> None:
+        """Nothing of a window is kept."""
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         if ctx.judge is None:

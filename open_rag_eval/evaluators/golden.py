@@ -41,7 +41,7 @@ from typing import ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from open_rag_eval.scoring.retrieval import MAX_K
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Read
 from open_rag_eval.metrics import lexical as lx
 from open_rag_eval.scoring.golden import (
     MEASURES,
@@ -139,7 +139,6 @@ class GoldenOptions(BaseModel):
 
 class GoldenEvaluator:
     name: ClassVar[str] = "golden"
-    needs_judge: ClassVar[bool] = False
     Options: ClassVar[type[BaseModel]] = GoldenOptions
 
     # file options, relative to the config's folder
@@ -169,12 +168,18 @@ class GoldenEvaluator:
         retrieval = [f"golden.{name}" for name in measure_names(options.k_values)]
         return [name for name in [*retrieval, *LEXICAL_METRICS, "latency.ms"] if options.wants(name)]
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         return Plan(notes=["golden: labels only, no judge calls"])
 
-    def window_safe(self, fewest_answered: int) -> bool:
-        """Output by output, so a run may be evaluated window by window; not with a TREC ``run`` file of its own."""
-        return self.run is None
+    def contract(self) -> Contract:
+        """Output by output, so a run may be evaluated window by window; not with a TREC ``run`` file of its own.
+        The retrieval metrics read passages and labels; the lexical checks read the answer."""
+        lexical = tuple(name for name in LEXICAL_METRICS if self.options.wants(name))
+        reads: set[Read] = {"passages", "labels", *(("answer", "scores") if lexical else ())}
+        return Contract(reads=frozenset(reads), answer_metrics=lexical, window_runs=0 if self.run is None else None)
+
+    def forget(self) -> None:
+        """Nothing of a window is kept."""
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         result = EvalResult()

@@ -21,7 +21,7 @@ from typing import Any
 
 from open_rag_eval.core.errors import ConfigError, JudgeError, JudgeUnavailable
 from open_rag_eval.core.notices import note
-from open_rag_eval.evaluators.base import Context
+from open_rag_eval.evaluators.base import Context, Labeller
 from open_rag_eval.scoring.dispersion import (
     crossing_rate,
     flip_rate,
@@ -61,7 +61,6 @@ CRITERIA: dict[str, tuple[str, Callable[[Any], bool], str]] = {
 }
 KINDS = {**RETEST, **GENERATION, **CRITERIA}
 RETEST_STATS = ("flip_rate", "alpha", "crossing")
-Labeller = Callable[[RAGOutput, Any, int], Awaitable[dict[str, dict[str, Any]]]]
 Labellers = dict[str, tuple[Labeller, list[str]]]  # evaluator type -> (its labeller, the kinds it labels)
 # query_id -> judgment type -> (run, item) -> one label per sample
 Items = dict[str, dict[str, dict[tuple[int, str], list[Any]]]]
@@ -69,9 +68,9 @@ Items = dict[str, dict[str, dict[tuple[int, str], list[Any]]]]
 
 def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
     """The run's own trec evaluator when the pipeline shares it (its nugget lists are reused), else a new one."""
-    for evaluator in ctx.extra.get("evaluators", ()):  # the generation evaluator labels too: not its labels
-        if getattr(evaluator, "judge_labels", None) is not None and getattr(evaluator, "name", "trec") == "trec":
-            return evaluator.judge_labels  # type: ignore[no-any-return]
+    declared = _declared(ctx, "trec")
+    if declared is not None:
+        return declared
     try:
         from open_rag_eval.evaluators.trec import TrecEvaluator, TrecOptions
     except ImportError as error:
@@ -82,6 +81,15 @@ def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
         raise ConfigError("judge_repeats needs TrecEvaluator.judge_labels, which this version lacks",
                           path="consistency.judge_repeats")
     return labeller  # type: ignore[no-any-return]
+
+
+def _declared(ctx: Context, kind: str) -> Labeller | None:
+    """The labeller the run's first evaluator declaring a retest of ``kind`` gives (``Contract.retest``)."""
+    for evaluator in ctx.evaluators:
+        retest = evaluator.contract().retest
+        if retest is not None and retest.kind == kind:
+            return retest.labeller
+    return None
 
 
 def _generation_evaluator(options: dict[str, Any]) -> Any:
@@ -105,9 +113,9 @@ def retest_kinds(retest: Sequence[str], generation_options: dict[str, Any]) -> l
 
 def _criteria_labeller(ctx: Context) -> Labeller:
     """The run's own criteria evaluator (its criteria are the run's): ``retest: [criteria]`` needs one."""
-    for evaluator in ctx.extra.get("evaluators", ()):
-        if getattr(evaluator, "name", None) == "criteria":
-            return evaluator.judge_labels  # type: ignore[no-any-return]
+    declared = _declared(ctx, "criteria")
+    if declared is not None:
+        return declared
     raise ConfigError("retest: [criteria] re-judges the run's criteria: add a type: criteria evaluator before the "
                       "consistency evaluator", path="consistency.retest")
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from open_rag_eval import profiles
 from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.core.errors import JudgeError
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Read, Retest
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import (
     NO_MARKERS_NOTICE,
@@ -34,6 +34,7 @@ from open_rag_eval.metrics.citation import (
     citation_result,
     cites_nothing,
 )
+from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.metrics.hallucination import HallucinationOptions
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
 from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
@@ -172,11 +173,15 @@ def _metric_names(families: Sequence[str], k_values: Sequence[int]) -> list[str]
     return names
 
 
+# the judge tasks of each family (hhem is a model, not the judge)
+JUDGE_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
+               "citation": ("support",), "no_answer": ("no_answer",)}
+
+
 class TrecEvaluator:
     """Per-output TREC 2024 RAG metrics with the judge (see the module docstring)."""
 
     name: ClassVar[str] = "trec"
-    needs_judge: ClassVar[bool] = True
     Options: ClassVar[type[BaseModel]] = TrecOptions
 
     def __init__(self, options: TrecOptions | None = None) -> None:
@@ -188,9 +193,25 @@ class TrecEvaluator:
         self.nugget_lists: dict[NuggetKey, NuggetList] = {}  # nugget_key -> list, from the last evaluation
         self.uncited = False  # no answer of the last evaluation cites anything: citation support is undefined
 
-    def window_safe(self, fewest_answered: int) -> bool:
-        """A run may be evaluated window by window (whole queries, cut as ``query_chunks`` cuts them)."""
-        return True
+    def contract(self) -> Contract:
+        """Query by query, so a run may be evaluated window by window (whole queries, cut as ``query_chunks`` cuts
+        them); UMBRELA grades passages alone, the other families read the answer."""
+        metrics = self.options.metrics
+        reads: set[Read] = {"query", "passages"}
+        if set(metrics) - {"umbrela"}:
+            reads.add("answer")
+        return Contract(
+            reads=frozenset(reads),
+            answer_metrics=tuple(m for m in metrics if m != "umbrela"),
+            needs_judge=True,
+            judge_tasks=tuple(task for m in metrics for task in JUDGE_TASKS.get(m, ())),
+            window_runs=0,
+            graders=Graders(umbrela=self.umbrela if "umbrela" in metrics else None,
+                            citation=self.citation if "citation" in metrics else None,
+                            no_answer=self.no_answer if "no_answer" in metrics else None,
+                            nuggets=self.nuggetizer if "nuggets" in metrics else None),
+            retest=Retest("trec", self.judge_labels),
+        )
 
     def forget(self) -> None:
         """Drop what the last window left (its queries' nugget lists): a run evaluated in windows keeps one's."""
@@ -214,7 +235,7 @@ class TrecEvaluator:
         return [o.model_copy(update={"answer": between_markers(o.answer_text, [p.id for p in o.passages])})
                 if o.answer_text.strip() else o for o in outputs]
 
-    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+    def plan(self, outputs: Sequence[RAGOutput], evaluators: Sequence[Evaluator] = ()) -> Plan:
         """The requests of a run, rehearsed: this evaluator's own code runs against the rehearsal judge, which
         answers with replies of the size each method asks for (``open_rag_eval.judge.rehearsal``). Nugget lists are
         estimated (1 nugget per passage, every passage relevant); HHEM makes no judge call."""

@@ -249,9 +249,7 @@ async def _evaluate(loaded: Any, shape: ShardInput, judge: Any, handle: TextIO
             parts = await evaluate_all(evaluators, window, judge, output_dir=None, base_dir=loaded.base_dir)
             n += write_records(handle, query_records(positions, window, parts, evaluators))
             for evaluator in evaluators:
-                forget = getattr(evaluator, "forget", None)
-                if forget is not None:
-                    forget()
+                evaluator.forget()
     return n, {task: vars(counts) for task, counts in recorder.tasks.items()}
 
 

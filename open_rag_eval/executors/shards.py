@@ -85,8 +85,11 @@ def query_shards(sizes: Sequence[int], n: int) -> Iterator[int]:
 
 
 def needs_judge(specs: Sequence[Any]) -> bool:
-    """Whether any of these evaluators asks the judge (consistency does only with judge_repeats)."""
-    return any(getattr(spec.build(), "needs_judge", False) for spec in specs)
+    """Whether any of these evaluators asks the judge (their contracts say; consistency does only with
+    judge_repeats)."""
+    from open_rag_eval.evaluators.base import needs_judge as any_needs  # noqa: PLC0415
+
+    return any_needs(spec.build() for spec in specs)
 
 
 def check_shardable(loaded: Any) -> None:

@@ -22,25 +22,21 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.metrics._judging import Asked
-from open_rag_eval.metrics.citation import CitationJudge
+from open_rag_eval.metrics.graders import CONTROL_TASKS, Graders
 from open_rag_eval.metrics.lexical import is_refusal
-from open_rag_eval.metrics.no_answer import NoAnswerClassifier
-from open_rag_eval.metrics.nuggets import Nuggetizer, ScoredNugget
-from open_rag_eval.metrics.umbrela import UmbrelaGrader
+from open_rag_eval.metrics.nuggets import ScoredNugget
 from open_rag_eval.scoring.stats import wilson
 
 __all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "WEAK", "Control", "Graders", "Outcome",
            "ask_controls", "build_controls", "verdict_of", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
 
-CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
 _WORD = re.compile(r"[a-z0-9]+")
 _MARKER = re.compile(r"\[[0-9]+(?:\s*,\s*[0-9]+)*\]")
@@ -73,23 +69,6 @@ class Outcome:
     @property
     def correct(self) -> bool | None:
         return None if self.label is None else _side(self.control.task, self.label) == self.control.expect
-
-
-@dataclass
-class Graders:
-    """The run's own judges of the tasks that get controls (None: the run does not judge that task)."""
-
-    umbrela: UmbrelaGrader | None = None
-    citation: CitationJudge | None = None
-    no_answer: NoAnswerClassifier | None = None
-    nuggets: Nuggetizer | None = None
-    # the generation family's context usefulness: (judge, question, answer, passage) -> the judge's 0/1
-    useful: Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None = None
-
-    def tasks(self) -> list[str]:
-        present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
-                   "nugget_assign": self.nuggets, "context_useful": self.useful}
-        return [task for task in CONTROL_TASKS if present[task] is not None]
 
 
 def _side(task: str, label: str) -> str:

@@ -2,12 +2,13 @@
 
 ``csv_query_sizes`` reads the run's shape: the file is decoded and parsed record by record (a UTF-8 BOM, CRLF line
 ends and quoted multi-line cells as ``read_csv`` reads them), the header and every cell checked, and of each row
-only what places it: its query_id and (one row per passage) its run and whether the output has an answer. Every
-problem ``read_csv`` finds (bytes that are not UTF-8, a NUL byte, malformed CSV, a missing column, a row of the
-wrong length, a cell too long, no data rows) and every problem of a query_id, a run or a missing answer is found
-there, before anything is asked. A file with any of them is then read whole (``read_csv_outputs``) to raise the
-error that reader raises, its first in the reader's order (a NUL byte or malformed CSV anywhere before a cell's
-problem; a missing answer after every row's): the same message, file, line and field as before.
+only what places it: its query_id and (one row per passage) its run. Every problem ``read_csv`` finds (bytes that
+are not UTF-8, a NUL byte, malformed CSV, a missing column, a row of the wrong length, a cell too long, no data
+rows) and every problem of a query_id or a run is found there, before anything is asked. A file with any of them is
+then read whole (``read_csv_outputs``) to raise the error that reader raises, its first in the reader's order (a NUL
+byte or malformed CSV anywhere before a cell's problem): the same message, file, line and field as before. An
+output without an answer is read as one (whether the run may score it is its evaluators' call:
+``evaluators.base.check_answers``).
 
 ``csv_query_groups`` builds each query's outputs from its rows (``outputs_from_rows``) when its window is read. A
 problem found only there (a passage score that is not a number, a label that differs from an earlier row's, ...)
@@ -114,14 +115,12 @@ class _Outputs:
         if self.size and run == self.run:
             self.answered = self.answered or answered
             return
-        if not self.answered or run in self.runs:  # no answer; or a run's rows not contiguous
+        if run in self.runs:  # a run's rows not contiguous
             raise InputError("refused", file=str(self.path), line=line)  # named by the whole-file reader
         self.runs.add(run)
         self.run, self.answered, self.size = run, answered, self.size + 1
 
     def counted(self) -> tuple[int, int]:
-        if not self.answered:
-            raise InputError("refused", file=str(self.path))  # named by the whole-file reader
         return self.size, self.size
 
 

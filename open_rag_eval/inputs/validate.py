@@ -14,8 +14,12 @@ list, the outputs a connector fetches, and so the service's uploads and inline i
   "retrieved nothing" (that is ``[]``), so it is an error; otherwise every citation of the answer would count as
   fabricated. So must each passage's text: an empty, NaN or None passage cell (one row per passage), an empty
   context in a list or a passage object with empty text is an error, never judged as a passage reading ``""``.
-- Every output has an answer (its text, ``NO_ANSWER`` for a refusal) or an ``error`` saying why the system gave
-  none; passage ids are unique; passage scores are finite numbers.
+- Passage ids are unique; passage scores are finite numbers.
+- An output may come without an answer (a retriever's output: passages and relevance labels, before any
+  generation). Whether that is allowed is not decided here but by the run's evaluators, each declaring the metrics
+  that read an answer (``evaluators.base.Contract.answer_metrics``): the run refuses such an output, naming the
+  metric and the output's file and line (``evaluators.base.check_answers``), only when a configured metric reads
+  one; a connector's such output becomes a failed output (``checked_fetch`` with ``needs_answer``).
 
 At a file or ``evaluate()`` a broken output is an ``InputError`` naming the file (or item), line (or row) and
 field: the CLI's exit 3, the service's 422. A connector's output breaking the rule is kept as a failed output whose
@@ -41,7 +45,8 @@ from open_rag_eval.core.notices import note, tallied
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "NO_PASSAGE_TEXT", "TEXT_FIELDS", "NumberColumns", "check_input_file",
-           "check_output", "check_outputs", "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied"]
+           "check_output", "check_outputs", "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied",
+           "where_of"]
 
 log = logging.getLogger("open_rag_eval.inputs")
 
@@ -49,8 +54,9 @@ MAX_INPUT_BYTES = 4 * 1024**3  # 4 GiB: a larger input is a mistake (or a device
 TEXT_FIELDS = frozenset({"query", "question", "user_input", "generated_answer", "answer", "response", "passage",
                          "passage_title", "reference_answer", "ground_truth", "reference", "answer_text", "text",
                          "title"})
-NO_ANSWER = ("no answer: an output without an answer cannot be scored (give the answer text, 'NO_ANSWER' for a "
-             "refusal, or an error field (JSONL) when the system gave no output)")
+NO_ANSWER = ("no answer: {reader} reads the answer (give the answer text, 'NO_ANSWER' for a refusal, or an error "
+             "field (JSONL) when the system gave no output; metrics that read no answer, such as golden's retrieval "
+             "metrics, score outputs without one)")
 
 NO_PASSAGE_TEXT = "missing passage text: a passage without text is unknown, not an empty passage, and is not judged"
 _NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
@@ -132,7 +138,8 @@ class NumberColumns:
 # ---------------------------------------------------------------- outputs
 
 
-def _where(output: RAGOutput) -> tuple[str, int | None]:
+def where_of(output: RAGOutput) -> tuple[str, int | None]:
+    """The file (or item) and line an output was read from, as an error names them."""
     file, _, line = (output.source or "").rpartition(":")
     if file and line.isascii() and line.isdigit():
         return file, int(line)
@@ -141,8 +148,6 @@ def _where(output: RAGOutput) -> tuple[str, int | None]:
 
 def problem_of(output: RAGOutput) -> tuple[str, str] | None:
     """(field, problem) of the first way ``output`` breaks the rule, or None."""
-    if output.error is None and not output.answer_text.strip():
-        return "answer", NO_ANSWER
     seen: set[str] = set()
     for index, passage in enumerate(output.passages):
         if not passage.id.strip():
@@ -162,7 +167,7 @@ def check_output(output: RAGOutput, field_names: dict[str, str] | None = None) -
     if found is None:
         return output
     name, problem = found
-    file, line = _where(output)
+    file, line = where_of(output)
     raise InputError(problem, file=file, line=line, field=(field_names or {}).get(name, name))
 
 
@@ -170,11 +175,14 @@ def check_outputs(outputs: Sequence[RAGOutput], field_names: dict[str, str] | No
     return [check_output(output, field_names) for output in outputs]
 
 
-def checked_fetch(outputs: Sequence[RAGOutput], connector: str) -> list[RAGOutput]:
-    """A connector's outputs, each one breaking the rule replaced by a failed output that says why."""
+def checked_fetch(outputs: Sequence[RAGOutput], connector: str, needs_answer: str | None = None) -> list[RAGOutput]:
+    """A connector's outputs, each one breaking the rule replaced by a failed output that says why; with
+    ``needs_answer`` (the run's first metric that reads an answer, in words) one without an answer too."""
     kept = []
     for output in outputs:
         found = problem_of(output)
+        if found is None and needs_answer is not None and output.error is None and not output.answer_text.strip():
+            found = "answer", NO_ANSWER.format(reader=needs_answer)
         if found is None:
             kept.append(output)
             continue

@@ -108,7 +108,7 @@ class ContextPrecision:
         if not output.passages:
             return Score.failed(output, name, NO_PASSAGES), {"reason": NO_PASSAGES}
         replies = await asyncio.gather(*(session.shared(("useful", output.query, target, source_text(p)),
-                                                        self._useful(session, output.query, target, source_text(p)))
+                                                        self.useful(session, output.query, target, source_text(p)))
                                          for p in output.passages))  # keyed by what is sent: title and text
         rows = [{"passage_id": p.id, "useful": r.value, "status": r.status, "parse": r.parse,
                  **({"reason": r.reason} if r.reason else {})} for p, r in zip(output.passages, replies)]
@@ -119,7 +119,7 @@ class ContextPrecision:
         value = average_precision([bool(r.value) for r in replies])
         return Score.ok(output, name, value or 0.0), {"passages": rows}
 
-    async def _useful(self, session: ClaimSession, question: str, target: str, passage: str) -> Asked[bool]:
+    async def useful(self, session: ClaimSession, question: str, target: str, passage: str) -> Asked[bool]:
         template = load("generation.context_useful")
         user = template.render(question=_one_line(question), answer=_one_line(target), passage=_one_line(passage))
         return await ask(session.judge, lambda t, s: JudgeRequest.chat(

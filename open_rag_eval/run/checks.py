@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.core.errors import ConfigError, OpenRagEvalError, StorageError
+from open_rag_eval.evaluators.base import needs_judge
 from open_rag_eval.run.generation import GENERATION_FILES, check_output_folder, real_folder
 from open_rag_eval.store.lock import held_by, lock_path
 
@@ -81,7 +82,7 @@ def path_problems(loaded: LoadedConfig, out: Path | None = None, *, databases: S
         except OpenRagEvalError as error:
             problems.append(error)
     where: list[DatabaseAt] = list(databases)
-    if any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
+    if needs_judge(spec.build() for spec in loaded.evaluators):
         where.insert(0, lambda: (cache_path(loaded.judge.cache, loaded.base_dir), CACHE_DB))
     found = []
     for at in where:

@@ -9,11 +9,10 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from open_rag_eval.core.errors import JudgeUnavailable
-from open_rag_eval.evaluators.base import Plan
+from open_rag_eval.evaluators.base import Evaluator, Plan, judged
 from open_rag_eval.health.check import HealthThresholds
 from open_rag_eval.health.controls import Control, Graders, ask_controls, controls_for
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["graders_of", "plan_controls", "run_controls_of"]
@@ -21,33 +20,13 @@ __all__ = ["graders_of", "plan_controls", "run_controls_of"]
 log = logging.getLogger(__name__)
 
 
-def graders_of(evaluators: Sequence[Any]) -> Graders:
-    """The judges of the first trec evaluator, for the metrics it runs."""
-    graders = Graders(useful=_useful_of(evaluators))
-    trec = next((e for e in evaluators if getattr(e, "name", None) == "trec"), None)
-    if trec is None:
-        return graders
-    metrics = set(trec.options.metrics)
-    graders.umbrela = trec.umbrela if "umbrela" in metrics else None
-    graders.citation = trec.citation if "citation" in metrics else None
-    graders.no_answer = trec.no_answer if "no_answer" in metrics else None
-    graders.nuggets = trec.nuggetizer if "nuggets" in metrics else None
-    return graders
+def graders_of(evaluators: Sequence[Evaluator]) -> Graders:
+    """The judges the controls ask: for each task, the grader the first evaluator declaring one gives
+    (``Contract.graders``: the trec evaluator's for its families, the generation family's context usefulness)."""
+    return judged(evaluators)
 
 
-def _useful_of(evaluators: Sequence[Any]) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None:
-    """Context usefulness as the first generation evaluator with context precision asks it."""
-    from open_rag_eval.metrics.claims import ClaimSession  # noqa: PLC0415
-
-    generation = next((e for e in evaluators if getattr(e, "name", None) == "generation"
-                       and "context_precision" in getattr(e, "metrics", {})), None)
-    if generation is None:
-        return None
-    metric = generation.metrics["context_precision"]
-    return lambda judge, question, answer, passage: metric._useful(ClaimSession(judge), question, answer, passage)
-
-
-def run_controls_of(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], judge: Judge | None,
+def run_controls_of(evaluators: Sequence[Evaluator], outputs: Sequence[RAGOutput], judge: Judge | None,
                     thresholds: HealthThresholds,
                     done: Callable[[dict[str, Any] | None], None] | None = None
                     ) -> Coroutine[Any, Any, dict[str, Any] | None]:
@@ -89,7 +68,7 @@ def _not_run(error: Exception) -> dict[str, Any]:
     return {"state": f"not run: {error!r}", "tasks": {}, "items": []}
 
 
-def plan_controls(evaluators: Sequence[Any], outputs: Sequence[RAGOutput], thresholds: HealthThresholds) -> Plan:
+def plan_controls(evaluators: Sequence[Evaluator], outputs: Sequence[RAGOutput], thresholds: HealthThresholds) -> Plan:
     """The controls' requests, rehearsed like the evaluators' (``open_rag_eval.judge.rehearsal``)."""
     from open_rag_eval.judge.rehearsal import RehearsalJudge, run_sync  # noqa: PLC0415
 

@@ -71,6 +71,7 @@ async def fetch_into(emit: Callable[[list[RAGOutput]], None], loaded: LoadedConf
     instead of returning them all. With ``journal``, returns each query's position: the run takes the outputs in
     that order, stably sorted by it (a query's outputs in the order they came); without, they come in the run's
     order (None)."""
+    from open_rag_eval.evaluators.base import answer_reader
     from open_rag_eval.inputs import read_query_set
     from open_rag_eval.inputs.validate import checked_fetch, tallied
 
@@ -81,6 +82,7 @@ async def fetch_into(emit: Callable[[list[RAGOutput]], None], loaded: LoadedConf
     labels = {query.query_id: query.labels for query in query_set}
     order = None if journal is None else {query_id: index for index, (query_id, _) in enumerate(queries)}
     failed = _Failed(order)
+    needs_answer = answer_reader(spec.build() for spec in loaded.evaluators)
 
     def labelled(outputs: Sequence[RAGOutput]) -> None:
         given = [output.model_copy(update={"labels": labels[output.query_id]}) if output.query_id in labels
@@ -91,10 +93,10 @@ async def fetch_into(emit: Callable[[list[RAGOutput]], None], loaded: LoadedConf
     if journal is None:
         log.info("querying %d queries x %d runs through the %s connector", len(queries), config.repeats, config.type)
         with tallied():
-            labelled(checked_fetch(await connector.fetch(queries, config.repeats), config.type))
+            labelled(checked_fetch(await connector.fetch(queries, config.repeats), config.type, needs_answer))
     else:
         with tallied():
-            await _fetch_resumable(connector, config, queries, journal, labelled)
+            await _fetch_resumable(connector, config, queries, journal, labelled, needs_answer)
     failed.warn()
     return order
 
@@ -124,7 +126,7 @@ class _Failed:
 
 
 async def _fetch_resumable(connector: Connector, config: ConnectorConfig, queries: Sequence[tuple[str, str]],
-                           folder: Path, emit: Callable[[list[RAGOutput]], None]) -> None:
+                           folder: Path, emit: Callable[[list[RAGOutput]], None], needs_answer: str | None) -> None:
     """Reuse what the journal in ``folder`` holds; fetch the rest in batches, saving each batch as it arrives; each
     query's outputs go to ``emit`` (the saved ones first)."""
     from open_rag_eval.inputs.validate import checked_fetch
@@ -141,6 +143,7 @@ async def _fetch_resumable(connector: Connector, config: ConnectorConfig, querie
     log.info("querying %d queries x %d runs through the %s connector", len(missing), config.repeats, config.type)
     size = max(1, int(getattr(getattr(connector, "options", None), "concurrency", 8) or 8))
     for start in range(0, len(missing), size):
-        batch = checked_fetch(await connector.fetch(missing[start:start + size], config.repeats), config.type)
+        batch = checked_fetch(await connector.fetch(missing[start:start + size], config.repeats), config.type,
+                              needs_answer)
         journal.append(batch)
         emit([output for output in batch if output.query_id in asked])

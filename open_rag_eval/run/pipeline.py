@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
-import inspect
 import json
 import logging
 import random
@@ -25,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.core.runinfo import RunInfo
-from open_rag_eval.evaluators.base import Context, Plan
+from open_rag_eval.evaluators.base import Context, Evaluator, Plan, check_answers, needs_judge, window_safe
 from open_rag_eval.health.check import HealthReport, assess
 from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.health.live import LiveHealth
@@ -203,10 +202,7 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
         outputs = sample
     total = Plan(notes=notes, scale=scale)
     for evaluator in evaluators:
-        if "evaluators" in inspect.signature(evaluator.plan).parameters:
-            total = total + evaluator.plan(outputs, evaluators=evaluators)
-        else:
-            total = total + evaluator.plan(outputs)
+        total = total + evaluator.plan(outputs, evaluators)
     total = total + plan_controls(evaluators, everything, loaded.judge.health)
     return total + Plan(notes=context_notes(total, loaded.judge.context_tokens))
 
@@ -251,13 +247,14 @@ async def arun(
     progress.begin("read", "input")
     if source is None and outputs is not None:
         source = ListSource(outputs)
+    if isinstance(source, ListSource):
+        check_answers(evaluators, source.outputs)  # in memory: refused before the judge is opened
     if source is None and loaded.config.connector is None:
         source = open_source(loaded, limit)  # bad input fails before anything is opened or written
-    needs_judge = any(getattr(e, "needs_judge", False) for e in evaluators)
     progress.steps["read"] = "opening the judge"
     with Generation(out, keep=RESUME_FILES if fetch else ()) as generation, fewer_collections():  # usable, ours
         # a missing API key fails before anything is written; an executor's processes open their own judges
-        async with _judge_for(loaded, needs_judge and executor is None) as judge:
+        async with _judge_for(loaded, needs_judge(evaluators) and executor is None) as judge:
             if judge is not None and wrap_judge is not None:
                 judge = wrap_judge(judge)
             if source is None:
@@ -294,6 +291,7 @@ async def arun(
                     controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
                 else:
                     everything = source.all()
+                    check_answers(evaluators, everything)
                     with generation.writing():
                         _save_outputs(generation.path, everything)
                     evaluated = await executor.evaluate(loaded, everything, progress)
@@ -368,9 +366,7 @@ async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge |
         yield window, await evaluate_all(evaluators, window, judge, output_dir=output_dir, base_dir=base_dir,
                                          progress=progress)
         for evaluator in evaluators:
-            forget = getattr(evaluator, "forget", None)
-            if forget is not None:
-                forget()  # what it kept of this window's queries (nugget lists): the next window has others
+            evaluator.forget()  # what it kept of this window's queries (nugget lists): the next window has others
 
 
 async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]], spill: Spill,
@@ -404,12 +400,10 @@ def _say_one_window(evaluators: Sequence[Any], source: OutputSource, whole: bool
                     "; ".join(why))
 
 
-def windowed(evaluator: Any, fewest_answered: int) -> bool:
+def windowed(evaluator: Evaluator, fewest_answered: int) -> bool:
     """Whether ``evaluator`` gives a run's results when it sees the run one window of whole queries at a time
-    (its ``window_safe(fewest_answered)``, the fewest answered runs of any query; an evaluator that does not say,
-    e.g. a custom one, sees the whole run at once)."""
-    safe = getattr(evaluator, "window_safe", None)
-    return bool(safe(fewest_answered)) if callable(safe) else False
+    (its contract's ``window_runs``; ``fewest_answered``: the fewest answered runs of any query)."""
+    return window_safe(evaluator, fewest_answered)
 
 
 def _cited(scores: Sequence[Any], thresholds: Any) -> tuple[list[dict[str, Any]], int]:
@@ -469,6 +463,7 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
                        ) -> list[EvalResult]:
     """Every evaluator on ``outputs``, in order (each sees the results of those before it, after ``previous``, and
     ``everyone``: the run's evaluators, built, default ``evaluators``): one result each."""
+    check_answers(evaluators, outputs)  # an output without an answer, when a metric reads one
     parts: list[EvalResult] = []
     result = EvalResult(scores=list(previous.scores), details=list(previous.details)) if previous else EvalResult()
     for evaluator in evaluators:
@@ -479,7 +474,7 @@ async def evaluate_all(evaluators: Sequence[Any], outputs: list[RAGOutput], judg
             judge=judge,
             previous=EvalResult(scores=list(result.scores), details=list(result.details)),
             output_dir=output_dir,
-            extra={"evaluators": everyone if everyone is not None else evaluators, "base_dir": base_dir},
+            evaluators=everyone if everyone is not None else evaluators,
             progress=_named(report, evaluator.name),
         )
         with tallied():  # a warning about many outputs is one line per kind

@@ -15,7 +15,7 @@ and line), once window by window, building and checking each output. A line that
 missing field...) fails the run when its window is read, with the same error: the windows before it were evaluated
 (their judgments are in the judge's cache) but nothing is published, since a run's files replace the previous ones
 only when it succeeds. ``CsvSource`` streams a CSV input the same way (``inputs.csv_stream``: its shape pass checks
-the file's bytes, records, header and cells, and each row's query_id, run and answer).
+the file's bytes, records, header and cells, and each row's query_id and run).
 """
 
 from __future__ import annotations

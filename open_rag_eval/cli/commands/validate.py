@@ -46,9 +46,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _warnings(loaded: LoadedConfig) -> list[str]:
     """What is valid but will not work as meant: an unset judge key variable, sweep thresholds that never trip."""
+    from open_rag_eval.evaluators.base import needs_judge
+
     warnings: list[str] = []
     judge = loaded.judge
-    if judge.simulated is None and any(getattr(spec.build(), "needs_judge", False) for spec in loaded.evaluators):
+    if judge.simulated is None and needs_judge(spec.build() for spec in loaded.evaluators):
         from open_rag_eval.judge.client import DEFAULT_BASE_URL, is_local_url
 
         urls = [url for url, _ in judge.endpoints()] or [

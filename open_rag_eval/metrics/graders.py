@@ -1,0 +1,41 @@
+"""The judges the judge-health controls ask (``open_rag_eval.health.controls``), as the evaluators that own them
+declare them (``evaluators.base.Contract.graders``): one value both floors above read."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, fields
+
+from open_rag_eval.judge.base import Judge
+from open_rag_eval.metrics._judging import Asked
+from open_rag_eval.metrics.citation import CitationJudge
+from open_rag_eval.metrics.no_answer import NoAnswerClassifier
+from open_rag_eval.metrics.nuggets import Nuggetizer
+from open_rag_eval.metrics.umbrela import UmbrelaGrader
+
+__all__ = ["CONTROL_TASKS", "Graders"]
+
+CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
+
+
+@dataclass
+class Graders:
+    """The run's own judges of the tasks that get controls (None: the run does not judge that task)."""
+
+    umbrela: UmbrelaGrader | None = None
+    citation: CitationJudge | None = None
+    no_answer: NoAnswerClassifier | None = None
+    nuggets: Nuggetizer | None = None
+    # the generation family's context usefulness: (judge, question, answer, passage) -> the judge's 0/1
+    useful: Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None = None
+
+    def tasks(self) -> list[str]:
+        present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
+                   "nugget_assign": self.nuggets, "context_useful": self.useful}
+        return [task for task in CONTROL_TASKS if present[task] is not None]
+
+    def joined(self, later: Graders) -> Graders:
+        """These graders, each one missing taken from ``later`` (the run's first evaluator declaring a grader
+        of a task is the one its controls ask)."""
+        return Graders(**{f.name: getattr(self, f.name) if getattr(self, f.name) is not None
+                          else getattr(later, f.name) for f in fields(self)})
