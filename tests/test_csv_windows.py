@@ -268,4 +268,5 @@ def test_a_csv_source_reads_what_the_whole_file_reader_reads_or_refuses_it_with_
         assert (streamed, streamed_error) == (whole, whole_error), path.read_bytes()
         problem = re.sub(r"^.*?\.csv(:\d+)?: (field '[^']*': )?", "", whole_error or "read")
         outcomes.add(" ".join(problem.split()[:2]))
-    assert len(outcomes) >= 10, outcomes  # files read, and refused in many ways
+    # files read, and refused in many ways (a missing answer is read: whether it is scored is the evaluators' call)
+    assert len(outcomes) >= 9 and "read" in outcomes, outcomes
