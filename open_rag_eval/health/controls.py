@@ -22,8 +22,8 @@ from __future__ import annotations
 import asyncio
 import random
 import re
-from collections.abc import Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
