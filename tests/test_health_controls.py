@@ -206,8 +206,12 @@ def test_replayed_constant_judge_is_unhealthy_naming_tasks_and_labels(tmp_path: 
     assert code == 6 and hits == 56 and misses == 20  # 30 grades + 26 support labels recorded; 20 controls not
     health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]
     assert health["healthy"] is False
+    unchecked = "controls inconclusive: 10 of 10 control calls failed, 0 of 5 pairs got both verdicts, so the judge " \
+                "could not be checked"  # a control whose call failed is a failed control: said, with its cause
     assert [p.split(" (")[0] for p in health["problems"]] == [
+        f"umbrela: {unchecked}", f"support: {unchecked}",
         "umbrela: degenerate: 100% of 30 labels are '2'", "support: degenerate: 100% of 26 labels are 'NS'"]
+    assert "(HTTP 400: the recorded corpus holds no reply to this request)" in health["problems"][0]
     assert {t: r["verdict"] for t, r in health["controls"]["tasks"].items()} == {"umbrela": INCONCLUSIVE,
                                                                                 "support": INCONCLUSIVE}
     with (out / "summary.csv").open(encoding="utf-8") as handle:

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import JudgeUnavailable, OpenRagEvalError, StorageError, exit_code
@@ -65,19 +65,32 @@ def register_sections() -> None:
     import open_rag_eval.tracking.options  # noqa: F401, PLC0415
 
 
-def error_line(error: BaseException, cached: bool = True) -> str:
+def error_line(error: BaseException, cached: bool | str = True) -> str:
     """The one line a user error prints: line breaks inside quoted user values (ids, cells) are escaped.
-    ``cached``: whether the run's judge keeps its replies (``judge.cache`` is not false), so a re-run resumes."""
+    ``cached``: what the run's judge keeps for a re-run (``judge_kept``)."""
     line = "error: " + "\\n".join(redact(str(error)).splitlines())
     if isinstance(error, JudgeUnavailable):
         line += f" ({resume_hint(cached)})"
     return line
 
 
-def resume_hint(cached: bool) -> str:
+def judge_kept(judge: Any) -> bool | str:
+    """What a stopped run leaves to resume from: True when the judge cache keeps every reply, else why it does not
+    (``judge.cache: false``; ``judge.record`` and ``judge.replay`` turn the cache off)."""
+    if judge.replay is not None:
+        return "judge.replay answers from its file (the cache is off), so a re-run replays it again"
+    if judge.record is not None:
+        return "judge.record turns the cache off (the exchanges so far are in the recording), so a re-run judges " \
+               "everything again"
+    return judge.cache is not False
+
+
+def resume_hint(cached: bool | str) -> str:
     """What a re-run of a stopped run does: resume from the cache, or judge everything again."""
-    if cached:
+    if cached is True:
         return "everything judged so far is kept in the cache; re-run the same command to resume"
+    if isinstance(cached, str):
+        return f"nothing judged was kept in the cache: {cached}"
     return "nothing judged was kept: judge.cache is false, so a re-run judges everything again"
 
 

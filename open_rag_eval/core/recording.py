@@ -18,7 +18,9 @@ from open_rag_eval.core.parsing import CLASSES
 
 log = logging.getLogger(__name__)
 
-__all__ = ["HealthRecorder", "TaskCounts", "failure_cause", "record", "recording"]
+__all__ = ["MAX_UNPARSED", "HealthRecorder", "TaskCounts", "failure_cause", "record", "recording"]
+
+MAX_UNPARSED = 20  # distinct reasons a task keeps of its judgments that never parsed; the rest count as "other"
 
 
 @dataclass
@@ -31,6 +33,7 @@ class TaskCounts:
     classes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CLASSES, 0))
     labels: dict[str, int] = field(default_factory=dict)  # label -> how many times the judge gave it
     causes: dict[str, int] = field(default_factory=dict)  # failed judgments by cause (``failure_cause``)
+    unparsed: dict[str, int] = field(default_factory=dict)  # judgments that never parsed, by what was wrong
 
     def add(self, other: TaskCounts | dict[str, Any]) -> None:
         """Add another record of the same task (a shard's, or its ``vars``)."""
@@ -40,7 +43,7 @@ class TaskCounts:
         self.reasked += row["reasked"]
         for klass, n in row["classes"].items():
             self.classes[klass] = self.classes.get(klass, 0) + n
-        for name in ("labels", "causes"):
+        for name in ("labels", "causes", "unparsed"):
             mine = getattr(self, name)
             for key, n in row.get(name, {}).items():
                 mine[key] = mine.get(key, 0) + n
@@ -51,7 +54,8 @@ class HealthRecorder:
     tasks: dict[str, TaskCounts] = field(default_factory=dict)
     watch: Callable[[HealthRecorder, str], None] | None = None  # called after each judgment (its task)
 
-    def record(self, task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None) -> None:
+    def record(self, task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None,
+               unparsed: str | None = None) -> None:
         counts = self.tasks.setdefault(task, TaskCounts())
         counts.judgments += 1
         counts.replies += replies
@@ -61,6 +65,10 @@ class HealthRecorder:
             counts.labels[label] = counts.labels.get(label, 0) + 1
         if cause is not None:
             counts.causes[cause] = counts.causes.get(cause, 0) + 1
+        if unparsed is not None:
+            known = unparsed in counts.unparsed or len(counts.unparsed) < MAX_UNPARSED
+            key = unparsed if known else "other"
+            counts.unparsed[key] = counts.unparsed.get(key, 0) + 1
         if self.watch is not None:
             try:
                 self.watch(self, task)
@@ -89,10 +97,11 @@ def recording(recorder: HealthRecorder | None = None) -> Iterator[HealthRecorder
         _CURRENT.reset(token)
 
 
-def record(task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None) -> None:
+def record(task: str, klass: str, replies: int, labels: Sequence[str] = (), cause: str | None = None,
+           unparsed: str | None = None) -> None:
     recorder = _CURRENT.get()
     if recorder is not None:
-        recorder.record(task, klass, replies, labels, cause)
+        recorder.record(task, klass, replies, labels, cause, unparsed)
 
 
 _CAUSES = (("timeout", ("timed out", "timeout")),

@@ -131,7 +131,7 @@ class Relay:
             return hit
         self.counts["calls"] += 1
         answer = await judge.transport.send(call)
-        reply = judge.read(answer) if isinstance(answer, Reply) else answer
+        reply = judge.read(answer, call.params) if isinstance(answer, Reply) else answer
         if isinstance(reply, Judgment):
             reply, entry = recorded(reply, judge.model)
             if self.cache is not None:

@@ -63,6 +63,8 @@ class HealthReport:
         for task, summary in self.controls.items():
             if summary["verdict"] == FAIL:
                 lines.append(f"{task}: controls failed: {controls_line(summary)}")
+            elif _unasked(summary):
+                lines.append(f"{task}: controls inconclusive: {_unasked_line(summary)}")
         for task, row in self.tasks.items():
             if self._degenerate(row) and self._controls_verdict(task) != PASS:
                 lines.append(f"{task}: degenerate: {_degenerate_line(row, self.thresholds)}")
@@ -88,7 +90,7 @@ class HealthReport:
             if summary["verdict"] == WEAK:
                 lines.append(f"{task}: controls weak: {controls_line(summary)}; not shown able to tell its controls "
                              "apart (more pairs, judge.health.control_pairs, say more)")
-            if summary["verdict"] == INCONCLUSIVE:
+            if summary["verdict"] == INCONCLUSIVE and not _unasked(summary):
                 why = f" ({'; '.join(summary['no_verdict_reasons'])})" if summary["no_verdict_reasons"] else ""
                 lines.append(f"{task}: controls inconclusive: {summary['pairs_judged']} of {summary['pairs']} pairs "
                              f"got both verdicts, fewer than {MIN_PAIRS}{why}")
@@ -116,7 +118,7 @@ class HealthReport:
                    if any(row["rates"][k] > getattr(self.thresholds, n) for k, n in _LIMITS.items())
                    or (self._degenerate(row) and self._controls_verdict(task) != PASS)]
         flagged += [task for task, summary in self.controls.items()
-                    if summary["verdict"] == FAIL and task not in flagged]
+                    if (summary["verdict"] == FAIL or _unasked(summary)) and task not in flagged]
         if self.low_labelled and "support" not in flagged:
             flagged.append("support")
         return flagged
@@ -157,6 +159,9 @@ class HealthReport:
 
 
 def _cause(klass: str, row: Mapping[str, Any]) -> str:
+    if klass == INVALID and row.get("unparsed"):
+        shown = "; ".join(f"{problem!r} x{n}" for problem, n in list(row["unparsed"].items())[:3])
+        return f"{_CAUSE[klass]}: {shown}"
     if klass != FAILED:
         return _CAUSE[klass]
     causes = row.get("causes") or {}
@@ -234,6 +239,9 @@ def _task_row(counts: Any) -> dict[str, Any]:
     rates = {klass: (value / n if n else 0.0) for klass, value in classes.items()}
     rates["reasked"] = counts.reasked / n if n else 0.0
     causes = {"causes": dict(counts.causes)} if counts.causes else {}
+    unparsed = getattr(counts, "unparsed", None) or {}
+    if unparsed:  # what was wrong with the judgments that never parsed, commonest first
+        causes["unparsed"] = dict(sorted(unparsed.items(), key=lambda item: (-item[1], item[0])))
     return {"judgments": n, "replies": counts.replies, "counts": {**classes, "reasked": counts.reasked},
             "rates": rates, **causes, **label_shares(counts.labels)}
 
@@ -253,3 +261,16 @@ def label_shares(labels: Mapping[str, int]) -> dict[str, Any]:
 
 def _per_output(scores: Sequence[Score], metric: str) -> Mapping[tuple[str, int | None], float]:
     return {(s.query_id, s.run): s.value for s in scores if s.metric == metric and s.value is not None}
+
+
+def _unasked(summary: Mapping[str, Any]) -> bool:
+    """Controls that could not decide because their judge calls failed: the judge could not be checked, which a
+    run does not pass over in silence (a problem: ``--strict-judge`` exits 6); too little data stays a note."""
+    return summary["verdict"] == INCONCLUSIVE and summary.get("calls_failed", 0) > 0
+
+
+def _unasked_line(summary: Mapping[str, Any]) -> str:
+    reasons = "; ".join(r.removeprefix("judge call failed: ") for r in summary.get("no_verdict_reasons") or [])
+    return (f"{summary['calls_failed']} of {summary['items']} control calls failed, {summary['pairs_judged']} of "
+            f"{summary['pairs']} pairs got both verdicts, so the judge could not be checked"
+            + (f" ({reasons})" if reasons else ""))

@@ -28,7 +28,8 @@ from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
-from open_rag_eval.judge.base import Judge
+from open_rag_eval.judge.base import Judge, guard_calls
+from open_rag_eval.metrics._judging import CALL_FAILED
 from open_rag_eval.metrics.graders import CONTROL_TASKS, Graders
 from open_rag_eval.metrics.lexical import is_refusal
 from open_rag_eval.metrics.nuggets import ScoredNugget
@@ -359,11 +360,12 @@ def _task_summary(outcomes: Sequence[Outcome], min_told_apart: float, pass_told_
         side = labels[o.control.expect]
         side[str(o.label)] = side.get(str(o.label), 0) + 1
     reasons = sorted({o.reason for o in outcomes if o.correct is None and o.reason})
+    calls_failed = sum(1 for o in outcomes if o.label is None and (o.reason or "").startswith(CALL_FAILED))
     return {"items": len(outcomes), "judged": len(judged), "correct": correct, "accuracy": accuracy,
             "accuracy_ci": [low, high], "pairs": len(pairs), "pairs_judged": len(full), "told_apart": apart,
             "told_apart_share": share, "told_apart_ci": [a_low, a_high], "labels": labels, "verdict": verdict,
             "levels": {"fail_below": min_told_apart, "pass_from": pass_told_apart},
-            "no_verdict_reasons": reasons[:3]}
+            "no_verdict_reasons": reasons[:3], "calls_failed": calls_failed}
 
 
 def detail(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
@@ -404,6 +406,6 @@ async def ask_controls(judge: Judge, items: list[Control] | dict[str, Any], grad
 
     if isinstance(items, dict):
         return items
-    with recording():
+    with recording(), guard_calls():  # a control's failed call is a failed control, never an outage
         outcomes = await run_controls(judge, items, graders)
     return {"state": "run", "tasks": summarize(outcomes, min_told_apart, pass_told_apart), "items": detail(outcomes)}

@@ -8,11 +8,13 @@ retries, accounting -- happens behind that call. A call that fails for good rais
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-__all__ = ["Completion", "Judge", "JudgeRequest", "Message", "Priority", "TokenLogprobs"]
+__all__ = ["Completion", "Judge", "JudgeRequest", "Message", "Priority", "TokenLogprobs", "guard_calls", "guarding"]
 
 Message = tuple[str, str]  # (role, content)
 # the log-probabilities of a reply's tokens, where the request asked for them (``logprobs: true``): each token as
@@ -85,3 +87,23 @@ class Judge(Protocol):
     simulated: bool
 
     async def complete(self, request: JudgeRequest) -> Completion: ...
+
+
+_GUARD: ContextVar[bool] = ContextVar("open_rag_eval_guard_calls", default=False)
+
+
+@contextmanager
+def guard_calls() -> Iterator[None]:
+    """The judge requests made inside (and in the tasks started inside) check the judge rather than judge the run:
+    the judge-health controls. Their failures are failed controls, never an outage: the client's outage breaker
+    counts only the run's own judgments (docs/judge-health.md)."""
+    token = _GUARD.set(True)
+    try:
+        yield
+    finally:
+        _GUARD.reset(token)
+
+
+def guarding() -> bool:
+    """Whether the current request is a guard's (``guard_calls``)."""
+    return _GUARD.get()

@@ -34,7 +34,7 @@ from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, J
 from open_rag_eval.core.redaction import redact, redact_secrets, register_secret
 from open_rag_eval.prompts import reply_schema
 from open_rag_eval.judge.accounting import Accounting, price_for
-from open_rag_eval.judge.base import Completion, JudgeRequest, Message
+from open_rag_eval.judge.base import Completion, JudgeRequest, Message, guarding
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache, MemoryCache, cache_key, cache_path
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.endpoints import Endpoint, pick
@@ -48,6 +48,7 @@ from open_rag_eval.judge.replies import (
     classify_body,
     classify_status,
     error_fields,
+    format_rejected,
     strip_reasoning,
     success_body,
 )
@@ -144,11 +145,11 @@ class OpenAIJudge:
 
     def final_params(self, method_params: Mapping[str, Any], task: str = "") -> dict[str, Any]:
         """The method's params, updated by ``judge.params``, the reply cap under ``judge.max_tokens_param``'s name,
-        minus ``judge.drop_params``; with ``judge.structured: json_schema``, ``task``'s reply schema as the
-        ``response_format`` (unless the method sets one: a profile's own)."""
+        minus ``judge.drop_params``; with ``judge.structured``, ``task``'s reply schema as the ``response_format``
+        in that form (unless the method sets one: a profile's own)."""
         merged = {**method_params, **self.settings.params}
-        if self.settings.structured == "json_schema" and "response_format" not in merged:
-            schema = reply_schema(task)
+        if self.settings.structured is not None and "response_format" not in merged:
+            schema = reply_schema(task, self.settings.structured)
             if schema is not None:
                 merged["response_format"] = schema
         name = self.settings.max_tokens_param
@@ -179,8 +180,9 @@ class OpenAIJudge:
 
     # -- internals ---------------------------------------------------------------------------------------------
 
-    def read(self, reply: Reply) -> Judgment | Failure:
-        """What an HTTP reply is (``judge.replies``)."""
+    def read(self, reply: Reply, params: Mapping[str, Any] | None = None) -> Judgment | Failure:
+        """What an HTTP reply is (``judge.replies``); ``params``: the request's, whose ``response_format`` an error
+        may name (the endpoint does not take it: every later call would fail the same way)."""
         status = reply.status_code
         try:
             if 200 <= status < 300:
@@ -188,6 +190,10 @@ class OpenAIJudge:
         except (ValueError, RecursionError) as error:
             return failure_of(error, self.timeout_s, self.base_url)
         code, param, message = error_fields(status, reply.text)
+        sent = (params or {}).get("response_format")
+        rejected = format_rejected(status, param, self._redact(message), sent) if sent is not None else None
+        if rejected is not None:
+            return rejected
         return classify_status(status, code, param, self._redact(message), model=self.model,
                                key_name=self.settings.key_name, retry_after=parse_retry_after(reply.headers))
 
@@ -237,6 +243,7 @@ class OpenAIJudge:
         estimate = prompt + _reply_tokens(params)
         call = Call(key, request.task, request.messages, params, request.prompt_version, request.sample)
         last, timeouts = "no attempt made", Timeouts(self.timeout_s)
+        succeeded = None  # the calls that had succeeded when this one was first sent
         for attempt in range(self.retry.max_retries + 1):
             self._check_available()
             if attempt:
@@ -246,10 +253,12 @@ class OpenAIJudge:
                 # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
                 # dead endpoint trips the outage breaker after a few calls, not after every queued call's first try
                 async with self._slot(estimate, request.priority if attempt == 0 else -1) as endpoint:
+                    self._check_available()  # the judge went down while this call waited for its slot
                     if attempt == 0 and not self.transport.caches and (hit := await self._cached(key)) is not None:
                         return hit
                     if attempt == 0:
                         stats.calls += 1
+                        succeeded = self.breaker.successes
                     started = time.monotonic()
                     answer = await self.transport.send(replace(
                         call, endpoint=self.endpoints.index(endpoint), attempt=attempt, deadline_s=timeouts.next_s))
@@ -257,7 +266,7 @@ class OpenAIJudge:
                 answer = failure_of(error, timeouts.next_s or self.timeout_s, endpoint.base_url)
             if isinstance(answer, Completion):
                 return answer
-            reply = self.read(answer) if isinstance(answer, Reply) else answer
+            reply = self.read(answer, params) if isinstance(answer, Reply) else answer
             if isinstance(reply, Judgment):
                 self.breaker.success()
                 endpoint.succeeded()
@@ -286,9 +295,15 @@ class OpenAIJudge:
                 wait = self.retry.delay(attempt, failure.retry_after)
                 log.info("judge: %s; retry %d/%d in %.2fs", last, attempt + 1, self.retry.max_retries, wait)
                 await self._sleep(wait)
+        failed = f"judge call failed after {self.retry.max_retries + 1} attempts: {last}"
+        if guarding():  # a control's call: a failed control, never an outage
+            raise JudgeCallError(self._redact(failed))
+        if succeeded is not None and self.breaker.successes > succeeded:  # others were answered since it was sent
+            raise JudgeCallError(self._redact(f"{failed} (other requests succeeded meanwhile: this request's "
+                                              "content is the likely cause)"))
         self.breaker.failure(last)
         self._check_available()
-        raise JudgeCallError(self._redact(f"judge call failed after {self.retry.max_retries + 1} attempts: {last}"))
+        raise JudgeCallError(self._redact(failed))
 
     @contextlib.asynccontextmanager
     async def _slot(self, estimate: int, priority: int) -> AsyncIterator[Endpoint]:

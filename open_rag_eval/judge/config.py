@@ -113,8 +113,9 @@ class JudgeConfig(_Strict):
     # judge health: shares of judgments per task above which the run warns (eval --strict-judge: exit 6)
     health: HealthThresholds = Field(default_factory=HealthThresholds)
     azure: AzureConfig | None = None  # the endpoint is Azure OpenAI (deployment paths, api-version, api-key header)
-    # "json_schema": ask OpenAI-compatible servers for a reply matching each task's JSON schema (response_format)
-    structured: Literal["json_schema"] | None = None
+    # ask for each task's reply as JSON matching its schema (response_format): "json_schema" in OpenAI's form
+    # (OpenAI, vLLM, ...), "json_object" with the schema beside it (llama-cpp-python's server)
+    structured: Literal["json_schema", "json_object"] | None = None
     # a re-ask after a reply that could not be read: "corrective" sends the reply back with a message saying what
     # was wrong; "repeat" sends the request again at the re-ask temperature (as recordings made before hold)
     reask: Literal["corrective", "repeat"] = "corrective"

@@ -229,12 +229,14 @@ class RetryPolicy:
 class OutageBreaker:
     """Decides that the endpoint is down: ``after_failures`` calls failed (after their retries) within the last
     ``after_s`` seconds with no success since. Older failures drop out of the window, so failures spread thinly
-    over a long run never add up to an outage. Once tripped it stays tripped."""
+    over a long run never add up to an outage. Once tripped it stays tripped. The client counts only the run's own
+    judgments, and only those that failed while no other call succeeded (``judge.client``)."""
 
     def __init__(self, after_failures: int = 10, after_s: float = 300.0, *, clock: Clock = time.monotonic) -> None:
         self.after_failures, self.after_s, self._clock = after_failures, after_s, clock
         self._recent: deque[float] = deque()  # times of the failures in the window, oldest first
         self.reason: str | None = None
+        self.successes = 0  # calls that succeeded, ever: a call that failed while others succeeded is no outage
 
     @property
     def tripped(self) -> bool:
@@ -247,6 +249,7 @@ class OutageBreaker:
         return len(self._recent)
 
     def success(self) -> None:
+        self.successes += 1
         if not self.tripped:
             self._recent.clear()
 

@@ -29,7 +29,7 @@ from open_rag_eval.core.redaction import cut
 from open_rag_eval.judge.base import TokenLogprobs
 
 __all__ = ["MAX_TOKENS", "Failure", "Judgment", "Usage", "classify_body", "classify_status", "error_fields",
-           "is_context_overflow", "read_logprobs", "read_usage", "strip_reasoning", "success_body"]
+           "format_rejected", "is_context_overflow", "read_logprobs", "read_usage", "strip_reasoning", "success_body"]
 
 MAX_TOKENS = 10**9  # token counts above this are not real usage
 _RETRY_STATUS = {408, 409, 429}
@@ -232,6 +232,30 @@ def unsupported_param(code: Any, param: Any, message: str) -> str | None:
         return param
     quoted = re.search(r"['\"`]([A-Za-z_][A-Za-z0-9_.]*)['\"`]", message)
     return quoted.group(1) if quoted else "?"
+
+
+_FORMS = {"json_schema": ('{"type": "json_schema", "json_schema": ...} (OpenAI\'s form)',
+                          "set judge.structured: json_object (the schema beside json_object, as llama-cpp-python's "
+                          "server takes it)"),
+          "json_object": ('{"type": "json_object", "schema": ...}',
+                          "set judge.structured: json_schema (OpenAI's form)")}
+
+
+def format_rejected(status: int, param: Any, message: str, sent: Any) -> Failure | None:
+    """An endpoint that does not take the request's ``response_format`` (``sent``): an HTTP 400, 422 or 500 whose
+    error names it (llama-cpp-python's server answers OpenAI's form with a 500 validation error naming
+    ``response_format``). Every later call would be refused the same way, so the run stops at once (``down``)
+    saying what to set; None for any other error."""
+    named = param == "response_format" or any(word in message.lower() for word in ("response_format",
+                                                                                  "response format"))
+    if status not in (400, 422, 500) or not named:
+        return None
+    form = sent.get("type") if isinstance(sent, dict) else None
+    shown, other = _FORMS.get(str(form), (f"{cut(json.dumps(sent), 80)}", "set judge.structured to the form it "
+                                                                           "takes"))
+    return Failure("down", f"the judge endpoint does not take response_format {shown} (HTTP {status}: "
+                           f"{_short(' '.join(message.split()), 160)}); {other}, or leave judge.structured unset for text replies "
+                           "(an evaluator's response_format: text for a profile's schemas)")
 
 
 def classify_status(status: int, code: Any, param: Any, message: str, *, model: str, key_name: str,

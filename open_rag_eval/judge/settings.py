@@ -35,7 +35,7 @@ class JudgeSettings:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     azure_api_version: str | None = None
     azure_deployment: str | None = None
-    structured: str | None = None  # "json_schema": replies asked for by each task's schema (judge.structured)
+    structured: str | None = None  # "json_schema" | "json_object": replies asked by each task's schema (judge.structured)
     reask: str = "corrective"  # how a re-ask after an unreadable reply is sent (judge.reask)
 
     @property

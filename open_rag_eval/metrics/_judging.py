@@ -38,11 +38,12 @@ from open_rag_eval.core.parsing import strip_reasoning
 from open_rag_eval.metrics.structured import as_text, schema_problem
 from open_rag_eval.prompts import load
 
-__all__ = ["QUOTE_CHARS", "SAMPLE_STRIDE", "Asked", "ask", "can_differ", "quoted"]
+__all__ = ["CALL_FAILED", "QUOTE_CHARS", "SAMPLE_STRIDE", "Asked", "ask", "can_differ", "quoted"]
 
 T = TypeVar("T")
 SAMPLE_STRIDE = 1000
 QUOTE_CHARS = 4000  # at most this many characters of a bad reply go back in a re-ask (head and tail)
+CALL_FAILED = "judge call failed: "  # the reason of a judgment whose call failed begins so
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ async def ask(
     (``prompts/reask_corrective.txt``)."""
     text: str | None = None
     sent: list[tuple[str, dict[str, Any]]] = []
-    attempts, klass, task, problem = 0, INVALID, "", "no reply"
+    attempts, klass, task, problem, outside = 0, INVALID, "", "no reply", None
     for attempt in range(max(1, trials)):
         temperature = temperatures[0] if attempt == 0 else temperatures[1]
         request = build(temperature, sample + SAMPLE_STRIDE * attempt)
@@ -103,17 +104,33 @@ async def ask(
             text = completion.text
         except JudgeCallError as error:
             record(task, FAILED, attempts, cause=failure_cause(str(error), error.refused))
-            return Asked(None, "failed", f"judge call failed: {error}", attempts, text, FAILED)
+            return Asked(None, "failed", f"{CALL_FAILED}{error}", attempts, text, FAILED)
+        outside = outside_schema(request, text, sent[-1][1])
+        if outside is not None:  # never read: a value outside its schema is no judgment
+            klass, problem = INVALID, outside
+            continue
         parsed = parse(strip_reasoning(as_text(text, sent[-1][1])))  # a JSON-schema reply: its value
         klass = parsed.klass
         if parsed.value is not None:
             record(task, klass, attempts, labels_of(task, parsed.value))
             return Asked(parsed.value, "ok", None, attempts, text, klass, completion)
         problem = what_was_wrong(text, parsed, sent[-1][1])
-    record(task, klass, attempts)
+    record(task, klass, attempts, unparsed=problem)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
+    if outside is not None:  # a failed judgment, never a default: the method's fallback is for its own format
+        return Asked(None, "failed", f"reply outside its schema after {attempts} attempt(s): {outside}{same}",
+                     attempts, text, klass)
     return Asked(None, "unparsed", f"reply did not parse after {attempts} attempt(s): {problem}{same}", attempts,
                  text, klass)
+
+
+def outside_schema(request: JudgeRequest, text: str, params: dict[str, Any]) -> str | None:
+    """Where a reply departs from the schema ``judge.structured`` asked it by (extra properties, a value outside
+    the set or range, the wrong type), or None. A method that sets its own ``response_format`` (a profile's) reads
+    its replies as before (``metrics.structured``)."""
+    if "response_format" in request.params:
+        return None
+    return schema_problem(strip_reasoning(text), params.get("response_format"))
 
 
 def what_was_wrong(text: str, parsed: Parsed[Any], params: dict[str, Any]) -> str:

@@ -83,11 +83,22 @@ def prompt_hashes() -> dict[str, str]:
     return {entry["id"]: entry["sha256"] for entry in manifest()}
 
 
+def reply_schema(task: str, form: str = "json_schema") -> dict[str, Any] | None:
+    """The ``response_format`` asking for ``task``'s reply as JSON (``schemas/TASK.json``: an object holding the
+    value the method's parser reads), or None when the task has none. ``judge.structured`` sends it in its form:
+    ``json_schema``, OpenAI's ``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``;
+    ``json_object``, the schema beside ``{"type": "json_object"}`` (llama-cpp-python's server). The published prompt
+    text is unchanged."""
+    value = _schema_file(task)
+    if value is None:
+        return None
+    if form == "json_object":
+        return {"type": "json_object", "schema": json.loads(json.dumps(value["json_schema"]["schema"]))}
+    return json.loads(json.dumps(value))  # a copy: the caller's to keep
+
+
 @cache
-def reply_schema(task: str) -> dict[str, Any] | None:
-    """The ``response_format`` asking for ``task``'s reply as JSON (``schemas/TASK.json``: a ``json_schema`` whose
-    object holds the value the method's parser reads), or None when the task has none. ``judge.structured:
-    json_schema`` sends it; the published prompt text is unchanged."""
+def _schema_file(task: str) -> dict[str, Any] | None:
     path = resources.files(_PACKAGE).joinpath("schemas", f"{task}.json")
     if not path.is_file():
         return None

@@ -53,6 +53,7 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from open_rag_eval.cli import judge_kept
     from open_rag_eval.cli.console import ProgressDisplay, print_plan, print_summary
     from open_rag_eval.core.progress import Progress
 
@@ -71,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
-        args.judge_cached = loaded.judge.cache is not False  # what a stopped run leaves to resume from
+        args.judge_cached = judge_kept(loaded.judge)  # what a stopped run leaves to resume from
         if args.shard is not None:
             return _run_shard(loaded, args)
         tracking = tracking_options(loaded, args.track)
