@@ -270,7 +270,8 @@ def _unasked(summary: Mapping[str, Any]) -> bool:
 
 
 def _unasked_line(summary: Mapping[str, Any]) -> str:
-    reasons = "; ".join(r.removeprefix("judge call failed: ") for r in summary.get("no_verdict_reasons") or [])
+    reasons = [r.removeprefix("judge call failed: ") for r in summary.get("no_verdict_reasons") or []]
+    reasons = reasons[:1]  # the first cause says it; the manifest keeps up to three
     return (f"{summary['calls_failed']} of {summary['items']} control calls failed, {summary['pairs_judged']} of "
             f"{summary['pairs']} pairs got both verdicts, so the judge could not be checked"
-            + (f" ({reasons})" if reasons else ""))
+            + (f" ({reasons[0]})" if reasons else ""))
