@@ -180,7 +180,54 @@ def test_the_reply_reader_takes_logprobs_whole_or_not_at_all() -> None:
     choice = {"logprobs": {"content": [{"token": "a", "top_logprobs": [
         {"token": "a", "logprob": -0.5}, {"token": "b", "logprob": float("nan")}, {"token": "c", "logprob": True},
         {"token": 7, "logprob": -1.0}, {"token": "d", "logprob": -2}]}]}}
-    assert read_logprobs(choice) == (("a", (("a", -0.5), ("d", -2.0))),)  # unreadable alternatives left out
+    (token, alternatives), = read_logprobs(choice)  # type: ignore[misc]
+    assert token == "a" and [t for t, _ in alternatives] == ["a", "b", "d"]  # what is not a number left out
+    assert alternatives[0][1] == -0.5 and math.isnan(alternatives[1][1]) and alternatives[2][1] == -2.0
+    huge = {"logprobs": {"content": [{"token": "a", "top_logprobs": [{"token": "a", "logprob": 10**400}]}]}}
+    assert read_logprobs(huge) == (("a", (("a", math.inf),)),)  # kept, for the metric to refuse
     for broken in ({"logprobs": None}, {}, {"logprobs": {"content": []}}, {"logprobs": {"content": "x"}},
                    {"logprobs": {"content": [{"token": "a"}, {"token": None}]}}, {"logprobs": {"content": [3]}}):
         assert read_logprobs(broken) is None, broken
+
+
+def _with_grade_logprob(logprob: float, *, tokens: list[str] | None = None) -> dict[str, Any]:
+    """The worked example's reply whose grade position carries ``logprob`` for "4" (the rest as before)."""
+    body = _logprob_body()
+    content = body["choices"][0]["logprobs"]["content"]
+    grade = TOKENS.index("4")
+    content[grade]["top_logprobs"][1]["logprob"] = logprob
+    if tokens is not None:
+        for item, token in zip(content, tokens):
+            item["token"] = token
+    return body
+
+
+@pytest.mark.parametrize(("logprob", "said"), [
+    (1000.0, "label (a log-probability above 0 (1000 for '4': a probability above 1) where the grade is written)"),
+    (float("nan"), "label (a log-probability that is not a finite number (nan for '4') where the grade is written)"),
+    (float("inf"), "label (a log-probability that is not a finite number (inf for '4') where the grade is written)"),
+    (0.5, "label (a log-probability above 0 (0.5 for '4': a probability above 1) where the grade is written)"),
+])
+def test_log_probabilities_that_are_no_probabilities_give_the_written_grade_and_say_why(
+        tmp_path: Path, logprob: float, said: str) -> None:
+    """1000 would overflow exp(); NaN would weigh nothing silently: neither weighs the grade, nothing crashes."""
+    with ScriptedServer(default=Reply(200, _with_grade_logprob(logprob))) as server:
+        value, row, _ = _evaluate(_config(server), tmp_path)
+    assert (value, row["grade"], row["scoring"], "weighted_grade" in row) == (0.75, 4, said, False)  # (4 - 1) / 4
+
+
+def test_tokens_that_do_not_spell_the_written_reply_give_the_written_grade(tmp_path: Path) -> None:
+    """The log-probabilities of another text (here the grade token says "5" while the reply wrote 4) weigh
+    nothing."""
+    other = [("5" if token == "4" else token) for token in TOKENS]
+    with ScriptedServer(default=Reply(200, _with_grade_logprob(math.log(0.3), tokens=other))) as server:
+        value, row, _ = _evaluate(_config(server), tmp_path)
+    assert (value, row["scoring"]) == (0.75, "label (the log-probabilities' tokens do not spell the written reply)")
+
+
+def test_a_log_probability_rounded_just_above_0_still_weighs() -> None:
+    from open_rag_eval.scoring.criteria import SCALES, weighted_grade
+
+    assert weighted_grade(SCALES["1-5"], [("4", 0.00001), ("3", -50.0)]) == pytest.approx(4.0, abs=1e-12)
+    with pytest.raises(ValueError, match="above 0"):
+        weighted_grade(SCALES["1-5"], [("4", 0.01)])

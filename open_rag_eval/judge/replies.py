@@ -118,7 +118,8 @@ def read_usage(body: Any) -> Usage:
 def read_logprobs(choice: dict[str, Any]) -> TokenLogprobs | None:
     """A choice's token log-probabilities (``logprobs.content``: ``{"token", "top_logprobs": [{"token",
     "logprob"}]}`` each); None when there are none, or when a token cannot be read (the positions would not line up).
-    An alternative whose log-probability is not a finite number is left out."""
+    An alternative whose log-probability is not a number is left out; one that is not finite (NaN, infinity) is
+    kept as it came, for its reader to refuse (``scoring.criteria.logprob_problem``)."""
     logprobs = choice.get("logprobs")
     content = logprobs.get("content") if isinstance(logprobs, dict) else None
     if not isinstance(content, list) or not content:
@@ -129,15 +130,22 @@ def read_logprobs(choice: dict[str, Any]) -> TokenLogprobs | None:
         if not isinstance(token, str):
             return None
         top = item.get("top_logprobs")
-        alternatives = tuple((alt["token"], float(alt["logprob"])) for alt in (top if isinstance(top, list) else ())
+        alternatives = tuple((alt["token"], _as_float(alt["logprob"])) for alt in (top if isinstance(top, list) else ())
                              if isinstance(alt, dict) and isinstance(alt.get("token"), str)
-                             and _finite(alt.get("logprob")))
+                             and _number(alt.get("logprob")))
         tokens.append((token, alternatives))
     return tuple(tokens)
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+def _as_float(value: int | float) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an integer too large for a float: not a finite log-probability
+        return math.inf if value > 0 else -math.inf
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _text_of(content: Any) -> str | None:

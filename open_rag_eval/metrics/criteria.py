@@ -29,7 +29,7 @@ from typing import Any
 
 from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.core.types import Detail, RAGOutput, Score
-from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
+from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed, strip_reasoning
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER
 from open_rag_eval.metrics._judging import Asked, ask
@@ -199,14 +199,28 @@ async def _judge(session: CriteriaSession, spec: CriterionSpec, output: RAGOutpu
     row |= {"grade": grade, "reason": reason, "scoring": "label"}
     value = float(grade)
     if session.logprobs:
-        weighted = weighted_grade(spec.scale, _grade_alternatives(reply))
-        if weighted is None:
-            returned = reply.completion is not None and reply.completion.logprobs
-            row["scoring"] = ("label (no log-probability on a value of the scale where the grade is written)"
-                              if returned else "label (the judge returned no log-probabilities for the grade)")
-        else:
-            value, row["scoring"], row["weighted_grade"] = weighted, "logprobs", round(weighted, 6)
+        weighted, row["scoring"] = _weighted(spec.scale, reply)
+        if weighted is not None:
+            value, row["weighted_grade"] = weighted, round(weighted, 6)
     return Score.ok(output, metric, normalise(spec.scale, value)), row
+
+
+def _weighted(scale: Scale, reply: Asked[tuple[int, str]]) -> tuple[float | None, str]:
+    """The grade weighted by the reply's log-probabilities and ``logprobs``; else None and why the written grade is
+    used: no log-probabilities, none on a value of the scale, tokens that do not spell the written reply, or
+    log-probabilities that are not finite or above 0."""
+    tokens = reply.completion.logprobs if reply.completion is not None else None
+    if not tokens:
+        return None, "label (the judge returned no log-probabilities for the grade)"
+    if strip_reasoning("".join(token for token, _ in tokens)) != strip_reasoning(reply.text or ""):
+        return None, "label (the log-probabilities' tokens do not spell the written reply)"
+    try:
+        weighted = weighted_grade(scale, _grade_alternatives(reply))
+    except ValueError as error:
+        return None, f"label ({error} where the grade is written)"
+    if weighted is None:
+        return None, "label (no log-probability on a value of the scale where the grade is written)"
+    return weighted, "logprobs"
 
 
 def _grade_alternatives(reply: Asked[tuple[int, str]]) -> list[tuple[str, float]]:
