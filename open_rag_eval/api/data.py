@@ -26,25 +26,28 @@ from open_rag_eval.inputs.text import Where, check_text
 from open_rag_eval.inputs.validate import check_text_value, tallied
 from open_rag_eval.core.types import RAGOutput
 
-__all__ = ["to_outputs"]
+__all__ = ["EMPTY_DATA", "to_outputs"]
 
+EMPTY_DATA = "no RAG outputs to evaluate (empty data)"
 _HERE = "<data>"  # the file name the readers are given; errors are renamed to the item they concern
 _LIST_COLUMNS = ("contexts", "retrieved_contexts", "context_ids", "retrieved_context_ids")
 _PASSAGE_FIELDS = ("contexts", "retrieved_contexts", "passages")  # missing (None, NaN) is unknown: kept, refused
 
 
-def to_outputs(data: Any) -> list[RAGOutput]:
-    """The RAG outputs ``data`` holds (see the module docstring); ``InputError`` naming the item and field."""
+def to_outputs(data: Any, empty: bool = False) -> list[RAGOutput]:
+    """The RAG outputs ``data`` holds (see the module docstring); ``InputError`` naming the item and field.
+    ``empty``: an empty DataFrame or list is no outputs (a config whose evaluator has rows of its own, e.g. a TREC
+    run file), not an error."""
     from open_rag_eval.inputs import read_outputs
 
     if isinstance(data, (str, os.PathLike)):
         return read_outputs(Path(data))
     if _is_dataframe(data):
         with tallied():
-            return _renamed(lambda: _from_frame(data), "DataFrame", lambda n: f"DataFrame row {n}")
+            return _renamed(lambda: _from_frame(data), "DataFrame", lambda n: f"DataFrame row {n}", empty)
     if isinstance(data, (list, tuple)):
         with tallied():
-            return _renamed(lambda: _from_items(data), "data", lambda n: f"data[{n}]")
+            return _renamed(lambda: _from_items(data), "data", lambda n: f"data[{n}]", empty)
     raise InputError(f"expected a pandas DataFrame, a list of dicts or RAGOutputs, or a path to a .csv/.jsonl "
                      f"file; got {type(data).__name__}", file="data")
 
@@ -53,7 +56,8 @@ def _is_dataframe(data: Any) -> bool:
     return type(data).__name__ == "DataFrame" and type(data).__module__.startswith("pandas")
 
 
-def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[int], str]) -> list[RAGOutput]:
+def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[int], str], empty: bool = False
+             ) -> list[RAGOutput]:
     """Run a reader on in-memory data (item n at "line" n + 1) and name the item in its errors."""
     try:
         outputs = read()
@@ -63,8 +67,8 @@ def _renamed(read: Callable[[], list[RAGOutput]], whole: str, name: Callable[[in
         problem = re.sub(r"\bline ([0-9]+)", lambda m: name(int(m.group(1)) - 1), error.problem)
         item = name(error.line - 1) if error.line else whole
         raise InputError(problem, file=item, field=error.field) from None
-    if not outputs:
-        raise InputError("no RAG outputs to evaluate (empty data)", file="data")
+    if not outputs and not empty:
+        raise InputError(EMPTY_DATA, file="data")
     return [_named(output, name) for output in outputs]
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.api.config import api_config
-from open_rag_eval.api.data import to_outputs
+from open_rag_eval.api.data import EMPTY_DATA, to_outputs
+from open_rag_eval.core.errors import InputError
 from open_rag_eval.api.results import FolderFiles, Results
 
 __all__ = ["aevaluate", "evaluate"]
@@ -49,8 +50,10 @@ async def aevaluate(data: Data, config: ConfigArg = None, *, output_dir: str | o
     from open_rag_eval.run import pipeline
     from open_rag_eval.tracking.options import TrackingOptions
 
-    outputs = to_outputs(data)  # bad data fails before the config or the judge is touched
+    outputs = to_outputs(data, empty=True)  # bad data fails before the config or the judge is touched
     loaded = api_config(config, options)
+    if not outputs and not pipeline.own_rows([spec.build() for spec in loaded.evaluators]):
+        raise InputError(EMPTY_DATA, file="data")  # only a config with rows of its own (a TREC run file) needs none
     tracking = _tracking(loaded.section("tracking", TrackingOptions), output_dir)
     if output_dir is not None:
         report = await pipeline.arun(loaded, output_dir=Path(output_dir), outputs=outputs,

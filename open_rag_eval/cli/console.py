@@ -341,7 +341,7 @@ class ProgressDisplay:
         p = self.progress
         head = f"[{_duration(now - self.started):>5}]"
         if final:
-            parts = [f"{head} done"]
+            parts = [f"{head} {p.outcome}"]
         elif p.stage is not None:
             parts = [f"{head} {p.stage}: {self.stage_detail(p.stage, now)}"]
         else:

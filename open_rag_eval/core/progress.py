@@ -72,6 +72,7 @@ class Progress:
     finished: dict[str, float] = field(default_factory=dict)
     models: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # name -> (started, finished)
     clock: Any = time.monotonic
+    outcome: str = "done"  # the final status line's word: "incomplete" for a run that cannot speak for a metric
 
     def advance(self, evaluator: str, n: int = 1) -> None:
         self.done[evaluator] = self.done.get(evaluator, 0) + n

@@ -64,6 +64,8 @@ class Contract:
     ``window_runs``: it gives a run's results when it sees the run one window of whole queries at a time, when
     every query has at least this many answered runs (None: it must see the whole run at once).
     ``graders``: the judges the judge-health controls ask for its tasks; ``retest``: what test-retest re-asks.
+    ``own_rows``: it scores rows of its own data (golden's TREC run file: the run file's queries), with or without
+    outputs, so a run of it has rows even with no input, and those rows are scored once, after any shards.
     """
 
     reads: frozenset[Read]
@@ -73,6 +75,7 @@ class Contract:
     window_runs: int | None = 0
     graders: Graders | None = None
     retest: Retest | None = None
+    own_rows: bool = False
 
     def window_safe(self, fewest_answered: int) -> bool:
         return self.window_runs is not None and fewest_answered >= self.window_runs

@@ -176,7 +176,8 @@ class GoldenEvaluator:
         The retrieval metrics read passages and labels; the lexical checks read the answer."""
         lexical = tuple(name for name in LEXICAL_METRICS if self.options.wants(name))
         reads: set[Read] = {"passages", "labels", *(("answer", "scores") if lexical else ())}
-        return Contract(reads=frozenset(reads), answer_metrics=lexical, window_runs=0 if self.run is None else None)
+        return Contract(reads=frozenset(reads), answer_metrics=lexical, window_runs=0 if self.run is None else None,
+                        own_rows=self.run is not None)
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

@@ -41,7 +41,8 @@ from open_rag_eval.executors.shards import (ShardResult, evaluate_rest_parts, me
 from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path, read_entries
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.manifest import file_digest
-from open_rag_eval.run.pipeline import Evaluated, evaluate_all, judge_session, load_outputs, windowed
+from open_rag_eval.run.pipeline import (Evaluated, evaluate_all, judge_session, load_outputs, or_empty, own_rows,
+                                       windowed)
 from open_rag_eval.run.source import contiguous, fewest_answered
 from open_rag_eval.store.fileio import atomic_stream
 from open_rag_eval.store.sqlite import connect
@@ -203,12 +204,14 @@ def _whole_input(loaded: Any, index: int, count: int) -> ShardInput:
 async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None = None) -> Path:
     """Evaluate shard ``index`` of ``count`` window by window and write its folder (at once when it is complete)."""
     check_shardable(loaded)
-    if loaded.config.input is None:
+    if loaded.config.input is None and loaded.config.connector is not None:
         raise ConfigError("--shard splits the input file; a connector's outputs are fetched by one run "
                           "(use executor: ray, or fetch them first)", path="input")
     config_text = _config_text(loaded)
-    input_path = loaded.resolve_path(loaded.config.input)
-    shape = _streamed_input(input_path, index, count) or _whole_input(loaded, index, count)
+    input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input is not None else None
+    # no input: no output to split (a golden run file's rows are scored by the merge)
+    shape = ShardInput(0, 0, True, [], 0, iter([])) if input_path is None else \
+        _streamed_input(input_path, index, count) or _whole_input(loaded, index, count)
     folder = shard_folder(loaded, output_dir, index, count)
     with Generation(folder) as generation:
         with generation.writing(), atomic_stream(generation.path / RECORDS_FILE) as handle:
@@ -228,7 +231,8 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
         generation.write_json(SHARD_FILE, {
             "format": FORMAT, "tool_version": __version__, "index": index, "of": count,
             "config_digest": loaded.digest, "config_text": config_text, "base_dir": str(loaded.base_dir),
-            "input": {"path": str(loaded.config.input), "sha256": file_digest(input_path)},
+            "input": {"path": str(loaded.config.input), "sha256": file_digest(input_path)} if input_path else
+            {"path": None, "sha256": None},
             "n_outputs": shape.n_outputs, "contiguous": shape.contiguous, "fewest_answered": shape.fewest_answered,
             "positions": shape.positions, "n_queries": shape.n_queries, "n_records": n_records,
             "accounting": accounting, "health": health,
@@ -417,7 +421,7 @@ class MergedShards:
             if plan.driver and needs_judge(plan.driver):
                 judge = await stack.enter_async_context(judge_session(loaded.judge, loaded.base_dir,
                                                                       str(loaded.path or "")))
-            for records in self.source.record_windows(size):
+            for records in or_empty(self.source.record_windows(size), own_rows(everyone)):
                 outputs = _outputs(records)
                 shard = _shard_result(records, len(names))
                 del records

@@ -21,7 +21,7 @@ from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts",
            "evaluate_shard", "merge_accounting", "merge_health", "merge_parts", "merge_results", "needs_judge",
-           "query_shards", "split_by_query", "stages"]
+           "query_shards", "sharded", "split_by_query", "stages"]
 
 # evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
 # query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once
@@ -46,7 +46,7 @@ class Stages:
 
 def stages(loaded: Any) -> Stages:
     specs = list(loaded.evaluators)
-    cut = next((i for i, spec in enumerate(specs) if spec.cls.name not in SHARDED), len(specs))
+    cut = next((i for i, spec in enumerate(specs) if not sharded(spec)), len(specs))
     shards, models = [], {}
     for i, spec in enumerate(specs[:cut]):
         metrics = list(getattr(spec.options, "metrics", None) or ())  # golden: None (its every metric)
@@ -59,6 +59,12 @@ def stages(loaded: Any) -> Stages:
     bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and spec.cls.name == "consistency"
                  and "bertscore" in spec.options.metrics and spec.options.results_dir is None}
     return Stages(shards, models, specs[cut:], bertscore)
+
+
+def sharded(spec: Any) -> bool:
+    """Whether an evaluator runs shard by shard: not one with rows of its own (golden's TREC ``run`` file, scored
+    once by the driver or the merge: it needs no judge, and its rows are the run file's queries, not a shard's)."""
+    return spec.cls.name in SHARDED and not getattr(spec.options, "run", None)
 
 
 def split_by_query(outputs: Sequence[RAGOutput], n: int) -> list[list[int]]:
@@ -93,15 +99,15 @@ def needs_judge(specs: Sequence[Any]) -> bool:
 
 
 def check_shardable(loaded: Any) -> None:
-    """Evaluators that read their own data (a TREC run file, an earlier results folder) cannot be split by query,
-    and a taped judge records one process's calls."""
+    """An evaluator that reads an earlier results folder cannot be split by query, and a taped judge records one
+    process's calls. (A TREC run file's rows are scored once, after the shards: ``sharded``.)"""
     judge = loaded.judge
     if judge.record is not None or judge.replay is not None:
         raise ConfigError("judge.record / judge.replay tape one process's calls: use executor: local",
                           path="judge.replay" if judge.replay is not None else "judge.record")
     for i, spec in enumerate(loaded.evaluators):
-        if getattr(spec.options, "run", None) or getattr(spec.options, "results_dir", None):
-            raise ConfigError(f"the {spec.type} evaluator reads its own data (run / results_dir), which cannot be "
+        if getattr(spec.options, "results_dir", None):
+            raise ConfigError(f"the {spec.type} evaluator reads its own data (results_dir), which cannot be "
                               "split into shards: use executor: local for this config", path=f"evaluators[{i}]")
 
 

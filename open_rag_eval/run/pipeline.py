@@ -16,13 +16,13 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 from open_rag_eval.config import LoadedConfig
-from open_rag_eval.core.errors import ConfigError
+from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.evaluators.base import Context, Evaluator, Plan, check_answers, needs_judge, window_safe
 from open_rag_eval.health.check import HealthReport, assess
@@ -55,10 +55,11 @@ from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["Evaluated", "Executor", "WindowedExecutor", "Progress", "RunReport", "arun", "context_notes",
-           "evaluate_all", "judge_session", "load_outputs", "open_source", "plan", "read_result", "run", "run_info",
-           "windowed"]
+           "check_rows", "evaluate_all", "judge_session", "load_outputs", "open_source", "or_empty", "own_rows",
+           "plan", "read_result", "run", "run_info", "windowed"]
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 class RunReport:
@@ -82,7 +83,8 @@ class RunReport:
     @property
     def status(self) -> RunStatus:
         """Complete, or incomplete with its reasons (``run.status``)."""
-        return RunStatus(tuple(self.incomplete))
+        no_value = self.manifest.get("no_value")
+        return RunStatus(tuple(self.incomplete), str(no_value) if no_value is not None else None)
 
     @property
     def result(self) -> EvalResult:
@@ -301,6 +303,7 @@ async def arun(
                     cited = _cited(evaluated.result.scores, loaded.judge.health) if judge is not None else None
                     controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
                     del everything, evaluated
+                check_rows(spill, source.n_outputs, loaded)
                 evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
                 progress.begin("write", "results")
                 info = run_info(loaded, judge)
@@ -362,7 +365,7 @@ async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge |
     whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
     size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
     _say_one_window(evaluators, source, whole)
-    for window in source.windows(size):
+    for window in or_empty(source.windows(size), own_rows(evaluators)):
         yield window, await evaluate_all(evaluators, window, judge, output_dir=output_dir, base_dir=base_dir,
                                          progress=progress)
         for evaluator in evaluators:
@@ -398,6 +401,38 @@ def _say_one_window(evaluators: Sequence[Any], source: OutputSource, whole: bool
     if why:
         log.warning("evaluating the %d outputs as one window, every output in memory: %s", source.n_outputs,
                     "; ".join(why))
+
+
+def own_rows(evaluators: Sequence[Evaluator]) -> bool:
+    """Whether any of these evaluators scores rows of its own data (its contract's ``own_rows``: the golden
+    evaluator's TREC run file), so a run of them has rows even when it has no output."""
+    return any(e.contract().own_rows for e in evaluators)
+
+
+def or_empty(windows: Iterable[_T], empty: bool) -> Iterator[_T]:
+    """``windows``; when there is none and ``empty`` (an evaluator has rows of its own), one empty window, so
+    that the evaluators still run once."""
+    seen = False
+    for window in windows:
+        seen = True
+        yield window
+    if not seen and empty:
+        yield cast(_T, [])
+
+
+def check_rows(spill: Spill, n_outputs: int, loaded: LoadedConfig) -> None:
+    """A run with no row at all (no output, and no evaluator gave rows of its own) is bad input, raised before
+    anything is written: an empty table would read as a run that went well."""
+    if n_outputs or spill.metrics:
+        return
+    given = loaded.config.input
+    if given is not None:
+        raise InputError("no output to evaluate: the input has no row", file=str(loaded.resolve_path(given)))
+    if loaded.config.connector is not None:
+        raise InputError("no output to evaluate: the system gave no output (is the queries file empty?)",
+                         field="connector")
+    raise InputError("no output to evaluate: no input, and no evaluator reads rows of its own (e.g. golden with "
+                     "run: and qrels:)", field="input")
 
 
 def windowed(evaluator: Evaluator, fewest_answered: int) -> bool:

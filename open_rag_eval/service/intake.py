@@ -190,16 +190,23 @@ def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest
         raw.pop("input", None)
     elif input_file is not None:
         raw["input"] = str(input_file)
-    elif "input" not in raw:
-        raise InputError("send inputs (JSONL or CSV) or an upload_id", field="inputs")
     raw["output_dir"] = str(job_dir / "results")
     raw["judge"] = judge_section(settings, settings.profile(request.judge_profile), tenant)
     config_file = job_dir / "job.yaml"
     text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=True)
     config_file.write_text(text, encoding="utf-8")
     loaded = load_config_text(text, base_dir=base_dir, file="job.yaml")
+    if "input" not in raw and raw.get("connector") is None and not _own_rows(loaded):
+        raise InputError("send inputs (JSONL or CSV) or an upload_id", field="inputs")
     n = _count(loaded, request.limit)
     return Prepared(job_dir=str(job_dir), config_file=str(config_file), base_dir=str(base_dir), n_outputs=n)
+
+
+def _own_rows(loaded: Any) -> bool:
+    """A server-side config whose evaluator has rows of its own (golden's TREC run file) needs no inputs."""
+    from open_rag_eval.run import pipeline
+
+    return pipeline.own_rows([spec.build() for spec in loaded.evaluators])
 
 
 def _count(loaded: Any, limit: int | None) -> int:

@@ -85,6 +85,8 @@ def run(args: argparse.Namespace) -> int:
 
         report = pipeline.run(loaded, output_dir=args.output_dir, limit=args.limit, progress=progress,
                               executor=executor, write_report=write_report)
+        if not report.status.complete:
+            progress.outcome = "incomplete"  # never "done": the error line below says why
     print_summary(report, every_metric=getattr(args, "verbose", False))
     tracked = track_run(report.output_dir, tracking)
     if not report.status.complete:

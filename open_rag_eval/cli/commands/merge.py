@@ -28,6 +28,8 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     with ProgressDisplay(progress, stream=sys.stderr):
         report = asyncio.run(merge_shards(args.folders, args.output_dir, progress))
+        if not report.status.complete:
+            progress.outcome = "incomplete"
     print_summary(report, every_metric=getattr(args, "verbose", False))
     if not report.status.complete:
         from open_rag_eval.run.status import EXIT_INCOMPLETE
