@@ -74,7 +74,7 @@ def test_live_display_snapshot_stages_counts_rate_eta_cost() -> None:
     display.started = 100.0
     assert _render(display) == "\n".join([
         "✓ read                             done in 2.0s",
-        "▸ trec        ━━━━━━━              7/20 outputs · 1.0/s · ETA 13s · HHEM model",
+        "▸ trec        ━━━━━━━              7/20 outputs · 1.0/s · ETA unknown (planning) · HHEM model",
         "· consistency                      waiting",
         "· write                            waiting",
         "  judge   52 requests (42 calls, 10 cached) · umbrela 40, support 12 · $0.0510 so far",
@@ -107,9 +107,9 @@ def test_plain_status_line_and_retries_since_the_last_line() -> None:
     display.started = 100.0
     display.tally.total = display.tally.since_status = 5
     display.tally.last = "HTTP 503"
-    assert display.status_line() == ("[  12s] trec: 7/20 outputs · 1.0/s · ETA 13s · HHEM model | judge: 52 requests "
-                                     "(42 calls, 10 cached) · umbrela 40, support 12 · 5 retries, 5 since the last "
-                                     "line (last: HTTP 503) · $0.0510 so far")
+    assert display.status_line() == ("[  12s] trec: 7/20 outputs · 1.0/s · ETA unknown (planning) · HHEM model | judge: "
+                                     "52 requests (42 calls, 10 cached) · umbrela 40, support 12 · 5 retries, 5 since "
+                                     "the last line (last: HTTP 503) · $0.0510 so far")
     assert "since the last line" not in display.status_line()  # counted once
     progress.end("trec")
     progress.begin("write", "report.html")
@@ -198,42 +198,6 @@ def test_live_display_snapshot_of_parts_and_a_health_event() -> None:
         "  health  after 80 UMBRELA grades: every grade is 3 (a constant judge?)",
         "  elapsed 36s",
     ])
-
-
-def test_before_every_part_has_a_rate_the_eta_is_the_judge_queue_s() -> None:
-    """Citations wait behind the critical path: no part rate yet, but the judge's queued requests at the rate it
-    takes requests give the time of the work already asked for; once every part has a rate, the later of the two."""
-    clock = Clock()
-    run = EightyOutputs(clock)
-    judge = Judge()
-    judge.pending = 300  # type: ignore[attr-defined]
-    run.progress.judge = judge
-    display = ProgressDisplay(run.progress, io.StringIO(), tty=False, clock=clock)
-    judge.accounting.task("umbrela").calls = 10
-    run.play(10)
-    assert display.stage_detail("trec", clock.now).endswith("· ETA measuring")  # the first sight of the judge
-    judge.accounting.task("umbrela").calls = 110
-    run.play(12)  # 100 requests taken in 2 s: 300 queued are 6 s at least
-    assert display.stage_detail("trec", clock.now) == ("0/80 outputs · umbrela 45/80 · nuggets 0/80 · citation 0/80"
-                                                       " · ETA 6.0s for the 300 queued judge requests")
-    judge.accounting.task("support").calls = 1890
-    judge.pending = 10  # type: ignore[attr-defined]
-    run.play(36)  # 2000 requests in 28 s: 10 queued are 0.1 s; the parts say 2.9 s
-    assert display.stage_detail("trec", clock.now).endswith("· citation 51/80 · ETA 2.9s")
-
-
-def test_the_judge_queue_eta_follows_the_recent_rate_not_a_slow_start() -> None:
-    clock = Clock()
-    run = EightyOutputs(clock)
-    judge = Judge()
-    judge.pending = 500  # type: ignore[attr-defined]
-    run.progress.judge = judge
-    display = ProgressDisplay(run.progress, io.StringIO(), tty=False, clock=clock)
-    for second, taken in ((0.5, 1), (10.5, 11), (15.5, 511), (20.5, 1011)):  # warming up: 1/s, then 100/s
-        judge.accounting.task("umbrela").calls = taken
-        run.play(second)
-        detail = display.stage_detail("trec", clock.now)
-    assert detail.endswith("· ETA 5.0s for the 500 queued judge requests")  # 100/s; since the start: 9.9 s
 
 
 def test_plain_lines_show_each_event_once_a_warning_as_a_warning(caplog: pytest.LogCaptureFixture) -> None:

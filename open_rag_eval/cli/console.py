@@ -1,9 +1,9 @@
 """What the CLI shows a person: live progress, the dry-run plan, the final summary.
 
 Progress: on a terminal, a live display (rich) with a line per stage -- read, fetch, each evaluator, write --
-its counts (each part of an evaluator counted as it finishes outputs), rate and ETA (the slowest part at its own
-observed rate; before every part has one, the time of the judge's queued requests at the rate it takes them),
-the latest line of each event kind (judge health), the judge's calls by task with retries and cost so far, and
+its counts (each part of an evaluator counted as it finishes outputs) and the ETA of the run's judge work (a model of
+the work left, ``core.eta``: "ETA unknown (why)" whenever the model cannot support a number; a stage without judge
+work at its own observed rate), the latest line of each event kind (judge health), the judge's calls by task with retries and cost so far, and
 the local models at work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
 judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
 off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back). With
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import deque
 import os
 import sys
 import threading
@@ -42,9 +41,6 @@ log = logging.getLogger("open_rag_eval")
 SIMULATED = "SIMULATED JUDGE: these scores come from the loopback simulated judge and mean nothing about a real system"
 QUIET_ENV = {"TQDM_DISABLE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TRANSFORMERS_VERBOSITY": "error",
              "TOKENIZERS_PARALLELISM": "false"}
-
-
-RATE_WINDOW = 10.0  # seconds of judge throughput an ETA from the judge's queue rests on
 
 
 def _out(text: str = "") -> None:
@@ -156,7 +152,6 @@ class ProgressDisplay:
         self._undo_quiet: Callable[[], None] = lambda: None
         self._judge_snapshot: dict[str, Any] | None = None
         self._events_shown: dict[str, Event] = {}
-        self._taken: deque[tuple[float, int]] = deque()  # (when, judge requests taken), as the display saw them
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -287,7 +282,7 @@ class ProgressDisplay:
                 rate = p.counts.get(stage, Count()).rate(now)
                 text += f" · {rate:.1f}/s" if rate else ""
             if total > done:
-                text += self._eta(stage, now)
+                text += f" · {self.eta(stage, now)}"
             return f"{text}{' · ' + step if step else ''}"
         if end is not None:
             return f"done in {_duration(end - (start or end))}"
@@ -295,35 +290,33 @@ class ProgressDisplay:
             return f"{step or 'working'} ({_duration(now - start)})"
         return "waiting"
 
-    def _eta(self, stage: str, now: float) -> str:
-        """The time left: the slowest part at its own observed rate, or the judge requests already queued at the
-        rate the judge takes them, whichever is later; before every part has a rate, only the queued requests' time
-        (said as such: requests not asked yet come on top)."""
-        parts, queued = self.progress.eta(stage, now), self._judge_queue(now)
-        if queued is None:
-            return " · ETA measuring" if parts is None else f" · ETA {_duration(parts)}"
-        wait, pending = queued
-        if parts is None:
-            return f" · ETA {_duration(wait)} for the {pending} queued judge requests"
-        return f" · ETA {_duration(max(parts, wait))}"
+    def eta(self, stage: str, now: float) -> str:
+        """The run's time left (``core.eta``): the judge work still planned, in waves of the requests the judge runs
+        at once, at the latency it has now; "ETA unknown" with why, whenever the model cannot support a number. A
+        stage without judge work goes at its own observed rate."""
+        from open_rag_eval.core.eta import estimate, requests_per_wave
 
-    def _judge_queue(self, now: float) -> tuple[float, int] | None:
-        """(seconds, requests) for the judge's queued requests at the rate it has taken requests on over the last
-        ``RATE_WINDOW`` seconds the display watched (a judge warming up, or slowed down, is followed)."""
-        pending = getattr(self.progress.judge, "pending", None)
-        snapshot = self._judge()
-        if not isinstance(pending, int) or not pending or not snapshot:
-            return None
-        total = snapshot["total"]
-        taken = total["calls"] + total["cache_hits"]  # started: in steady state they start as others end
-        seen = self._taken
-        if taken > 0:
-            seen.append((now, taken))
-        while len(seen) > 2 and seen[1][0] <= now - RATE_WINDOW:
-            seen.popleft()
-        if not seen or now - seen[0][0] < 1.0 or taken <= seen[0][1]:
-            return None
-        return pending / ((taken - seen[0][1]) / (now - seen[0][0])), pending
+        p, judge = self.progress, self.progress.judge
+        work = p.work
+        if judge is None or (work is not None and stage not in work.stages):
+            local = p.eta(stage, now)
+            return "ETA measuring" if local is None else f"ETA {_duration(local)}"
+        running = [name for name, (_, end) in p.models.items() if end is None]
+        timing, snapshot = getattr(judge, "timing", None), self._judge()
+        latency = timing.latency(now, since=p.work_known or 0.0) if timing is not None and work is not None else None
+        why = ("planning" if work is None else f"{running[0]} model running" if running
+               else "timing the judge" if latency is None or snapshot is None else "")
+        if why:
+            return f"ETA unknown ({why})"
+        assert latency is not None and snapshot is not None and timing is not None
+        made = {task: (row["calls"], row["cache_hits"]) for task, row in snapshot["tasks"].items()}
+        after = work.stages[work.stages.index(stage) + 1:]
+        pending = getattr(judge, "pending", 0)
+        left = estimate(work, made, latency, requests_per_wave(judge, latency), flight=timing.ages(now),
+                        pending=pending if isinstance(pending, int) else 0, stages_left=len(after))
+        if left is None:
+            return "ETA unknown (the judge's concurrency)"
+        return f"ETA {_duration(left)}" if left > 0 else "ETA unknown (past the planned judge work)"
 
     def stage_rows(self, now: float) -> list[tuple[str, str, str]]:
         """(mark, stage, detail) per stage: ✓ finished, ▸ running, · waiting."""
@@ -455,14 +448,22 @@ def print_summary(report: RunReport, *, every_metric: bool = False) -> None:
     _accounting_line(report.manifest.get("accounting"), report.info)
     _health(report)
     _diagnosis(report, figures)
-    _metric_table(report, every_metric)
+    _metric_table(report, every_metric or not _headline_of(report))
     _out(f"results: {report.output_dir} (results.csv, summary.csv, results.json, manifest.json, report.html)")
     if report.info.simulated:
         _out(SIMULATED)
 
 
+def _headline_of(report: RunReport) -> list[str]:
+    """The run's headline metrics (none: e.g. a custom evaluator's run, whose table is then printed whole)."""
+    from open_rag_eval.report.headline import headline_metrics, report_options
+
+    return headline_metrics([a.metric for a in report.summary], report_options(report.manifest)[0])
+
+
 def _metric_table(report: RunReport, shown_all: bool) -> None:
-    """Every metric's mean, CI, n and missing values (``-v``), else one line saying where they are."""
+    """Every metric's mean, CI, n and missing values (``-v``, or a run without headline metrics), else one line
+    saying where they are."""
     from open_rag_eval.health.check import is_health
     from open_rag_eval.core.catalogue import is_dispersion
 

@@ -71,6 +71,8 @@ class Progress:
     started: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
     models: dict[str, tuple[float, float | None]] = field(default_factory=dict)  # name -> (started, finished)
+    work: Any = None  # the run's judge work as planned (``core.eta.Workload``), once known: the time left
+    work_known: float | None = None  # when it became known (the judge's latency is timed from then)
     clock: Any = time.monotonic
     outcome: str = "done"  # the final status line's word: "incomplete" for a run that cannot speak for a metric
 
@@ -95,6 +97,10 @@ class Progress:
                 self.steps[stage] = f"{name} model"
         else:
             self.steps[stage] = what
+
+    def planned(self, work: Any) -> None:
+        """The run's judge work is planned (from the planning thread): the console's time left rests on it."""
+        self.work, self.work_known = work, self.clock()
 
     def notify(self, event: Event) -> None:
         """Show ``event`` during the run (replacing the previous event of its kind)."""

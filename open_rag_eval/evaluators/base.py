@@ -20,7 +20,7 @@ controls ask (``graders``) and the labeller judge test-retest re-asks (``retest`
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
@@ -66,6 +66,8 @@ class Contract:
     ``graders``: the judges the judge-health controls ask for its tasks; ``retest``: what test-retest re-asks.
     ``own_rows``: it scores rows of its own data (golden's TREC run file: the run file's queries), with or without
     outputs, so a run of it has rows even with no input, and those rows are scored once, after any shards.
+    ``waits``: judge task -> the tasks whose replies its requests wait for; ``in_turn``: the tasks that ask one
+    query's requests one after another (the console's time left counts the chain they make: ``core.eta``).
     """
 
     reads: frozenset[Read]
@@ -76,6 +78,8 @@ class Contract:
     graders: Graders | None = None
     retest: Retest | None = None
     own_rows: bool = False
+    waits: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    in_turn: tuple[str, ...] = ()
 
     def window_safe(self, fewest_answered: int) -> bool:
         return self.window_runs is not None and fewest_answered >= self.window_runs

@@ -138,7 +138,8 @@ class CriteriaEvaluator:
         return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
                         answer_metrics=tuple(column(c.name) for c in self.options.criteria), needs_judge=True,
                         judge_tasks=tuple(self.reask_bounds()), window_runs=None,
-                        retest=Retest("criteria", self.judge_labels))
+                        retest=Retest("criteria", self.judge_labels),
+                        waits={"criteria": ("criteria_steps",)})  # a criterion's steps come before its grades
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

@@ -51,6 +51,11 @@ def _build(name: str, options: GenerationOptions) -> GenerationMetric:
     return cls(getattr(options, field)) if field else cls()
 
 
+# the order of its judge tasks (the console's time left, core.eta): claims are verified once extracted, the answer's
+# relevance rated on the questions it was asked to answer
+TASK_WAITS = {"claim_verify": ("claim_extract",), "answer_relevance": ("answer_questions",)}
+
+
 class GenerationEvaluator:
     """Per-output generation metrics with the judge (see the module docstring)."""
 
@@ -117,7 +122,8 @@ class GenerationEvaluator:
         return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
                         answer_metrics=tuple(n for n in names if n != "context_relevance"), needs_judge=True,
                         judge_tasks=tuple(dict.fromkeys(t for n in names for t in JUDGE_TASKS.get(n, ()))),
-                        window_runs=0, graders=Graders(useful=useful) if useful is not None else None)
+                        window_runs=0, graders=Graders(useful=useful) if useful is not None else None,
+                        waits=TASK_WAITS)
 
     def _useful(self) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]]:
         """Context usefulness as this evaluator's context precision asks it (the controls ask it too)."""

@@ -178,6 +178,12 @@ JUDGE_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_imp
                "citation": ("support",), "no_answer": ("no_answer",)}
 
 
+# the order of its judge tasks (the console's time left, core.eta): a nugget list waits for its passages' grades, its
+# importance for the list, each output's assignment for both; one query's list grows passage window after window
+TASK_WAITS = {"nugget_create": ("umbrela",), "nugget_importance": ("nugget_create",),
+              "nugget_assign": ("nugget_importance",)}
+
+
 class TrecEvaluator:
     """Per-output TREC 2024 RAG metrics with the judge (see the module docstring)."""
 
@@ -205,6 +211,7 @@ class TrecEvaluator:
             answer_metrics=tuple(m for m in metrics if m != "umbrela"),
             needs_judge=True,
             judge_tasks=tuple(task for m in metrics for task in JUDGE_TASKS.get(m, ())),
+            waits=TASK_WAITS, in_turn=("nugget_create",),
             window_runs=0,
             graders=Graders(umbrela=self.umbrela if "umbrela" in metrics else None,
                             citation=self.citation if "citation" in metrics else None,

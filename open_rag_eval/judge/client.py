@@ -30,6 +30,7 @@ from typing import Any, NoReturn
 
 import httpx2
 
+from open_rag_eval.core.eta import CallClock
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.core.redaction import redact, redact_secrets, register_secret
 from open_rag_eval.prompts import reply_schema
@@ -100,6 +101,7 @@ class OpenAIJudge:
         if settings.api_key != NO_KEY:
             register_secret(settings.api_key)  # from now on redacted from every message, log line and output file
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
+        self.timing = CallClock()  # how long requests take now: the console's time left (core.eta)
 
     @property
     def base_url(self) -> str:
@@ -259,9 +261,12 @@ class OpenAIJudge:
                     if attempt == 0:
                         stats.calls += 1
                         succeeded = self.breaker.successes
-                    started = time.monotonic()
-                    answer = await self.transport.send(replace(
-                        call, endpoint=self.endpoints.index(endpoint), attempt=attempt, deadline_s=timeouts.next_s))
+                    started, timing = time.monotonic(), self.timing.begin()
+                    try:
+                        answer = await self.transport.send(replace(
+                            call, endpoint=self.endpoints.index(endpoint), attempt=attempt, deadline_s=timeouts.next_s))
+                    finally:
+                        self.timing.end(timing)
             except TRANSPORT_ERRORS as error:
                 answer = failure_of(error, timeouts.next_s or self.timeout_s, endpoint.base_url)
             if isinstance(answer, Completion):

@@ -52,6 +52,7 @@ from open_rag_eval.scoring.stats import Aggregate, preload as preload_numpy
 from open_rag_eval.run.checks import check_inputs_outside, output_folder
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import IDENTITY_FILE, JOURNAL_FILE, RESUME_FILES
+from open_rag_eval.run.workload import plan_beside
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
 __all__ = ["Evaluated", "Executor", "WindowedExecutor", "Progress", "RunReport", "arun", "context_notes",
@@ -275,8 +276,11 @@ async def arun(
                     # every judgment recorded for the health report; a warning about many outputs is one line
                     # per kind for the whole run (not per window)
                     with recording(HealthRecorder(watch=live)) as recorder, tallied():
+                        first = source.first(CONTROL_OUTPUTS)
+                        if judge is not None:  # the console's time left: the run's judge work, planned beside it
+                            plan_beside(loaded, first, source.n_outputs, progress.planned, judge)
                         checking = asyncio.ensure_future(run_controls_of(
-                            evaluators, source.first(CONTROL_OUTPUTS), judge, loaded.judge.health, live.controls_done))
+                            evaluators, first, judge, loaded.judge.health, live.controls_done))
                         try:
                             cited = await _evaluate_windows(evaluators, source, judge, spill, generation,
                                                             base_dir=loaded.base_dir, progress=progress,

@@ -1,0 +1,196 @@
+"""The console's time left, from a model of the remaining judge work (core.eta): waves of requests at the judge's
+latency and concurrency, the longest chain of requests that wait for each other, "ETA unknown" when the model
+cannot support a number; and the run's judge work planned beside the run (run.workload)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from open_rag_eval.cli.console import ProgressDisplay
+from open_rag_eval.core.eta import CallClock, Workload, estimate, remaining_depth, requests_per_wave
+from open_rag_eval.core.progress import Progress
+from open_rag_eval.judge.accounting import Accounting
+
+TREC = Workload({"umbrela": 100, "nugget_create": 10, "support": 40},
+                {"nugget_create": ("umbrela",)}, {"nugget_create": 2}, ("trec",))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_time_left_is_waves_of_the_requests_left_and_the_chain_that_waits() -> None:
+    made = {"umbrela": (36, 0), "support": (40, 0)}
+    # 64 grades and 10 nugget lists left, 4 requests in flight 0.1 s old: (74 x 0.5 + 4 x 0.4) / 8 = 4.825 s of
+    # work over 8 slots; the longest chain: one wave of grades, then a query's 2 creation requests in turn = 1.5 s
+    spread, deep = (74 * 0.5 + 4 * 0.4) / 8, 3 * 0.5
+    assert spread == 4.825 and deep == 1.5
+    left = estimate(TREC, made, 0.5, 8, flight=[0.1] * 4)
+    assert left == pytest.approx(math.sqrt(4.825 * (4.825 + 1.5)))  # 5.52 s: between 4.825 and 6.325
+    assert remaining_depth(TREC, {"umbrela": 64, "nugget_create": 10}) == 3
+    assert remaining_depth(TREC, {"umbrela": 0, "nugget_create": 10}) == 2
+    # each judged stage still to come adds a wave to the chain
+    assert estimate(TREC, made, 0.5, 8, stages_left=2) == pytest.approx(math.sqrt(4.625 * (4.625 + 2.5)))
+
+
+def test_the_estimate_lies_within_a_third_of_any_time_its_bounds_allow() -> None:
+    for queued, depth in ((1, 1), (10, 1), (100, 3), (3, 10), (1000, 0)):
+        work = Workload({"a": queued}, in_turn={"a": depth} if depth else {})
+        left = estimate(work, {}, 1.0, 4)
+        assert left is not None
+        chain = max(depth, 1)  # a task is at least one request deep
+        low, high = max(queued / 4, chain), queued / 4 + chain
+        assert low / 1.5 <= low * 0.707 <= left <= high * 1.415 <= high * 1.5
+
+
+def test_cache_hits_pending_requests_and_what_makes_it_unknown() -> None:
+    # half of the grades so far came from the cache: half of those left are taken to come from it, at no time
+    cached = estimate(Workload({"umbrela": 100}), {"umbrela": (20, 20)}, 1.0, 10)
+    assert cached == pytest.approx(math.sqrt(3.0 * 4.0))  # 30 fresh requests: 3 s of waves, then 1 wave of chain
+    # the plan counted fewer than the judge was asked for: the judge's own queue is the floor
+    assert estimate(Workload({"umbrela": 10}), {"umbrela": (10, 0)}, 1.0, 10, pending=50) == pytest.approx(
+        math.sqrt(5.0 * 5.0))
+    assert estimate(TREC, {}, None, 8) is None and estimate(TREC, {}, 0.5, None) is None
+    assert estimate(Workload({"umbrela": 5}), {"umbrela": (5, 0)}, 0.5, 8) == 0.0  # nothing left to judge
+
+
+def test_the_clock_times_requests_and_sees_a_stall_before_its_replies() -> None:
+    clock = Clock()
+    timing = CallClock(keep=8, clock=clock)
+    assert timing.latency() is None
+    tokens = [timing.begin() for _ in range(6)]
+    clock.now += 0.5
+    for token in tokens[:4]:
+        timing.end(token)
+    assert timing.latency(least=4) == pytest.approx(0.5) and timing.answered == 4
+    assert timing.latency(since=clock.now - 0.1) is None  # requests sent before ``since`` do not count
+    clock.now += 0.4  # two requests 0.9 s old: not yet twice the 0.5 s mean
+    assert timing.latency() == pytest.approx(0.5) and timing.ages() == pytest.approx([0.9, 0.9])
+    clock.now += 2.1  # half of those in flight are 3 s old, six times the mean: the judge stalls
+    assert timing.latency() == pytest.approx(3.0)
+    straggler = CallClock(clock=clock)
+    answered = [straggler.begin() for _ in range(4)]
+    clock.now += 0.5
+    for token in answered:
+        straggler.end(token)
+    stuck = straggler.begin()
+    straggler._open[stuck] -= 60  # one request a minute old among three young ones: not a stall
+    for _ in range(3):
+        straggler.begin()
+    clock.now += 0.1
+    assert straggler.latency() == pytest.approx(0.5)
+
+
+def _endpoint(limit: int, rate: float | None = None, down: str | None = None) -> SimpleNamespace:
+    requests = SimpleNamespace(rate=rate) if rate else None
+    return SimpleNamespace(limiter=SimpleNamespace(concurrency=SimpleNamespace(limit=limit), requests=requests),
+                           down=down)
+
+
+def test_requests_per_wave_are_the_endpoints_concurrency_paced_by_their_budget() -> None:
+    assert requests_per_wave(SimpleNamespace(endpoints=[_endpoint(8), _endpoint(4)]), 1.0) == 12
+    assert requests_per_wave(SimpleNamespace(endpoints=[_endpoint(8, rate=2.0)]), 1.5) == 3.0  # 2 a second
+    assert requests_per_wave(SimpleNamespace(endpoints=[_endpoint(8), _endpoint(4, down="401")]), 1.0) == 8
+    assert requests_per_wave(SimpleNamespace(), 1.0) is None  # an executor's judge does not say
+
+
+class TimedJudge:
+    """What the display reads of a judge: its accounting, its request clock, its queue and its endpoints."""
+
+    simulated = True
+
+    def __init__(self, clock: Clock) -> None:
+        self.accounting = Accounting("simulated-judge")
+        self.timing = CallClock(clock=clock)
+        self.pending = 0
+        self.endpoints = [_endpoint(8)]
+
+
+def test_the_display_shows_the_models_eta_or_says_why_it_is_unknown() -> None:
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.stages = ["read", "trec", "write"]
+    progress.begin("read")
+    progress.begin("trec")
+    progress.outputs_total = 20
+    judge = TimedJudge(clock)
+    progress.judge = judge
+    display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock)
+    assert display.stage_detail("trec", clock.now) == "0/20 outputs · ETA unknown (planning)"
+    progress.planned(TREC)
+    assert display.eta("trec", clock.now) == "ETA unknown (timing the judge)"
+    for _ in range(4):
+        token = judge.timing.begin()
+        clock.now += 0.5
+        judge.timing.end(token)
+    judge.accounting.task("umbrela").calls = 36
+    judge.accounting.task("support").calls = 40
+    # the model above with none in flight: 74 requests left, 4.625 s of waves, a chain of 3 waves of 0.5 s
+    assert display.eta("trec", clock.now) == f"ETA {math.sqrt(4.625 * 6.125):.1f}s" == "ETA 5.3s"
+    progress.report("trec", "model HHEM", 0)
+    assert display.eta("trec", clock.now) == "ETA unknown (HHEM model running)"  # its time is not modelled
+    progress.report("trec", "model HHEM done", 0)
+    for task, planned in TREC.calls.items():
+        judge.accounting.task(task).calls = planned
+    assert display.eta("trec", clock.now) == "ETA unknown (past the planned judge work)"
+
+
+def _write_run(folder: Path, n: int) -> Path:
+    rows = []
+    for i in range(n):
+        docs = [{"id": f"d{j}", "text": f"Fact {j} about topic {i}: it is studied widely."} for j in range(3)]
+        rows.append(json.dumps({"query_id": f"q{i}", "query": f"What about topic {i}?", "passages": docs,
+                                "answer": [{"text": f"Topic {i} is studied widely.", "citations": ["d0"]}]}))
+    (folder / "in.jsonl").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    config = folder / "c.yaml"
+    config.write_text("input: in.jsonl\noutput_dir: out\njudge: {model: simulated-judge, cache: false, simulated: "
+                      "{latency_ms: 0, seed: 1}}\nevaluators: [{type: trec, metrics: [umbrela, nuggets, citation, "
+                      "no_answer]}]\n", encoding="utf-8")
+    return config
+
+
+def test_the_run_plans_its_judge_work_beside_it_as_the_dry_run_counts_it(tmp_path: Path) -> None:
+    """A run of 12 outputs (all its queries planned): the workload the console's ETA rests on is the requests the
+    run then sent, task by task (the judge-health controls included), with the trec evaluator's order."""
+    from open_rag_eval.config import load_config
+    from open_rag_eval.run.pipeline import run
+
+    progress = Progress()
+    run(load_config(_write_run(tmp_path, 12)), progress=progress)
+    waited = 0.0
+    while progress.work is None and waited < 60:  # the planning thread may end after a quick run
+        time.sleep(0.1)
+        waited += 0.1
+    work = progress.work
+    assert work is not None and work.stages == ("trec",)
+    sent = {task: row["calls"] for task, row in progress.judge.accounting.snapshot()["tasks"].items()}
+    assert dict(work.calls) == sent
+    assert work.waits["nugget_assign"] == ("nugget_importance",) and work.in_turn == {"nugget_create": 1}
+
+
+def test_a_large_run_is_planned_on_a_sample_of_its_queries_scaled(tmp_path: Path) -> None:
+    from open_rag_eval.config import load_config
+    from open_rag_eval.run.pipeline import load_outputs
+    from open_rag_eval.run.workload import PLANNED_QUERIES, workload
+
+    loaded = load_config(_write_run(tmp_path, 3 * PLANNED_QUERIES))
+    outputs = load_outputs(loaded)
+    whole, sampled = workload(loaded, outputs, len(outputs)), workload(loaded, outputs[:PLANNED_QUERIES], len(outputs))
+    # every query asks the same here (3 grades, a nugget list, its importance, one assignment, one no-answer, one
+    # support): the sample scales to the whole; the controls' own requests (drawn from the outputs given, some of
+    # them the metric's own requests) are counted as they are, so their tasks may differ by a control or two
+    assert whole.calls["nugget_create"] == sampled.calls["nugget_create"] == 3 * PLANNED_QUERIES
+    assert whole.calls["nugget_importance"] == sampled.calls["nugget_importance"] == 3 * PLANNED_QUERIES
+    for task, n in whole.calls.items():
+        assert abs(sampled.calls[task] - n) <= 10, (task, sampled.calls[task], n)
