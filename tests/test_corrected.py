@@ -3,6 +3,13 @@ metric on a query, with literal numbers, and the estimate equal to the method au
 
 from __future__ import annotations
 
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -11,6 +18,9 @@ import pytest
 
 from open_rag_eval.inputs.human_labels import Item
 from open_rag_eval.run.corrected import corrected_estimates, people_values, query_values
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_LABELS = ROOT / "configs" / "data" / "demo_labels"
 
 
 def _entry(query_id: str, grades: dict[str, int], run: int = 1, scores: dict[str, float] | None = None,
@@ -111,3 +121,82 @@ def test_corrected_umbrela_mean_and_citation_f1_equal_the_method_authors_package
         bounds = (0.0, 3.0) if metric == "umbrela.mean" else (0.0, 1.0)
         assert abs(estimate.corrected.low - max(float(low[0]), bounds[0])) < 1e-9
         assert abs(estimate.corrected.high - min(float(high[0]), bounds[1])) < 1e-9
+
+
+def test_corrected_difference_pairs_queries_labelled_in_both_runs() -> None:
+    from open_rag_eval.run.corrected import QueryValues, corrected_differences
+    from open_rag_eval.scoring.ppi import Z95
+
+    a = {"umbrela.mean": QueryValues({"q1": 1.0, "q2": 2.0, "q3": 1.0, "q4": 2.0}, {"q1": 1.0, "q2": 1.0, "q3": 0.0})}
+    b = {"umbrela.mean": QueryValues({"q1": 2.0, "q2": 2.0, "q3": 2.0, "q4": 2.0, "q5": 3.0}, {"q1": 2.0, "q2": 1.0})}
+    [d] = corrected_differences(a, b)
+    # labelled in both: q1, q2 (people's differences 1, 0; judge's 1, 0); q3 (labelled in A only) and q4 unlabelled,
+    # q5 (B only) left out. lam = 0.25 / (2 * 1/3) = 0.375; diff = 0.375 * 0.5 + mean(0.625, 0) = 0.5
+    assert (d.n_labelled, d.n_unlabelled) == (2, 2) and d.lam == pytest.approx(0.375)
+    assert d.diff is not None and d.diff.value == pytest.approx(0.5)
+    # var: (0.375 * std(1, 0))^2 / 2 + std(0.625, 0)^2 / 2 = 0.017578125 + 0.048828125
+    assert d.diff.high - d.diff.value == pytest.approx(Z95 * math.sqrt(0.06640625))
+    assert d.judge_diff == pytest.approx(0.5)  # (1 + 0 + 1 + 0) / 4
+    assert d.p_value == pytest.approx(2 * (1 - NormalDist().cdf(0.5 / math.sqrt(0.06640625))))
+
+
+def _eval(tmp_path: Path, name: str, seed: int, *extra: str, labels_key: bool = False) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / f"{name}.yaml"
+    labels = (f"labels: [{DEMO_LABELS / 'umbrela_qrels.txt'}, {DEMO_LABELS / 'citation_support.tsv'}]\n"
+              if labels_key else "")
+    config.write_text(f"input: {ROOT / 'configs' / 'data' / 'demo.csv'}\noutput_dir: {tmp_path / name}\n{labels}"
+                      f"judge:\n  model: simulated-judge\n  simulated: {{noise_rate: 0.2, seed: {seed}}}\n"
+                      "  cache: false\nevaluators:\n  - type: trec\n    metrics: [umbrela, citation]\n")
+    return subprocess.run([sys.executable, "-m", "open_rag_eval", "eval", "--config", str(config), *extra],
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_eval_with_the_demo_labels_corrects_summary_report_and_compare(tmp_path: Path) -> None:
+    done = _eval(tmp_path, "a", 1, labels_key=True)  # the config's labels: key
+    assert done.returncode == 0, done.stderr
+    done = _eval(tmp_path, "b", 2, "--labels", str(DEMO_LABELS / "umbrela_qrels.txt"),
+                 "--labels", str(DEMO_LABELS / "citation_support.tsv"))
+    assert done.returncode == 0, done.stderr
+    rows = {r["metric"]: r for r in csv.DictReader((tmp_path / "a" / "summary.csv").open())}
+    mean = rows["umbrela.mean"]
+    # every demo query's passages are graded by people: the corrected mean is theirs, 45 / 30 grades
+    assert float(mean["corrected_mean"]) == pytest.approx(1.5)
+    assert (mean["n_labelled"], mean["n_unlabelled"], mean["lambda"]) == ("6", "0", "0.0")
+    assert rows["citation.f1"]["n_labelled"] == "5" and rows["umbrela.n_failed"]["corrected_mean"] == ""
+    report = (tmp_path / "a" / "report.html").read_text()
+    assert "corrected with human labels on 6 queries: 1.50 · 95% CI 1.24 – 1.76" in report
+    saved = json.loads((tmp_path / "a" / "corrected.json").read_text())
+    assert saved["labels"] == ["umbrela_qrels.txt", "citation_support.tsv"] and str(ROOT) not in json.dumps(saved)
+    compared = subprocess.run([sys.executable, "-m", "open_rag_eval", "compare", str(tmp_path / "a"),
+                               str(tmp_path / "b"), "-o", str(tmp_path / "cmp")],
+                              capture_output=True, text=True, timeout=300)
+    assert compared.returncode == 0, compared.stderr
+    diffs = {r["metric"]: r for r in csv.DictReader((tmp_path / "cmp" / "compare_corrected.csv").open())}
+    # the same people's grades on both runs' passages: whatever the two judges said, no corrected difference
+    assert float(diffs["umbrela.mean"]["corrected_diff"]) == 0.0 and diffs["umbrela.mean"]["n_labelled"] == "6"
+    assert "corrected B - A" in compared.stdout
+
+
+def test_without_labels_nothing_changes_and_bad_labels_stop_before_any_call(tmp_path: Path) -> None:
+    done = _eval(tmp_path, "plain", 1)
+    assert done.returncode == 0, done.stderr
+    assert not (tmp_path / "plain" / "corrected.json").exists()
+    assert "corrected_mean" not in (tmp_path / "plain" / "summary.csv").read_text()
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("task\tquery_id\tpassage_id\tlabel\numbrela\tq1\t1\tseven\n")
+    refused = _eval(tmp_path, "refused", 1, "--labels", str(bad))
+    assert refused.returncode == 3 and "bad.tsv:2" in refused.stderr and "label" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+
+
+def test_the_python_api_takes_labels_as_a_section(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from open_rag_eval import evaluate
+
+    monkeypatch.chdir(tmp_path)  # a relative labels path: from the working folder, as for a dict config's input
+    (tmp_path / "grades.txt").write_text((DEMO_LABELS / "umbrela_qrels.txt").read_text())
+    results = evaluate(str(ROOT / "configs" / "data" / "demo.csv"),
+                       {"judge": {"model": "simulated-judge", "simulated": {"latency_ms": 1}, "cache": False},
+                        "evaluators": [{"type": "trec", "metrics": ["umbrela"]}]}, labels=["grades.txt"])
+    row = next(r for r in results.summary_rows() if r["metric"] == "umbrela.mean")
+    assert (row["corrected_mean"], row["n_labelled"], row["n_unlabelled"]) == (pytest.approx(1.5), 6.0, 0.0)
+    assert math.isnan(next(r for r in results.summary_rows() if r["metric"] == "umbrela.n_failed")["lambda"])

@@ -7,6 +7,8 @@ SQLite file refused; a non-loopback host without auth refused.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -223,6 +225,25 @@ def test_a_job_may_name_a_server_side_config(service: Service) -> None:
     assert unknown.status_code == 422 and "umbrela-only" in unknown.json()["detail"]
     both = client.post("/v1/jobs", json={**named, "config": TREC})
     assert both.status_code == 422 and both.json()["path"] == "config_name"
+
+
+def test_a_job_with_labels_gains_the_corrected_columns_and_bad_labels_are_422(service: Service) -> None:
+    client = service.client()
+    qrels = "".join(f"q{i} 0 d{j} {(i + j) % 4}\n" for i in range(3) for j in range(3))  # q3 unlabelled
+    created = client.post("/v1/jobs", json=body(outputs_jsonl(4), labels=[{"data": qrels}]))
+    assert created.status_code == 202, created.text
+    job = wait_status(client, created.json()["id"], ("completed", "failed"))
+    assert job["status"] == "completed", job["error"]
+    rows = {r["metric"]: r for r in csv.DictReader(io.StringIO(client.get(f"/v1/jobs/{job['id']}/summary").text))}
+    mean = rows["umbrela.mean"]
+    # the people's grades: q0 (0, 1, 2) mean 1, q1 (1, 2, 3) 2, q2 (2, 3, 0) 5/3: people-only mean 14/9
+    assert float(mean["people_mean"]) == pytest.approx(14 / 9, abs=1e-6)
+    assert (mean["n_labelled"], mean["n_unlabelled"]) == ("3", "1") and mean["corrected_mean"] != ""
+    bad = client.post("/v1/jobs", json=body(outputs_jsonl(4), labels=[{"data": "q0 0 d0 9\n"}]))
+    assert bad.status_code == 422 and bad.json()["code"] == "bad_input" and "not an UMBRELA grade" in bad.text
+    assert str(service.folder) not in bad.text
+    named = client.post("/v1/jobs", json=body(config={**TREC, "labels": ["/etc/passwd"]}))
+    assert named.status_code == 422 and "/etc/passwd" not in named.text  # a client never names a server file
 
 
 def test_jobs_are_listed_newest_first_and_paged(service: Service) -> None:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from open_rag_eval.core.errors import StorageError
 
 from open_rag_eval.store.csv_cells import read_cell
+from open_rag_eval.run.corrected import COLUMNS as CORRECTED_COLUMNS
 from open_rag_eval.run.results import KEY_COLUMNS, SIMULATED_COLUMN
 
 if TYPE_CHECKING:
@@ -105,9 +106,10 @@ class Results:
                 yield _typed(row, numbers=_metric_columns(row))
 
     def summary_rows(self) -> list[dict[str, Any]]:
-        """summary.csv as dicts, numbers as floats (NaN when missing)."""
+        """summary.csv as dicts, numbers as floats (NaN when missing); a run with people's labels has the corrected
+        columns too (docs/calibration.md)."""
         numbers = ("mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable", "n_skipped",
-                   "min", "median", "p95", "max")
+                   "min", "median", "p95", "max", *(c for c in CORRECTED_COLUMNS if c != "corrected_note"))
         return [_typed(row, numbers=numbers) for row in _csv_rows(self.files["summary.csv"])]
 
     def mean(self, metric: str) -> float | None:

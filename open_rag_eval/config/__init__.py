@@ -82,6 +82,8 @@ class Config(BaseModel):
     executor: ExecutorOptions | None = None  # docs/scaling.md
     ablate: dict[str, Any] | None = None  # read by `open-rag-eval ablate` only
     profile: ProfileName | None = None  # every evaluator's profile unless it names its own (docs/profiles.md)
+    # people's labels (qrels, TSV, JSONL) correcting the judged metrics' means (docs/calibration.md)
+    labels: list[str] | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from open_rag_eval.report.digest import Digest
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
 from open_rag_eval.report.summary import headline_panel, metric_groups
+from open_rag_eval.run.corrected import CORRECTED_FILE
 
 __all__ = ["RunData", "load_run", "render_report"]
 
@@ -36,6 +37,13 @@ _HERE = Path(__file__).parent
 
 
 def _summary(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summary rows (results.json's, else summary.csv's), each corrected one with its estimate."""
+    summary = _summary_rows(directory, results)
+    _add_corrected(summary, read_json(directory / CORRECTED_FILE))
+    return summary
+
+
+def _summary_rows(directory: Path, results: dict[str, Any]) -> list[dict[str, Any]]:
     if results.get("summary"):
         return list(results["summary"])
     path = directory / "summary.csv"
@@ -145,6 +153,14 @@ def load_run(output_dir: Path) -> RunData:
     else:
         outputs, queries = _outputs_from_csv(directory)
     return RunData(directory, manifest, results, outputs, queries, _summary(directory, results))
+
+
+def _add_corrected(summary: list[dict[str, Any]], corrected: dict[str, Any]) -> None:
+    """Each summary row of a metric corrected with people's labels carries its estimate (corrected.json)."""
+    rows = {str(row.get("metric")): row for row in corrected.get("metrics") or [] if isinstance(row, dict)}
+    for item in summary:
+        if str(item.get("metric")) in rows:
+            item["corrected"] = rows[str(item.get("metric"))]
 
 
 def _relative(path: Any) -> str:

@@ -15,7 +15,7 @@ from open_rag_eval.report.headline import status, target_for
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing
 from open_rag_eval.core.catalogue import axis_range, display_name, family, family_title, is_tally, lower_is_better
 
-__all__ = ["headline_panel", "histogram", "metric_groups", "missing_note", "no_value", "value_text"]
+__all__ = ["corrected_line", "headline_panel", "histogram", "metric_groups", "missing_note", "no_value", "value_text"]
 
 _TALLY = {"n_invalid": "invalid grades", "n_failed": "failed judgments", "n_defaulted": "defaulted importances",
           "n_unparsed": "unparsed replies", "fabricated": "fabricated citations"}
@@ -72,9 +72,22 @@ def _card(stat: Mapping[str, Any], targets: Mapping[str, float], missing: Missin
     return (f'<div class="card {state}" data-metric="{esc(metric)}" data-status="{state}">'
             f'<div class="card-name">{esc(display_name(metric))}</div>'
             f'<div class="card-value">{value} {_arrow(metric)}</div>'
-            f'<div class="card-ci">{ci} · n {fmt(stat.get("n"))}</div>'
+            f'<div class="card-ci">{ci} · n {fmt(stat.get("n"))}</div>{corrected_line(metric, stat.get("corrected"))}'
             f'<div class="card-goal">{goal}</div>'
             f'<div class="card-code">{esc(metric)}{" · " + note if note else ""}</div></div>')
+
+
+def corrected_line(metric: str, corrected: Mapping[str, Any] | None) -> str:
+    """The card's corrected estimate (people's labels, docs/calibration.md), or why there is none."""
+    if not corrected:
+        return ""
+    if corrected.get("corrected_mean") is None:
+        return f'<div class="card-corrected">not corrected: {esc(str(corrected.get("corrected_note") or ""))}</div>'
+    low, high = corrected.get("corrected_ci95_low"), corrected.get("corrected_ci95_high")
+    return (f'<div class="card-corrected" title="PPI++ mean over queries; judge bias '
+            f'{value_text(metric, corrected.get("judge_bias"))}">corrected with human labels on '
+            f'{fmt(corrected.get("n_labelled"))} queries: {value_text(metric, corrected["corrected_mean"])}'
+            f' · 95% CI {value_text(metric, low)} – {value_text(metric, high)}</div>')
 
 
 def headline_panel(summary: Mapping[str, Mapping[str, Any]], metrics: Sequence[str], targets: Mapping[str, float],

@@ -1,34 +1,36 @@
-"""Corrected estimates: a run's judged metrics recomputed with people's labels where they are given, and the
-PPI++ mean of each over all queries (docs/calibration.md).
+"""Corrected estimates: the PPI++ mean over all queries of each judged metric that people's labels determine on
+some queries (their values: run/people.py), its interval, and the corrected difference of two runs
+(docs/calibration.md).
 
-On an output, the people's value of a metric is the metric's own scoring function fed the people's labels:
-UMBRELA measures when every passage the judge graded has a person's grade; citation precision, recall and F1 over
-the statements whose judged citations all carry a person's label (fabricated citations keep their 0, uncited
-statements count against recall as always); nugget scores over the nuggets with a person's importance and support.
 The unit is the query (its runs averaged): a query with a people's value is labelled, every other query with a
 judge's value is unlabelled. Intervals are kept within the metric's range, as the summary's are (the judge's bias
-is a difference: its interval is not clipped). Pure: result entries (results.json's ``outputs``) and labels in, estimates out.
+is a difference: its interval is not clipped).
+Result entries (results.json's ``outputs``) and labels in, estimates out; corrected.json written and read here.
 """
 
 from __future__ import annotations
 
-import re
+import json
 from collections import defaultdict
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from statistics import fmean
+from pathlib import Path
+from statistics import NormalDist, fmean
 from typing import Any
 
-from open_rag_eval.inputs.human_labels import Item, nugget_key
 from open_rag_eval.core.catalogue import value_bounds
-from open_rag_eval.scoring.ppi import MIN_LABELLED, Interval, PPIEstimate, ppi_estimate
+from open_rag_eval.core.errors import InputError
+from open_rag_eval.inputs.human_labels import read_label_files
+from open_rag_eval.run.people import HumanLabels, judged, people_values
+from open_rag_eval.scoring.ppi import MIN_LABELLED, Z95, Interval, PPIEstimate, ppi_estimate, ppi_mean
 from open_rag_eval.scoring.stats import clip_interval
-from open_rag_eval.scoring.trec import (STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, nugget_scores, support_scores,
-                                        support_scores_per_passage, umbrela_scores)
+from open_rag_eval.store.fileio import atomic_write_json
 
-__all__ = ["COLUMNS", "EXTRA_COLUMNS", "Corrected", "QueryValues", "corrected_estimates", "labelled_queries", "people_values",
-           "query_values"]
+__all__ = ["COLUMNS", "CORRECTED_FILE", "DIFFERENCE_COLUMNS", "EXTRA_COLUMNS", "METHOD", "Corrected",
+           "CorrectedDifference", "HumanLabels", "QueryValues", "RunLabels", "corrected_differences",
+           "corrected_estimates", "people_values", "query_values", "read_corrected", "run_labels", "write_corrected"]
 
+METHOD = "PPI++ mean over queries, power-tuned lambda, normal 95% interval (docs/calibration.md)"
 # the columns a corrected estimate adds (summary.csv, calibrate.csv): docs/calibration.md
 COLUMNS = ("corrected_mean", "corrected_ci95_low", "corrected_ci95_high", "lambda", "judge_mean", "judge_ci95_low",
            "judge_ci95_high", "people_mean", "people_ci95_low", "people_ci95_high", "judge_bias", "judge_bias_ci95_low",
@@ -36,12 +38,7 @@ COLUMNS = ("corrected_mean", "corrected_ci95_low", "corrected_ci95_high", "lambd
 # the columns calibrate.csv adds beside its value, ci_low, ci_high, n and note (which hold the corrected estimate)
 EXTRA_COLUMNS = tuple(c for c in COLUMNS if c not in ("corrected_mean", "corrected_ci95_low", "corrected_ci95_high",
                                                       "n_labelled", "corrected_note"))
-_UMBRELA = re.compile(r"umbrela\.(mean|mrr|(p|ap|map|ndcg)@(\d+))$")
-_CITATION = tuple(f"citation.{name}" for name in ("precision", "recall", "f1", "precision_strict", "recall_strict",
-                                                  "f1_strict"))
-_NUGGETS = tuple(f"nuggets.{name}" for name in ("all", "all_strict", "vital", "vital_strict", "weighted",
-                                                "weighted_strict"))
-Labels = Mapping[Item, Hashable]
+CORRECTED_FILE = "corrected.json"  # a run's corrected estimates and the per-query values they rest on
 
 
 @dataclass(frozen=True)
@@ -69,70 +66,7 @@ class Corrected:
         return dict(zip(COLUMNS, [*values, self.n_labelled, self.n_unlabelled, self.note], strict=True))
 
 
-def _umbrela(entry: Mapping[str, Any], human: Labels) -> dict[str, float]:
-    grades = (entry.get("details", {}).get("umbrela") or {}).get("grades") or []
-    query_id = str(entry["query_id"])
-    people = [human.get(Item("umbrela", query_id, None, str(g["passage_id"]))) for g in grades]
-    if not people or any(not isinstance(grade, int) for grade in people):
-        return {}
-    wanted = [m for m in entry.get("scores", {}) if _UMBRELA.match(m)]
-    ks = sorted({int(match.group(3)) for m in wanted if (match := _UMBRELA.match(m)) and match.group(3)})
-    scores = umbrela_scores([int(g) for g in people if isinstance(g, int)], ks)
-    return {m: float(v) for m in wanted if (v := scores.get(m.split(".", 1)[1])) is not None}
-
-
-def _citation(entry: Mapping[str, Any], human: Labels) -> dict[str, float]:
-    detail = entry.get("details", {}).get("citation") or {}
-    query_id, run = str(entry["query_id"]), int(entry.get("run") or 1)
-    rows: list[list[tuple[str, str | None]]] = []
-    n_labelled = 0
-    for number, statement in enumerate(detail.get("statements") or [], 1):
-        row = []
-        for judgment in statement.get("judgments") or []:
-            passage = str(judgment["passage_id"])
-            label = judgment.get("label") if judgment.get("fabricated") else \
-                human.get(Item("citation_support", query_id, run, f"{number}:{passage}"))
-            row.append((passage, None if label is None else str(label)))
-        labelled = all(label is not None for _, label in row)
-        n_labelled += labelled and bool(row) and not all(j.get("fabricated") for j in statement["judgments"])
-        if labelled:
-            rows.append(row)
-    if not n_labelled:
-        return {}
-    per_passage = detail.get("scoring") == "per_passage"
-    values: dict[str, float] = {}
-    for suffix, weights in (("", SUPPORT_WEIGHTS), ("_strict", STRICT_SUPPORT_WEIGHTS)):
-        scores = support_scores_per_passage(rows, weights) if per_passage else \
-            support_scores([[label for _, label in row] for row in rows], weights)
-        values |= {f"citation.{name}{suffix}": float(scores[name]) for name in ("precision", "recall", "f1")}
-    return {m: v for m, v in values.items() if m in entry.get("scores", {})}
-
-
-def _nuggets(entry: Mapping[str, Any], human: Labels) -> dict[str, float]:
-    query_id, run = str(entry["query_id"]), int(entry.get("run") or 1)
-    pairs = []
-    for nugget in (entry.get("details", {}).get("nuggets") or {}).get("nuggets") or []:
-        key = nugget_key(str(nugget["text"]))
-        importance = human.get(Item("nugget_importance", query_id, None, key))
-        support = human.get(Item("nugget_support", query_id, run, key))
-        if importance is not None and support is not None:
-            pairs.append((str(importance), str(support)))
-    if not pairs:
-        return {}
-    scores = nugget_scores(pairs)
-    return {m: scores[m.split(".", 1)[1]] for m in _NUGGETS if m in entry.get("scores", {})}
-
-
-def people_values(entry: Mapping[str, Any], human: Labels) -> dict[str, float]:
-    """The people's value of each judged metric their labels determine on this output (results.json entry)."""
-    return _umbrela(entry, human) | _citation(entry, human) | _nuggets(entry, human)
-
-
-def _judged(metric: str) -> bool:
-    return bool(_UMBRELA.match(metric)) or metric in _CITATION or metric in _NUGGETS
-
-
-def query_values(entries: Iterable[Mapping[str, Any]], human: Labels) -> dict[str, QueryValues]:
+def query_values(entries: Iterable[Mapping[str, Any]], human: HumanLabels) -> dict[str, QueryValues]:
     """Per metric, per query: the mean over its outputs of the judge's values and of the people's values."""
     judge: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     people: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
@@ -140,7 +74,7 @@ def query_values(entries: Iterable[Mapping[str, Any]], human: Labels) -> dict[st
         query_id = str(entry["query_id"])
         scores = entry.get("scores") or {}
         for metric, value in scores.items():
-            if _judged(metric) and isinstance(value, (int, float)):
+            if judged(metric) and isinstance(value, (int, float)):
                 judge[metric][query_id].append(float(value))
         for metric, value in people_values(entry, human).items():
             if isinstance(scores.get(metric), (int, float)):  # a people's value needs the judge's beside it
@@ -150,13 +84,10 @@ def query_values(entries: Iterable[Mapping[str, Any]], human: Labels) -> dict[st
             for metric, by_query in judge.items()}
 
 
-def corrected_estimates(entries: Iterable[Mapping[str, Any]], human: Labels) -> list[Corrected]:
+def corrected_estimates(entries: Iterable[Mapping[str, Any]], human: HumanLabels) -> list[Corrected]:
     """One corrected estimate per judged metric that the labels determine on at least one query, by metric name."""
-    found = []
-    for metric, values in sorted(query_values(entries, human).items()):
-        if values.people:
-            found.append(_estimate(metric, values))
-    return found
+    return [_estimate(metric, values) for metric, values in sorted(query_values(entries, human).items())
+            if values.people]
 
 
 def _estimate(metric: str, values: QueryValues) -> Corrected:
@@ -184,6 +115,94 @@ def _note(n: int, big_n: int) -> str:
     return f"few labels ({n}): the normal interval is approximate" if n < 30 else ""
 
 
-def labelled_queries(corrected: Sequence[Corrected]) -> int:
-    """The most labelled queries of any metric (the report's "corrected with N human labels")."""
-    return max((c.n_labelled for c in corrected), default=0)
+@dataclass(frozen=True)
+class RunLabels:
+    """The people's labels a run corrects its judged metrics with, and the names of their files."""
+
+    labels: HumanLabels
+    files: tuple[str, ...]
+
+
+def run_labels(paths: Sequence[Path]) -> RunLabels | None:
+    """The labels of a run's ``labels:`` files, read before anything is judged (a bad file is exit 3 with its file,
+    line and field); None without files."""
+    if not paths:
+        return None
+    return RunLabels(read_label_files(paths), tuple(path.name for path in paths))
+
+
+def write_corrected(path: Path, entries: Iterable[Mapping[str, Any]], human: RunLabels) -> list[Corrected]:
+    """corrected.json: each corrected metric's estimate and its per-query judge's and people's values (what
+    ``compare`` pairs across two runs); returns the estimates."""
+    values = query_values(entries, human.labels)
+    corrected = [_estimate(metric, v) for metric, v in sorted(values.items()) if v.people]
+    atomic_write_json(path, {"method": METHOD, "labels": list(human.files), "n_labels": len(human.labels),
+                             "metrics": [{"metric": c.metric, **c.row()} for c in corrected],
+                             "queries": {c.metric: {"judge": values[c.metric].judge, "people": values[c.metric].people}
+                                         for c in corrected}})
+    return corrected
+
+
+def read_corrected(folder: Path) -> dict[str, QueryValues] | None:
+    """The per-query values of a run's corrected metrics (None: the run had no labels)."""
+    path = folder / CORRECTED_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return {metric: QueryValues({str(q): float(v) for q, v in by["judge"].items()},
+                                    {str(q): float(v) for q, v in by["people"].items()})
+                for metric, by in data["queries"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise InputError(f"cannot read the corrected estimates ({error!r})", file=str(path)) from None
+
+
+DIFFERENCE_COLUMNS = ("metric", "corrected_diff", "ci95_low", "ci95_high", "p_value", "lambda", "judge_diff",
+                      "n_labelled", "n_unlabelled", "note")
+
+
+@dataclass(frozen=True)
+class CorrectedDifference:
+    """B - A of a metric's corrected mean over the queries both runs scored: PPI++ on the per-query differences."""
+
+    metric: str
+    diff: Interval | None  # None: fewer than 2 queries labelled in both runs
+    lam: float | None
+    p_value: float | None  # two-sided, normal: the interval's own test of "no difference"
+    judge_diff: float | None  # the judge's mean difference over the same queries
+    n_labelled: int
+    n_unlabelled: int
+    note: str = ""
+
+    def row(self) -> list[Any]:
+        d = self.diff
+        return [self.metric, None if d is None else d.value, None if d is None else d.low,
+                None if d is None else d.high, self.p_value, self.lam, self.judge_diff, self.n_labelled,
+                self.n_unlabelled, self.note]
+
+
+def corrected_differences(a: Mapping[str, QueryValues], b: Mapping[str, QueryValues]) -> list[CorrectedDifference]:
+    """Per metric corrected in both runs: the PPI++ mean of people(B) - people(A) on the queries labelled in both,
+    with judge(B) - judge(A) on every query both runs scored as the prediction (docs/calibration.md)."""
+    return [_difference(metric, a[metric], b[metric]) for metric in sorted(set(a) & set(b))]
+
+
+def _difference(metric: str, a: QueryValues, b: QueryValues) -> CorrectedDifference:
+    both = [q for q in a.judge if q in b.judge]
+    labelled = [q for q in both if q in a.people and q in b.people]
+    unlabelled = [q for q in both if q not in labelled]
+    judge_diff = fmean(b.judge[q] - a.judge[q] for q in both) if both else None
+    if len(labelled) < MIN_LABELLED:
+        return CorrectedDifference(metric, None, None, None, judge_diff, len(labelled), len(unlabelled),
+                                   f"{len(labelled)} query labelled in both runs: at least {MIN_LABELLED} are needed")
+    diff, lam = ppi_mean([b.people[q] - a.people[q] for q in labelled], [b.judge[q] - a.judge[q] for q in labelled],
+                         [b.judge[q] - a.judge[q] for q in unlabelled])
+    return CorrectedDifference(metric, diff, lam, _p_value(diff), judge_diff, len(labelled), len(unlabelled),
+                               _note(len(labelled), len(unlabelled)))
+
+
+def _p_value(diff: Interval) -> float:
+    se = diff.width / (2 * Z95)
+    if se == 0.0:
+        return 1.0 if diff.value == 0.0 else 0.0
+    return 2 * (1 - NormalDist().cdf(abs(diff.value) / se))

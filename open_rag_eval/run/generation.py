@@ -35,7 +35,7 @@ PAGES_DIR = "report-queries"  # the report's per-query pages of a large run, bes
 
 # the files (and the one folder) a run writes; everything else in an output folder is carried over untouched
 GENERATION_FILES = frozenset({"outputs.jsonl", "results.csv", "summary.csv", "results.json", "manifest.json",
-                              "report.html", PAGES_DIR})
+                              "report.html", PAGES_DIR, "corrected.json"})  # corrected.json: a run with labels
 
 
 def real_folder(folder: Path) -> Path:

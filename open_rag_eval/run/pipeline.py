@@ -31,6 +31,7 @@ from open_rag_eval.health.live import LiveHealth
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.run.controls import plan_controls, run_controls_of
+from open_rag_eval.run.corrected import run_labels
 from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
@@ -243,6 +244,7 @@ async def arun(
     out = output_folder(loaded, output_dir)
     evaluators = [spec.build() for spec in loaded.evaluators]
     check_inputs_outside(loaded, out)  # the new results must not replace an input
+    labels = run_labels([loaded.resolve_path(p) for p in loaded.config.labels or ()])  # bad labels: before any call
     progress = progress or Progress()
     fetch = outputs is None and source is None and loaded.config.connector is not None
     progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
@@ -315,7 +317,7 @@ async def arun(
                                  loaded.judge.structured or "text") if judge is not None else None
                 with generation.writing():
                     summary = write_spilled(generation.path, spill, info,
-                                            health.summary_rows() if health else ())
+                                            health.summary_rows() if health else (), labels)
                 status = spilled_run_status(summary, spill)
                 reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
             manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, info,

@@ -15,6 +15,8 @@ from open_rag_eval.store.fileio import atomic_write
 from open_rag_eval.core.catalogue import metric_order, value_bounds
 from open_rag_eval.core.runinfo import RunInfo
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, kind
+from open_rag_eval.run.corrected import COLUMNS as CORRECTED_COLUMNS
+from open_rag_eval.run.corrected import CORRECTED_FILE, Corrected, RunLabels, write_corrected
 from open_rag_eval.run.spill import Spill, finite, query_buckets
 from open_rag_eval.run.status import RunStatus, metric_status, metric_status_of, run_status_of
 from open_rag_eval.scoring.stats import Aggregate, aggregate
@@ -91,7 +93,10 @@ def _csv_rows(outputs: Sequence[RAGOutput], scores: Sequence[Score], metrics: Se
         yield row
 
 
-def summary_csv(summary: Sequence[Aggregate], info: RunInfo, status: dict[str, str] | None = None) -> str:
+def summary_csv(summary: Sequence[Aggregate], info: RunInfo, status: dict[str, str] | None = None,
+                corrected: Sequence[Corrected] | None = None) -> str:
+    """summary.csv; with ``corrected`` (a run with people's labels) the corrected columns follow, filled on the
+    metrics the labels correct (docs/calibration.md)."""
     header = ["metric", "mean", "std", "ci95_low", "ci95_high", "n", "n_failed", "n_undefined", "n_unavailable",
               "n_skipped", "min", "median", "p95", "max", "status", "simulated_judge"]
     rows = [
@@ -100,7 +105,17 @@ def summary_csv(summary: Sequence[Aggregate], info: RunInfo, status: dict[str, s
          str(info.simulated).lower()]
         for a in summary
     ]
+    if corrected is not None:
+        by_metric = {c.metric: c.row() for c in corrected}
+        header += list(CORRECTED_COLUMNS)
+        empty: dict[str, Any] = {}
+        rows = [row + [_corrected_cell(by_metric.get(str(row[0]), empty).get(name)) for name in CORRECTED_COLUMNS]
+                for row in rows]
     return csv_text(header, rows)
+
+
+def _corrected_cell(value: Any) -> Any:
+    return _cell(value) if isinstance(value, float) else "" if value is None else value
 
 
 def _output_entry(output: RAGOutput) -> dict[str, Any]:
@@ -149,6 +164,12 @@ def _write_json(handle: TextIO, windows: Iterable[tuple[Any, ...]], query_entrie
     handle.write(',\n  "summary": ')
     _write_list(handle, ({**a.as_dict(), "status": (status or {}).get(a.metric, "ok")} for a in summary))
     handle.write("\n}\n")
+
+
+def _output_entries(spill: Spill) -> Iterator[dict[str, Any]]:
+    """results.json's output entries of a spilled run, window by window."""
+    for window in spill.windows(("outputs", "scores", "details")):
+        yield from _entries(*window[:3])[0]
 
 
 def _entries(outputs: Sequence[RAGOutput], scores: Sequence[Score], details: Sequence[Detail]
@@ -210,10 +231,11 @@ def write_results(
         return write_spilled(output_dir, spill, info, extra_rows)
 
 
-def write_spilled(output_dir: Path, spill: Spill, info: RunInfo, extra_rows: Sequence[Aggregate] = ()
-                  ) -> list[Aggregate]:
+def write_spilled(output_dir: Path, spill: Spill, info: RunInfo, extra_rows: Sequence[Aggregate] = (),
+                  labels: RunLabels | None = None) -> list[Aggregate]:
     """results.csv, summary.csv and results.json of a run whose windows are in ``spill``, in streaming passes over
-    them: memory holds a window, or one metric's values. Returns the summary (``extra_rows`` appended)."""
+    them: memory holds a window, or one metric's values. Returns the summary (``extra_rows`` appended). With
+    people's ``labels``, the corrected estimates too: summary.csv's corrected columns and corrected.json."""
     metrics = metric_order(spill.metrics)
     errored = [m for m in metrics if m in spill.errored]
 
@@ -225,7 +247,11 @@ def write_spilled(output_dir: Path, spill: Spill, info: RunInfo, extra_rows: Seq
     summary += list(extra_rows)
     status = metric_status_of(summary, spill.kinds)
     atomic_write(output_dir / "results.csv", lambda handle: write_csv(handle, _csv_header(metrics, errored), rows()))
-    atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, info, status)))
+    corrected = None
+    if labels is not None:
+        corrected = write_corrected(output_dir / CORRECTED_FILE, _output_entries(spill), labels)
+    atomic_write(output_dir / "summary.csv", lambda handle: handle.write(summary_csv(summary, info, status,
+                                                                                     corrected)))
     atomic_write(output_dir / "results.json", lambda handle: _write_json(
         handle, spill.windows(("outputs", "scores", "details")), _query_entries(spill), summary, info, status))
     return summary

@@ -42,6 +42,13 @@ class Inputs(BaseModel):
     data: str = Field(description="the file's text: RAG outputs (JSONL/CSV), or a connector's queries (CSV)")
 
 
+class LabelsFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    data: str = Field(description="people's labels as a file's text: TREC qrels (UMBRELA grades) or TSV/JSONL "
+                      "(citation support, nugget labels), as `open-rag-eval calibrate --labels` reads them")
+
+
 class JobRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -52,6 +59,8 @@ class JobRequest(BaseModel):
     upload_id: str | None = Field(None, description="an upload's id (POST /v1/uploads), instead of `inputs`")
     judge_profile: str | None = Field(None, description="a judge profile the server defines (GET /v1/info)")
     limit: int | None = Field(None, ge=1, description="evaluate only the first N queries")
+    labels: list[LabelsFile] | None = Field(None, max_length=8, description="people's labels: the judged "
+                                            "metrics' corrected means join summary.csv (docs/calibration.md)")
 
 
 class SweepRequest(BaseModel):
@@ -174,6 +183,7 @@ def prepare(settings: Settings, tenant: str, job_id: str, request: JobRequest) -
 
 def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest) -> Prepared:
     from open_rag_eval.config import load_config_text
+    from open_rag_eval.run.corrected import run_labels
 
     if request.config is not None and request.config_name is not None:
         raise ConfigError("send either config or config_name, not both", path="config_name")
@@ -190,6 +200,8 @@ def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest
         raw.pop("input", None)
     elif input_file is not None:
         raw["input"] = str(input_file)
+    if request.labels:
+        raw["labels"] = [str(_labels_file(job_dir, i, f)) for i, f in enumerate(request.labels, 1)]
     raw["output_dir"] = str(job_dir / "results")
     raw["judge"] = judge_section(settings, settings.profile(request.judge_profile), tenant)
     config_file = job_dir / "job.yaml"
@@ -198,6 +210,7 @@ def _prepare(settings: Settings, tenant: str, job_dir: Path, request: JobRequest
     loaded = load_config_text(text, base_dir=base_dir, file="job.yaml")
     if "input" not in raw and raw.get("connector") is None and not _own_rows(loaded):
         raise InputError("send inputs (JSONL or CSV) or an upload_id", field="inputs")
+    run_labels([loaded.resolve_path(p) for p in loaded.config.labels or ()])  # bad labels: 422 at the door
     n = _count(loaded, request.limit)
     return Prepared(job_dir=str(job_dir), config_file=str(config_file), base_dir=str(base_dir), n_outputs=n)
 
@@ -222,6 +235,16 @@ def _count(loaded: Any, limit: int | None) -> int:
 
     queries = read_queries(loaded.resolve_path(connector.queries))
     return len(queries[:limit] if limit else queries) * connector.repeats
+
+
+def _labels_file(job_dir: Path, number: int, labels: LabelsFile) -> Path:
+    path = job_dir / f"labels{number}.txt"
+    try:
+        path.write_text(labels.data, encoding="utf-8")
+    except UnicodeEncodeError as error:
+        raise InputError(f"not valid Unicode at character {error.start} (a lone surrogate): send UTF-8 text",
+                         field=f"labels[{number - 1}].data") from None
+    return path  # its size is the request body's, bounded by limits.max_body_mb
 
 
 def _input_file(settings: Settings, tenant: str, job_dir: Path, request: JobRequest) -> Path | None:

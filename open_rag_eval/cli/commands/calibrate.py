@@ -49,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
     from open_rag_eval.calibration.run import (corrected_of, corrected_table, judged_of, load_results, table,
                                                write_calibration)
     from open_rag_eval.inputs.human_labels import read_label_files
+    from open_rag_eval.run.corrected import METHOD
 
     folders = list(args.results) or [_default_results(args.config)]
     human = read_label_files(args.labels)
@@ -59,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     meta = {"labels": [p.name for p in args.labels], "results": [f.name for f in folders],
             "resamples": args.resamples, "seed": args.seed,
             "ci": "percentile bootstrap 95%, resampling queries",
-            "corrected": "PPI++ mean over queries, power-tuned lambda, normal 95% interval (docs/calibration.md)"}
+            "corrected": METHOD}
     write_calibration(out, agreements, meta, corrected)
     echo("\n".join(table(agreements) + corrected_table(corrected)))
     log.info("calibration: %s", out / "calibrate.csv")

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the headline metrics both have: A's config report.headline, else umbrela.mean, "
                         "nuggets.vital_strict, nuggets.weighted, citation.f1, hhem.score, no_answer.answered, "
                         "golden nDCG and recall)")
-    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=".", metavar="DIR", help="where compare.csv and compare.png go (default: .)")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", default=".", metavar="DIR", help="where compare.csv and compare.png go (and compare_corrected.csv when both runs were "
+                        "evaluated with people's labels: docs/calibration.md) (default: .)")
     parser.add_argument("--fail-if-worse", action="append", default=[], metavar="METRIC[:THRESHOLD]",
                         help="gate on METRIC, repeatable. Without THRESHOLD: exit 1 (REGRESSION) when B is "
                         "significantly worse than A (after Holm), exit 7 (INCONCLUSIVE) when B is worse but the test "
@@ -90,6 +91,35 @@ def run(args: argparse.Namespace) -> int:
         a.close()
 
 
+def _compare_corrected(a: Path, b: Path, out: Path) -> None:
+    """Runs corrected with people's labels (corrected.json in both folders): the corrected difference of each metric,
+    printed and written to compare_corrected.csv (docs/calibration.md)."""
+    from open_rag_eval.run.corrected import DIFFERENCE_COLUMNS, corrected_differences, read_corrected
+    from open_rag_eval.store.csv_cells import csv_text
+    from open_rag_eval.store.fileio import atomic_write_text
+
+    values = [read_corrected(folder) if folder.is_dir() else None for folder in (a, b)]
+    if values[0] is None or values[1] is None:
+        if values[0] is not None or values[1] is not None:
+            log.warning("no corrected differences: only %s was evaluated with people's labels (eval --labels)",
+                        "A" if values[0] is not None else "B")
+        return
+    found = corrected_differences(values[0], values[1])
+    lines = [f"{'corrected B - A':<26} {'diff [95% CI]':<28} {'p':>7} {'judge diff':>10} {'labelled':>8} "
+             f"{'unlabelled':>10}"]
+    for d in found:
+        cell = "—" if d.diff is None else f"{d.diff.value:+.3f} [{d.diff.low:+.3f}, {d.diff.high:+.3f}]"
+        p = "" if d.p_value is None else f"{d.p_value:.3g}"
+        judge = "" if d.judge_diff is None else f"{d.judge_diff:+.3f}"
+        lines.append(f"{d.metric:<26} {cell:<28} {p:>7} {judge:>10} {d.n_labelled:>8} {d.n_unlabelled:>10}  "
+                     f"{d.note}".rstrip())
+    echo("\n".join(lines))
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [["" if v is None else f"{v:.6g}" if isinstance(v, float) else v for v in d.row()] for d in found]
+    atomic_write_text(out / "compare_corrected.csv", csv_text(DIFFERENCE_COLUMNS, rows))
+    log.info("wrote %s", out / "compare_corrected.csv")
+
+
 def _compare(args: argparse.Namespace, a: ScoreTable, b: ScoreTable, gates: list[tuple[str, float | None]],
              rules: dict[str, Any]) -> int:
     from open_rag_eval.core.errors import MissingDependency
@@ -109,6 +139,7 @@ def _compare(args: argparse.Namespace, a: ScoreTable, b: ScoreTable, gates: list
     comparison = cmp.compare(a, b, metrics, seed=args.seed, resamples=args.resamples, rules=rules)
     echo(cmp.format_table(comparison))
     out = Path(args.output_dir)
+    _compare_corrected(Path(args.a), Path(args.b), out)
     log.info("wrote %s", cmp.write_compare_csv(comparison, out / "compare.csv"))
     if comparison.rows:
         try:

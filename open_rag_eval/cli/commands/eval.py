@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR", help="results folder (overrides output_dir)")
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="evaluate only the first N queries (all their runs); N >= 1")
+    parser.add_argument("--labels", type=Path, action="append", default=[], metavar="FILE",
+                        help="people's labels (qrels, TSV or JSONL, as for calibrate; repeatable; overrides the "
+                        "config's labels): summary.csv and the report add the judged metrics' corrected means "
+                        "(docs/calibration.md)")
     parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
     parser.add_argument("--strict-judge", action="store_true",
                         help="exit 6 when the judge is unhealthy (judge.health thresholds; results are still written)")
@@ -72,6 +76,8 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.config import load_config
 
         loaded = load_config(args.config)
+        if args.labels:
+            loaded.config.labels = [str(path.resolve()) for path in args.labels]
         args.judge_cached = judge_kept(loaded.judge)  # what a stopped run leaves to resume from
         if args.shard is not None:
             return _run_shard(loaded, args)
@@ -88,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
         if not report.status.complete:
             progress.outcome = "incomplete"  # never "done": the error line below says why
     print_summary(report, every_metric=getattr(args, "verbose", False))
+    _say_corrected(report.output_dir)
     tracked = track_run(report.output_dir, tracking)
     if not report.status.complete:
         from open_rag_eval.run.status import EXIT_INCOMPLETE
@@ -100,6 +107,24 @@ def run(args: argparse.Namespace) -> int:
             "%d problem(s) listed above", len(report.health.problems))
         return 6  # the run finished, but its judge is not to be trusted
     return tracked
+
+
+def _say_corrected(output_dir: Path) -> None:
+    """A run with people's labels: one line naming the corrected means of the headline metrics it corrected."""
+    from open_rag_eval.report.data import read_json
+    from open_rag_eval.run.corrected import CORRECTED_FILE
+
+    rows = read_json(output_dir / CORRECTED_FILE).get("metrics") or []
+    if not rows:
+        return
+    shown = [f"{r['metric']} {r['corrected_mean']:.3f} [{r['corrected_ci95_low']:.3f}, {r['corrected_ci95_high']:.3f}] "
+             f"(labels on {r['n_labelled']} queries)" for r in rows
+             if r["metric"] in HEADLINE_CORRECTED and r.get("corrected_mean") is not None]
+    log.info("corrected with people's labels: %d metric(s) in summary.csv and %s%s", len(rows), CORRECTED_FILE,
+             ": " + "; ".join(shown) if shown else "")
+
+
+HEADLINE_CORRECTED = ("umbrela.mean", "nuggets.vital_strict", "nuggets.weighted", "citation.f1")
 
 
 def _run_shard(loaded: Any, args: argparse.Namespace) -> int:
