@@ -258,8 +258,8 @@ def test_an_input_that_changes_between_its_shape_and_its_outputs_fails_the_shard
 
     config = _config(tmp_path, "moving", _outputs())
 
-    def sizes(path: Path):  # type: ignore[no-untyped-def]
-        for query_id, size, answered in jsonl_query_sizes(path):
+    def sizes(path: Path, tap=None):  # type: ignore[no-untyped-def]
+        for query_id, size, answered in jsonl_query_sizes(path, tap):
             yield query_id, size + (query_id == "q1"), answered  # q1 had one more line when the shape was read
 
     monkeypatch.setattr(JsonlSource, "readers", staticmethod(lambda: (sizes, jsonl_query_groups)))

@@ -40,6 +40,7 @@ from open_rag_eval.executors.shards import (ShardResult, evaluate_rest_parts, me
                                             stages)
 from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, cache_path, read_entries
 from open_rag_eval.run.generation import Generation
+from open_rag_eval.inputs.validate import Tap, file_stamp
 from open_rag_eval.run.manifest import file_digest
 from open_rag_eval.run.pipeline import (Evaluated, evaluate_all, judge_session, load_outputs, or_empty, own_rows,
                                        windowed)
@@ -108,6 +109,7 @@ class ShardInput:
     positions: list[list[int]]  # the shard's, as ranges
     n_queries: int  # the shard's
     windows: Iterator[tuple[list[int], list[RAGOutput]]]
+    input_sha256: str  # of the input's bytes as read
 
 
 def window_ids(sizes: Iterable[int], size: int | None = None) -> Iterator[int]:
@@ -142,7 +144,7 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
     """A JSONL or CSV input's shard from its shape (``run.source.FileSource``: each query's number of outputs, no
     output built), its queries read window by window; None for another input, or when its queries are
     interleaved."""
-    from open_rag_eval.run.source import CsvSource, JsonlSource
+    from open_rag_eval.run.source import CsvSource, JsonlSource, check_unchanged
 
     kind = {".jsonl": JsonlSource, ".csv": CsvSource}.get(path.suffix.lower())
     if kind is None:
@@ -151,7 +153,8 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
     sizes: array[int] = array("q")
     seen: set[int] = set()
     fewest: int | None = None
-    for query_id, size, answered in query_sizes(path):
+    shape = Tap()
+    for query_id, size, answered in query_sizes(path, shape):
         key = hash(query_id)
         if key in seen:  # (or a hash collision: then read whole, which is always right)
             return None
@@ -167,7 +170,8 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
     def groups() -> Iterator[list[RAGOutput]]:
         if first == stop:
             return
-        for q, group in enumerate(query_groups(path)):
+        for q, group in enumerate(query_groups(path, None)):
+            check_unchanged(path, shape)
             if q >= stop:
                 return
             if q >= first:
@@ -178,12 +182,16 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
 
     ids = islice(window_ids(sizes), first, stop)
     return ShardInput(sum(sizes), fewest or 0, True, [[start, start + n]] if n else [], len(mine),
-                      _cut(groups(), ids, start))
+                      _cut(groups(), ids, start), shape.sha256)
 
 
 def _whole_input(loaded: Any, index: int, count: int) -> ShardInput:
     """Any other input, read at once: its shard in windows when its queries are contiguous, else one window."""
+    path = loaded.resolve_path(loaded.config.input)
+    stamp, digest = file_stamp(path), file_digest(path)
     outputs = load_outputs(loaded)
+    if file_stamp(path) != stamp or file_digest(path) != digest:
+        raise InputError("the input changed while the shard read it: run the shard again", file=str(path))
     positions = split_by_query(outputs, count)[index]
     mine = [outputs[p] for p in positions]
     together = contiguous(outputs)
@@ -191,7 +199,7 @@ def _whole_input(loaded: Any, index: int, count: int) -> ShardInput:
     for output in mine:
         queries.setdefault(output.query_id, []).append(output)
     shape = ShardInput(len(outputs), fewest_answered(outputs), together, ranges(positions), len(queries),
-                       iter([(positions, mine)] if mine else []))
+                       iter([(positions, mine)] if mine else []), digest)
     if together and mine:
         sizes: dict[str, int] = {}
         for output in outputs:
@@ -210,7 +218,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
     config_text = _config_text(loaded)
     input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input is not None else None
     # no input: no output to split (a golden run file's rows are scored by the merge)
-    shape = ShardInput(0, 0, True, [], 0, iter([])) if input_path is None else \
+    shape = ShardInput(0, 0, True, [], 0, iter([]), "") if input_path is None else \
         _streamed_input(input_path, index, count) or _whole_input(loaded, index, count)
     folder = shard_folder(loaded, output_dir, index, count)
     with Generation(folder) as generation:
@@ -231,7 +239,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
         generation.write_json(SHARD_FILE, {
             "format": FORMAT, "tool_version": __version__, "index": index, "of": count,
             "config_digest": loaded.digest, "config_text": config_text, "base_dir": str(loaded.base_dir),
-            "input": {"path": str(loaded.config.input), "sha256": file_digest(input_path)} if input_path else
+            "input": {"path": str(loaded.config.input), "sha256": shape.input_sha256} if input_path else
             {"path": None, "sha256": None},
             "n_outputs": shape.n_outputs, "contiguous": shape.contiguous, "fewest_answered": shape.fewest_answered,
             "positions": shape.positions, "n_queries": shape.n_queries, "n_records": n_records,
@@ -326,6 +334,7 @@ class ShardedOutputs:
         self.n_outputs, self.contiguous = int(first["n_outputs"]), bool(first["contiguous"])
         self.n_queries = sum(int(s["n_queries"]) for s in self.shards)
         self.fewest_answered = int(first["fewest_answered"])
+        self.input_sha256: str | None = first["input"]["sha256"]  # what the shards read (check_shards: all alike)
 
     def records(self) -> Iterator[Record]:
         """Every record, shard by shard; each record's positions checked to follow the last one's (a contiguous

@@ -38,7 +38,7 @@ from open_rag_eval.inputs.csv_layout import (
 )
 from open_rag_eval.inputs.text import Where, check_text, parse_int, required_text
 from open_rag_eval.core.segment import normalize_id
-from open_rag_eval.inputs.validate import NumberColumns, check_input_file
+from open_rag_eval.inputs.validate import NumberColumns, Tap, check_input_file
 
 __all__ = ["csv_query_groups", "csv_query_sizes"]
 
@@ -46,13 +46,13 @@ Row = tuple[int, dict[str, str]]
 _FAILS = (InputError, UnicodeError, OSError, csv.Error)
 
 
-def csv_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
+def csv_query_sizes(path: Path, tap: Tap | None = None) -> Iterator[tuple[str, int, int]]:
     """For each group of ``csv_query_groups``: its query_id, its number of outputs and of those without an error
     (a CSV has no error column: all of them). A file with a problem this reading finds raises the whole-file
-    reader's error."""
+    reader's error. ``tap``: takes the digest of the bytes read."""
     path = Path(path)
     try:
-        header, rows = _stream(path)
+        header, rows = _stream(path, tap)
         place, numbers = _placer(path, header), NumberColumns(header, str(path))
         query_id, outputs, first_line = None, _Outputs(path), 0
         for line, row in rows:
@@ -74,11 +74,11 @@ def csv_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
     warn_ignored(str(path), header, first_line)
 
 
-def csv_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
+def csv_query_groups(path: Path, tap: Tap | None = None) -> Iterator[list[RAGOutput]]:
     """The outputs of a CSV as ``read_csv_outputs`` reads them, one query's contiguous rows at a time (the labels of
     a query are those of its contiguous rows)."""
     path = Path(path)
-    header, rows = _stream(path)
+    header, rows = _stream(path, tap)
     place = _placer(path, header)
     block: Rows = []
     query_id = None
@@ -151,11 +151,11 @@ def _placer(path: Path, header: list[str]) -> Callable[[int, dict[str, str]], tu
     return place_passage
 
 
-def _stream(path: Path) -> tuple[list[str], Iterator[Row]]:
+def _stream(path: Path, tap: Tap | None = None) -> tuple[list[str], Iterator[Row]]:
     """The checked header and rows of a CSV of outputs, as ``read_csv`` checks them (a problem of the file raises
     an error, though not always the one ``read_csv`` names: the callers ask it for that)."""
     check_input_file(path)
-    records = _records(path)
+    records = _records(path, tap or Tap())
     first = next(records, None)
     if first is None:
         raise InputError("empty file", file=str(path))
@@ -174,10 +174,10 @@ def _rows(path: Path, header: list[str], records: Iterable[tuple[int, list[str]]
                      for name, cell in zip(header, cells)}
 
 
-def _records(path: Path) -> Iterator[tuple[int, list[str]]]:
+def _records(path: Path, tap: Tap) -> Iterator[tuple[int, list[str]]]:
     """Non-blank CSV records with the line each starts on, the file decoded as strict UTF-8 a block at a time."""
     most = max(csv.field_size_limit(), path.stat().st_size + 1)  # as read_csv: a cell's length is checked later
-    with path.open("rb") as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
+    with tap.open(path) as raw, io.TextIOWrapper(raw, encoding="utf-8-sig", newline="") as text:
         reader = csv.reader(_text_lines(text), strict=True)
         while True:
             start = reader.line_num + 1

@@ -10,7 +10,7 @@ from typing import Any
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs.contexts import RunNumbers, from_context_layout
 from open_rag_eval.inputs.labels import LABEL_FIELDS, QueryBook
-from open_rag_eval.inputs.validate import NO_PASSAGE_TEXT, check_input_file, check_output
+from open_rag_eval.inputs.validate import NO_PASSAGE_TEXT, Tap, check_input_file, check_output
 from open_rag_eval.inputs.text import (
     LONE_SURROGATE,
     MAX_WHOLE,
@@ -47,16 +47,17 @@ def read_jsonl_outputs(path: Path) -> list[RAGOutput]:
     return outputs
 
 
-def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
+def jsonl_query_groups(path: Path, tap: Tap | None = None) -> Iterator[list[RAGOutput]]:
     """The outputs of a JSONL file as ``read_jsonl_outputs`` reads them, one query's contiguous lines at a time, the
     file read line by line: memory holds a query, not the file. The labels of a query are those of its contiguous
     lines (when its lines are not contiguous, ``read_jsonl_outputs`` gives each output the labels of all of them).
-    A file ``read_jsonl_outputs`` refuses as a whole (empty, binary, not UTF-8) is refused with its error."""
+    A file ``read_jsonl_outputs`` refuses as a whole (empty, binary, not UTF-8) is refused with its error.
+    ``tap``: takes the digest of the bytes read."""
     path = Path(path)
     check_input_file(path)  # a regular file of bounded size: a device would be read for ever
     group, group_id = _Outputs(), None
     try:
-        for where, obj in _objects(path):
+        for where, obj in _objects(path, tap):
             if group.outputs and obj.get("query_id") != group_id:
                 yield group.labelled()
                 group = _Outputs()
@@ -71,7 +72,7 @@ def jsonl_query_groups(path: Path) -> Iterator[list[RAGOutput]]:
         yield group.labelled()
 
 
-def jsonl_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
+def jsonl_query_sizes(path: Path, tap: Tap | None = None) -> Iterator[tuple[str, int, int]]:
     """For each group of ``jsonl_query_groups``: the query_id of its first output, its number of outputs and of
     those without an error, from each line parsed as JSON alone (no output is built: a twentieth of the cost of
     reading the outputs). A line this reading finds wrong (not UTF-8, not a JSON object, no usable query_id) is
@@ -81,7 +82,7 @@ def jsonl_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
     check_input_file(path)
     group_id, key, size, answered, runs = None, "", 0, 0, RunNumbers()
     try:
-        for where, obj in _objects(path):
+        for where, obj in _objects(path, tap):
             if size and obj.get("query_id") != group_id:
                 yield key, size, answered
                 size, answered, runs = 0, 0, RunNumbers()
@@ -100,9 +101,9 @@ def jsonl_query_sizes(path: Path) -> Iterator[tuple[str, int, int]]:
         yield key, size, answered
 
 
-def _objects(path: Path) -> Iterator[tuple[Where, dict[str, Any]]]:
+def _objects(path: Path, tap: Tap | None = None) -> Iterator[tuple[Where, dict[str, Any]]]:
     """Each non-blank line of a JSONL file parsed as a JSON object, the file read line by line."""
-    with path.open("rb") as handle:
+    with (tap or Tap()).open(path) as handle:
         for number, data in enumerate(handle, 1):
             if number == 1 and data.startswith(b"\xef\xbb\xbf"):
                 data = data[3:]

@@ -32,21 +32,24 @@ Warnings about kept values (citations naming no retrieved passage) are tallied w
 
 from __future__ import annotations
 
+import hashlib
+import io
 import logging
 import math
+import os
 import re
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.notices import note, tallied
 from open_rag_eval.core.types import RAGOutput
 
 __all__ = ["MAX_INPUT_BYTES", "NO_ANSWER", "NO_PASSAGE_TEXT", "TEXT_FIELDS", "NumberColumns", "check_input_file",
-           "check_output", "check_outputs", "check_text_value", "checked_fetch", "note", "read_input_bytes", "tallied",
-           "where_of"]
+           "Tap", "check_output", "check_outputs", "check_text_value", "checked_fetch", "file_stamp", "note",
+           "read_input_bytes", "tallied", "where_of"]
 
 log = logging.getLogger("open_rag_eval.inputs")
 
@@ -91,6 +94,54 @@ def read_input_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     if len(data) > limit:  # grew while read
         raise InputError(f"the file has more than {limit:,} bytes: split it", file=str(path))
     return data
+
+
+class Tap:
+    """What a streamed reader reads of an input file: the SHA-256 of the bytes as they are read, and the file's
+    (size, mtime) when it was opened (``file_stamp``). A run's manifest names the digest of the bytes it read, and
+    a file that changes while a run reads it is caught (``run.source``)."""
+
+    def __init__(self) -> None:
+        self._sha = hashlib.sha256()
+        self.stamp: tuple[int, int] | None = None
+
+    def open(self, path: Path) -> BinaryIO:
+        handle = path.open("rb")
+        info = os.fstat(handle.fileno())
+        self.stamp = (info.st_size, info.st_mtime_ns)
+        return io.BufferedReader(_Tapped(handle, self._sha))
+
+    @property
+    def sha256(self) -> str:
+        return self._sha.hexdigest()
+
+
+class _Tapped(io.RawIOBase):
+    """A binary file whose bytes update a digest as they are read."""
+
+    def __init__(self, handle: BinaryIO, sha: Any) -> None:
+        self._handle, self._sha = handle, sha
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._handle.readinto(buffer)  # type: ignore[attr-defined]
+        self._sha.update(memoryview(buffer)[:n])
+        return int(n)
+
+    def close(self) -> None:
+        self._handle.close()
+        super().close()
+
+
+def file_stamp(path: Path) -> tuple[int, int] | None:
+    """(size, mtime in ns) of a file, None when it cannot be read."""
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return info.st_size, info.st_mtime_ns
 
 
 # ---------------------------------------------------------------- values

@@ -77,9 +77,11 @@ def _criteria_section(loaded: LoadedConfig) -> dict[str, Any]:
 
 
 def build_manifest(
-    loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, info: RunInfo, *, wall_time_s: float
+    loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, info: RunInfo, *, wall_time_s: float,
+    input_sha256: str | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a run of ``counts`` (outputs, queries) whose run ``info`` was decided by the pipeline."""
+    """The manifest of a run of ``counts`` (outputs, queries) whose run ``info`` was decided by the pipeline;
+    ``input_sha256``: the digest of the input's bytes as the run read them (never the file's at the end)."""
     accounting = getattr(judge, "accounting", None)
     input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input else None
     return {
@@ -92,7 +94,7 @@ def build_manifest(
         "config_digest": info.config_digest,
         "input": {
             "path": str(loaded.config.input) if input_path else None,
-            "sha256": file_digest(input_path) if input_path and input_path.is_file() else None,
+            "sha256": input_sha256 if input_path else None,
         },
         "n_outputs": counts[0],
         "n_queries": counts[1],

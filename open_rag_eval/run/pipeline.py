@@ -321,7 +321,7 @@ async def arun(
                 status = spilled_run_status(summary, spill)
                 reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
             manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, info,
-                                      wall_time_s=time.monotonic() - started)
+                                      wall_time_s=time.monotonic() - started, input_sha256=source.input_sha256)
             manifest["health"] = health.snapshot() if health is not None else None
         manifest.update(status.manifest_fields())
         given = source.all() if isinstance(source, ListSource) or (

@@ -16,6 +16,11 @@ missing field...) fails the run when its window is read, with the same error: th
 (their judgments are in the judge's cache) but nothing is published, since a run's files replace the previous ones
 only when it succeeds. ``CsvSource`` streams a CSV input the same way (``inputs.csv_stream``: its shape pass checks
 the file's bytes, records, header and cells, and each row's query_id and run).
+
+A file source takes the SHA-256 of the bytes its shape pass reads, as it reads them (``inputs.validate.Tap``): the
+manifest's ``input.sha256`` names them. A file that changes after that pass (its size or mtime when a window is
+read, or the digest of the bytes the windows read) fails the run (``InputError`` naming it: exit 3, nothing
+published): its results would mix two files.
 """
 
 from __future__ import annotations
@@ -27,13 +32,14 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
 
-from open_rag_eval.core.errors import StorageError
+from open_rag_eval.core.errors import InputError, StorageError
 from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
+from open_rag_eval.inputs.validate import Tap, file_stamp
 
 __all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "Spool", "SpooledSource",
-           "WINDOW_OUTPUTS", "contiguous", "windows"]
+           "WINDOW_OUTPUTS", "check_unchanged", "contiguous", "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
 
@@ -42,6 +48,7 @@ class OutputSource(Protocol):
     n_outputs: int
     n_queries: int
     fewest_answered: int  # the fewest outputs without an error of any query (0 without outputs)
+    input_sha256: str | None  # the digest of the input file's bytes as read (None: not read from a file here)
 
     def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]: ...
 
@@ -98,6 +105,7 @@ class ListSource:
 
     def __init__(self, outputs: list[RAGOutput]) -> None:
         self.outputs = outputs
+        self.input_sha256: str | None = None
         self.n_outputs = len(outputs)
         self.n_queries = len({o.query_id for o in outputs})
         self.fewest_answered = fewest_answered(outputs)
@@ -115,8 +123,21 @@ class ListSource:
         return self.outputs[:n]
 
 
-Sizes = Callable[[Path], Iterator[tuple[str, int, int]]]
-Groups = Callable[[Path], Iterator[list[RAGOutput]]]
+Sizes = Callable[[Path, Tap | None], Iterator[tuple[str, int, int]]]
+Groups = Callable[[Path, Tap | None], Iterator[list[RAGOutput]]]
+
+
+def check_unchanged(path: Path, shape: Tap, read: Tap | None = None) -> None:
+    """``path`` is the file whose shape ``shape`` read: the same size and mtime now, and (``read``: a later
+    complete reading of it) the same bytes; else an ``InputError`` naming it."""
+    what = ""
+    if file_stamp(path) != shape.stamp:
+        what = "its size or modification time"
+    elif read is not None and (read.stamp != shape.stamp or read.sha256 != shape.sha256):
+        what = "the digest of its bytes"
+    if what:
+        raise InputError(f"the input changed while the run read it ({what} differs from when it was first read): "
+                         "its results would mix two files, so nothing is published; run again", file=str(path))
 
 
 class FileSource:
@@ -136,7 +157,8 @@ class FileSource:
         self.n_outputs = self.n_queries = 0
         self.contiguous = True
         fewest: int | None = None
-        for query_id, size, answered in sizes(path):  # every line, as when the file is read at once
+        self._shape = Tap()
+        for query_id, size, answered in sizes(path, self._shape):  # every line, as when the file is read at once
             if limit is None or len(seen) < limit:
                 fewest = answered if fewest is None else min(fewest, answered)
             key = hash(query_id)
@@ -147,9 +169,11 @@ class FileSource:
                 self.n_outputs += size
         self.n_queries = len(seen) if limit is None else min(limit, len(seen))
         self.fewest_answered = fewest or 0
+        self.input_sha256: str | None = self._shape.sha256
         self._everything: list[RAGOutput] | None = None
         if not self.contiguous:  # one window: every output, read once
             self._everything = everything = self.all()
+            check_unchanged(path, self._shape)
             self.n_outputs, self.n_queries = len(everything), len({o.query_id for o in everything})
             self.fewest_answered = fewest_answered(everything)
 
@@ -158,13 +182,12 @@ class FileSource:
             while self._kept:
                 yield self._kept.popleft()
             return
-        groups = self._read(self.path)
-        for index, group in enumerate(groups):
-            if self.limit is not None and index >= self.limit:
-                for _ in groups:  # the rest is checked too, as when the file is read at once
-                    pass
-                return
-            yield group
+        read = Tap()
+        for index, group in enumerate(self._read(self.path, read)):
+            check_unchanged(self.path, self._shape)
+            if self.limit is None or index < self.limit:  # the rest is checked too, as when read at once
+                yield group
+        check_unchanged(self.path, self._shape, read)
 
     def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]:
         if not self.contiguous:
@@ -270,6 +293,7 @@ class SpooledSource:
         del keys
         self.n_outputs, self.n_queries = len(spool.offsets), len(spool.queries)
         self.fewest_answered = min(spool.answered, default=0)
+        self.input_sha256: str | None = None
 
     def _outputs(self) -> Iterator[RAGOutput]:
         with self.path.open("rb") as handle:
