@@ -200,3 +200,28 @@ def test_the_python_api_takes_labels_as_a_section(tmp_path: Path, monkeypatch: p
     row = next(r for r in results.summary_rows() if r["metric"] == "umbrela.mean")
     assert (row["corrected_mean"], row["n_labelled"], row["n_unlabelled"]) == (pytest.approx(1.5), 6.0, 0.0)
     assert math.isnan(next(r for r in results.summary_rows() if r["metric"] == "umbrela.n_failed")["lambda"])
+
+
+def test_calibrate_corrects_each_results_folder_apart(tmp_path: Path) -> None:
+    from open_rag_eval.calibration.run import corrected_of, load_results, write_calibration
+
+    folders = []
+    for name, shift in (("base", 0), ("lenient", 1)):
+        folder = tmp_path / name
+        folder.mkdir()
+        entries = [_entry(f"q{i}", {"a": min(3, i % 4 + shift), "b": min(3, (i + 1) % 4 + shift)}) for i in range(6)]
+        (folder / "results.json").write_text(json.dumps({"outputs": entries}))
+        folders.append(folder)
+    human = _grades("q0", {"a": 0, "b": 1}) | _grades("q1", {"a": 1, "b": 2}) | _grades("q2", {"a": 2, "b": 3})
+    found = corrected_of(human, load_results(folders), folders)
+    means = {source: c for source, c in found if c.metric == "umbrela.mean"}
+    assert set(means) == {"base", "lenient"}
+    # the base judge agrees with people on q0-q2 (means 0.5, 1.5, 2.5): no bias; the lenient one is +1, +1 and
+    # +0.5 there (its grades stop at 3)
+    assert means["base"].estimate is not None and means["base"].estimate.bias.value == 0.0
+    assert means["lenient"].estimate is not None and means["lenient"].estimate.bias.value == pytest.approx(5 / 6)
+    assert means["base"].estimate.people == means["lenient"].estimate.people  # the same people's values
+    write_calibration(tmp_path / "out", [], {}, found)
+    rows = list(csv.DictReader((tmp_path / "out" / "calibrate.csv").open()))
+    assert {r["statistic"] for r in rows} >= {"base:umbrela.mean", "lenient:umbrela.mean"}
+    assert all(r["task"] == "corrected" and r["n"] == "3" and r["n_unlabelled"] == "3" for r in rows)
