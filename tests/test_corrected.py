@@ -225,3 +225,12 @@ def test_calibrate_corrects_each_results_folder_apart(tmp_path: Path) -> None:
     rows = list(csv.DictReader((tmp_path / "out" / "calibrate.csv").open()))
     assert {r["statistic"] for r in rows} >= {"base:umbrela.mean", "lenient:umbrela.mean"}
     assert all(r["task"] == "corrected" and r["n"] == "3" and r["n_unlabelled"] == "3" for r in rows)
+
+
+def test_a_dry_run_reads_the_labels_too(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("task\tquery_id\tpassage_id\tlabel\numbrela\tq1\t1\t2\numbrela\tq1\t1\t3\n")
+    refused = _eval(tmp_path, "dry", 1, "--dry-run", "--labels", str(bad))
+    assert refused.returncode == 3 and "bad.tsv:3" in refused.stderr and "twice" in refused.stderr
+    fine = _eval(tmp_path, "dry", 1, "--dry-run", "--labels", str(DEMO_LABELS / "umbrela_qrels.txt"))
+    assert fine.returncode == 0, fine.stderr

@@ -65,8 +65,11 @@ def run(args: argparse.Namespace) -> int:
         from open_rag_eval.run import pipeline
         from open_rag_eval.config import load_config
 
+        from open_rag_eval.run.corrected import run_labels
+
         loaded = load_config(args.config)
         outputs = pipeline.load_outputs(loaded, args.limit)
+        run_labels(list(args.labels) or [loaded.resolve_path(p) for p in loaded.config.labels or ()])  # bad: exit 3
         print_plan(loaded, outputs, pipeline.plan(loaded, outputs), args.output_dir)
         return 0
     progress = Progress()
