@@ -84,10 +84,12 @@ def corrected_line(metric: str, corrected: Mapping[str, Any] | None) -> str:
     if corrected.get("corrected_mean") is None:
         return f'<div class="card-corrected">not corrected: {esc(str(corrected.get("corrected_note") or ""))}</div>'
     low, high = corrected.get("corrected_ci95_low"), corrected.get("corrected_ci95_high")
-    return (f'<div class="card-corrected" title="PPI++ mean over queries; judge bias '
-            f'{value_text(metric, corrected.get("judge_bias"))}">corrected with human labels on '
-            f'{fmt(corrected.get("n_labelled"))} queries: {value_text(metric, corrected["corrected_mean"])}'
-            f' · 95% CI {value_text(metric, low)} – {value_text(metric, high)}</div>')
+    bias = corrected.get("judge_bias")
+    said = f" · judge bias {'+' if bias is not None and bias > 0 else ''}{value_text(metric, bias)}"
+    return (f'<div class="card-corrected" title="PPI++ mean over queries (docs/calibration.md)">corrected '
+            f'{value_text(metric, corrected["corrected_mean"])} · 95% CI {value_text(metric, low)} – '
+            f'{value_text(metric, high)}</div><div class="card-ci">corrected with human labels on '
+            f'{fmt(corrected.get("n_labelled"))} queries{said if bias is not None else ""}</div>')
 
 
 def headline_panel(summary: Mapping[str, Mapping[str, Any]], metrics: Sequence[str], targets: Mapping[str, float],
