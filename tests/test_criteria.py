@@ -254,7 +254,11 @@ def test_the_dry_run_plans_every_criteria_call(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     n_outputs = sum(1 for _ in DATA.open(encoding="utf-8"))
     answered = n_outputs  # every output of the file has an answer
-    assert re.search(rf"criteria\s+{2 * answered}\b", out), out
+    # and the criteria's controls (docs/judge-health.md): 3 pairs per criterion from 4 queries, 2 judgments a pair;
+    # a high item whose answer carries no citation marker is the run's own request (asked once): 10 more calls
+    controls = re.search(r"judge-health controls: (\d+) judgments", out)
+    assert controls is not None and int(controls[1]) == 12, out
+    assert re.search(rf"criteria\s+{2 * answered + 10}\b", out), out
     assert re.search(r"criteria_steps\s+2\b", out), out
 
 

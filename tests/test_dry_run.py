@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 from typing import Any
 
@@ -131,12 +133,15 @@ def test_dry_run_prints_tasks_reasks_and_cost(tmp_path: Path, capsys: pytest.Cap
     # 11 outputs); answer similarity makes no judge call (and a dry run loads no embedding model); + the judge-health
     # controls 40 (5 pairs of UMBRELA, support, no-answer, nugget assignment and context usefulness; the no-answer
     # control on a system's answer is the metric's own request, and a nugget pair is one request) + the demo's two
-    # criteria, one call each per output (22)
-    assert "planned judge calls: 516 (identical requests once; before cache hits)" in out
+    # criteria, one call each per output (22), and their controls (20: 5 pairs each, the system's answer against
+    # another question's, without citation markers)
+    assert "planned judge calls: 536 (identical requests once; before cache hits)" in out
+    assert re.search(r"criteria\s+42 calls", out), out
     assert "  umbrela" in out and "100 calls" in out  # 3 x 30 grades (test-retest) + 10 controls
     # (388 before the controls; their 5 nugget-assignment calls may be re-asked 4 times each, their 10 context
     # usefulness calls once each)
-    assert "re-asks: none planned; replies that do not parse add at most 440 calls" in out  # + 22 criteria re-asks
+    # + 22 criteria re-asks, + 20 for their controls
+    assert "re-asks: none planned; replies that do not parse add at most 460 calls" in out
     assert "estimated cost with gpt-4o: $" in out and "with every re-ask)" in out
     assert not (tmp_path / "out").exists()
 

@@ -182,3 +182,52 @@ def test_with_one_free_passage_left_the_least_related_is_reused() -> None:
     controls = build_controls(two, ["umbrela", "support"], pairs=5)
     low = [c for c in controls if c.expect == "low"]
     assert [c.source for c in low] == [("b", "p"), ("a", "p"), ("b", "p"), ("a", "p")]  # only two passages exist
+
+
+# -- criteria: controls and health per criterion -----------------------------------------------------------------
+
+def _criteria_run(tmp_path: Path, base_url: str, *flags: str, criteria: str = "") -> tuple[int, Path]:
+    config = tmp_path / "criteria.yaml"
+    config.write_text(
+        f"input: {DEMO}\noutput_dir: out\njudge:\n  model: constant\n  base_url: {base_url}\n  cache: false\n"
+        "  max_retries: 0\nevaluators:\n  - type: criteria\n    criteria:\n"
+        + (criteria or "      - {name: clear, question: 'Is the answer clear and on the question?', scale: 1-5}\n"
+                       "      - {name: cites, question: 'Does the answer cite its sources?'}\n"),
+        encoding="utf-8")
+    return main(["eval", "--config", str(config), *flags]), tmp_path / "out"
+
+
+def _criterion_constant(body: dict[str, Any]) -> Reply:
+    """Grade 3 to every answer on the 1-5 criterion; the yes/no one answered by whether the answer shares a long
+    word with the question (a judge that tells an answer to the question from an answer to another one)."""
+    user = body["messages"][-1]["content"]
+    if "Criterion (clear)" in user:
+        return Reply.ok(json.dumps({"reason": "fine", "score": 3}))
+    question = user.split("Question:", 1)[1].split("\n", 1)[0]
+    answer = user.split("Answer:", 1)[1].split("\n\n", 1)[0].lower()
+    on_topic = any(w.lower().strip("?") in answer for w in question.split() if len(w.strip("?")) > 5)
+    return Reply.ok(json.dumps({"reason": "checked", "score": "yes" if on_topic else "no"}))
+
+
+def test_a_constant_criterion_is_flagged_and_its_own_health_row(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    with ScriptedServer(responder=_criterion_constant) as server:
+        code, out = _eval_criteria(tmp_path, server.base_url)
+    health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]
+    assert code == 6  # --strict-judge: the constant criterion's controls failed
+    rows = health["tasks"]
+    assert set(rows) >= {"criteria.clear", "criteria.cites"} and "criteria" not in rows  # not pooled
+    assert rows["criteria.clear"]["labels"] == {"3": rows["criteria.clear"]["n_labels"]}
+    controls = health["controls"]["tasks"]
+    assert controls["criteria.clear"]["verdict"] == "fail" and controls["criteria.clear"]["told_apart"] == 0
+    assert controls["criteria.clear"]["labels"] == {"high": {"3": 5}, "low": {"3": 5}}
+    assert health["unhealthy_tasks"] == ["criteria.clear"]
+    assert controls["criteria.cites"]["verdict"] != "fail" and controls["criteria.cites"]["told_apart"] >= 1
+    assert any(p.startswith("criteria.clear: controls failed: 0 of 5 pairs told apart") for p in health["problems"])
+    assert "! criteria.clear: controls failed" in capsys.readouterr().out
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "criteria.clear: fail -- 0 of 5 pairs told apart" in html
+
+
+def _eval_criteria(tmp_path: Path, base_url: str) -> tuple[int, Path]:
+    return _criteria_run(tmp_path, base_url, "--strict-judge")

@@ -34,6 +34,7 @@ from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Re
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.claims import TRIALS
 from open_rag_eval.metrics.criteria import CriteriaSession, CriterionSpec, column, judge_grade, score_output
+from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.scoring.criteria import SCALES, normalise
 
 __all__ = ["CriteriaEvaluator", "CriteriaOptions", "Criterion"]
@@ -50,6 +51,7 @@ class Criterion(BaseModel):
     scale: Literal["yes_no", "1-5", "0-10"] = "yes_no"
     anchors: dict[str, str] = Field(default_factory=dict)
     sources: bool = True  # the judge sees the retrieved passages
+    controls: bool = True  # judge-health controls: its own answer against another question's (docs/judge-health.md)
 
     @model_validator(mode="before")
     @classmethod
@@ -99,7 +101,7 @@ class Criterion(BaseModel):
     def spec(self) -> CriterionSpec:
         scale = SCALES[self.scale]
         anchors = tuple(sorted((scale.grade(str(k)), " ".join(str(v).split())) for k, v in self.anchors.items()))
-        return CriterionSpec(self.name, self.question, scale, anchors, self.sources)
+        return CriterionSpec(self.name, self.question, scale, anchors, self.sources, self.controls)
 
 
 class CriteriaOptions(BaseModel):
@@ -138,8 +140,13 @@ class CriteriaEvaluator:
         return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
                         answer_metrics=tuple(column(c.name) for c in self.options.criteria), needs_judge=True,
                         judge_tasks=tuple(self.reask_bounds()), window_runs=None,
-                        retest=Retest("criteria", self.judge_labels),
+                        graders=self._graders(), retest=Retest("criteria", self.judge_labels),
                         waits={"criteria": ("criteria_steps",)})  # a criterion's steps come before its grades
+
+    def _graders(self) -> Graders | None:
+        """The criteria the judge-health controls ask (those not set ``controls: false``)."""
+        asked = tuple(spec for spec in self.specs if spec.controls)
+        return Graders(criteria=asked, criteria_session=self._session) if asked else None
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

@@ -61,7 +61,7 @@ class HealthReport:
                     lines.append(f"{task}: {row['counts'][klass]} of {row['judgments']} judgments {_WHAT[klass]} "
                                  f"({_cause(klass, row)}; {row['rates'][klass]:.0%} > {limit_name} {limit:.0%})")
         for task, summary in self.controls.items():
-            if summary["verdict"] == FAIL:
+            if self._controls_failed(task):
                 lines.append(f"{task}: controls failed: {controls_line(summary)}")
             elif _unasked(summary):
                 lines.append(f"{task}: controls inconclusive: {_unasked_line(summary)}")
@@ -86,7 +86,16 @@ class HealthReport:
             if self._degenerate(row) and self._controls_verdict(task) == PASS:
                 lines.append(f"{task}: {_degenerate_line(row, self.thresholds)}; its controls were told apart, so "
                              "the data may be that uniform")
+            elif not self._degenerate(row) and row.get("n_labels", 0) >= 2 and row["top_label_share"] == 1.0:
+                lines.append(f"{task}: every judgment got the same label ({row['top_label']!r}, {row['n_labels']} "
+                             f"of {row['n_labels']}); too few to call it degenerate (min_labels "
+                             f"{self.thresholds.min_labels}), but a judge that gives one answer to everything looks "
+                             "like this")
         for task, summary in self.controls.items():
+            if summary["verdict"] == FAIL and not self._controls_failed(task):
+                lines.append(f"{task}: controls failed ({controls_line(summary)}), but the run's grades of this "
+                             "criterion vary: it may not be about how an answer fits its question (then set "
+                             "controls: false on it), or the judge grades something else")
             if summary["verdict"] == WEAK:
                 lines.append(f"{task}: controls weak: {controls_line(summary)}; not shown able to tell its controls "
                              "apart (more pairs, judge.health.control_pairs, say more)")
@@ -105,6 +114,16 @@ class HealthReport:
     def _controls_verdict(self, task: str) -> str | None:
         return self.controls.get(task, {}).get("verdict")
 
+    def _controls_failed(self, task: str) -> bool:
+        """The task's controls failed and that makes it unhealthy. A criterion's controls assume the criterion is
+        about how an answer fits its question (an answer to another question should not meet it as well); their
+        failure makes it unhealthy only when the run's grades of the criterion are one label too (a judge that
+        gives one grade to everything), else it is a note (as it is before the criterion has any grade)."""
+        if self._controls_verdict(task) != FAIL:
+            return False
+        row = self.tasks.get(task) or {}  # no labels yet (a live line, or every judgment failed): nothing shown
+        return not task.startswith("criteria.") or row.get("top_label_share") == 1.0
+
     def _degenerate(self, row: Mapping[str, Any]) -> bool:
         return bool(row.get("n_labels", 0) >= self.thresholds.min_labels
                     and row["top_label_share"] >= self.thresholds.max_label_share)
@@ -118,7 +137,7 @@ class HealthReport:
                    if any(row["rates"][k] > getattr(self.thresholds, n) for k, n in _LIMITS.items())
                    or (self._degenerate(row) and self._controls_verdict(task) != PASS)]
         flagged += [task for task, summary in self.controls.items()
-                    if (summary["verdict"] == FAIL or _unasked(summary)) and task not in flagged]
+                    if (self._controls_failed(task) or _unasked(summary)) and task not in flagged]
         if self.low_labelled and "support" not in flagged:
             flagged.append("support")
         return flagged

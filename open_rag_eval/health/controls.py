@@ -23,20 +23,21 @@ import asyncio
 import random
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
 from open_rag_eval.judge.base import Judge, guard_calls
 from open_rag_eval.metrics._judging import CALL_FAILED
+from open_rag_eval.metrics.criteria import CriteriaSession, column, judge_grade
 from open_rag_eval.metrics.graders import CONTROL_TASKS, Graders
 from open_rag_eval.metrics.lexical import is_refusal
 from open_rag_eval.metrics.nuggets import ScoredNugget
 from open_rag_eval.scoring.stats import wilson
 
 __all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "WEAK", "Control", "Graders", "Outcome",
-           "ask_controls", "build_controls", "verdict_of", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
+           "ask_controls", "build_controls", "is_criterion", "verdict_of", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
 
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
 _WORD = re.compile(r"[a-z0-9]+")
@@ -59,6 +60,7 @@ class Control:
     statement: str = ""  # support: the statement; nugget_assign: the nugget
     built: str = ""  # how the item was made, in words
     source: tuple[str, str] | None = None  # (query id, passage id) of the passage the item was taken from
+    passages: tuple[Passage, ...] = ()  # a criterion: the passages shown with the answer
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,19 @@ class Outcome:
     control: Control
     label: str | None  # the judge's label; None: no verdict (the call failed or the reply did not parse)
     reason: str | None = None
+    ordered: bool | None = None  # a criterion's pair: the high item graded above the low one (both items)
 
     @property
     def correct(self) -> bool | None:
-        return None if self.label is None else _side(self.control.task, self.label) == self.control.expect
+        if self.label is None:
+            return None
+        if is_criterion(self.control.task):
+            return self.ordered
+        return _side(self.control.task, self.label) == self.control.expect
+
+
+def is_criterion(task: str) -> bool:
+    return task.startswith("criteria.")
 
 
 def _side(task: str, label: str) -> str:
@@ -192,7 +203,8 @@ def build_controls(outputs: Sequence[RAGOutput], tasks: Sequence[str], pairs: in
         for q in order[:ATTEMPTS]:
             if made >= pairs:
                 break
-            pair = _BUILDERS[task](q, pool, made, used)
+            pair = (_criterion_pair(task, q, order, made, used) if is_criterion(task)
+                    else _BUILDERS[task](q, pool, made, used))
             if pair:
                 items.extend(pair)
                 made += 1
@@ -264,6 +276,26 @@ def _useful_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control
                     f"passage {low.id} of query {qid}, sharing few words with the answer", (qid, low.id))]
 
 
+def _criterion_pair(task: str, q: _Query, queries: Sequence[_Query], n: int, used: _Used) -> list[Control]:
+    """A criterion's pair: the system's answer to the query (high) against the answer to another question that
+    shares the fewest words with this one (low), each with the query's passages and without citation markers.
+    Whatever the criterion asks of an answer to this question, an answer to another question should not meet it
+    better: the pair is told apart when the high item's grade is above the low item's."""
+    words = _words(q.query)
+    others = [(o.answer in used.passages, o.query_id in used.queries, len(words & _words(o.answer)), i, o)
+              for i, o in enumerate(queries) if o.query_id != q.query_id and o.answer and o.answer != q.answer]
+    if not q.answer or not others:
+        return []
+    *_, other = min(others, key=lambda entry: entry[:4])
+    used.passages.add(other.answer)
+    used.queries.add(other.query_id)
+    return [Control(task, n, "high", q.query_id, q.query, q.answer, built="the system's answer to the query",
+                    passages=q.passages),
+            Control(task, n, "low", q.query_id, q.query, other.answer, passages=q.passages,
+                    built=f"the answer to query {other.query_id} (another question, sharing fewest words with it)",
+                    source=(other.query_id, "answer"))]
+
+
 _BUILDERS = {"umbrela": _umbrela_pair, "support": _support_pair, "no_answer": _no_answer_pair,
              "nugget_assign": _assign_pair, "context_useful": _useful_pair}
 
@@ -277,15 +309,37 @@ async def run_controls(judge: Judge, controls: Sequence[Control], graders: Grade
     for c in controls:
         if c.task == "nugget_assign":
             assign.setdefault((c.query_id, c.pair), []).append(c)
-    jobs: list[Awaitable[Outcome | list[Outcome]]] = [_ask_one(judge, c, graders) for c in singles]
+    session = graders.criteria_session(judge) if graders.criteria_session is not None else None
+    jobs: list[Awaitable[Outcome | list[Outcome]]] = [_ask_one(judge, c, graders, session) for c in singles]
     jobs += [_ask_nuggets(judge, pair, graders) for pair in assign.values()]
-    done = await asyncio.gather(*jobs)
+    try:
+        done = await asyncio.gather(*jobs)
+    finally:
+        if session is not None:
+            session.cancel()
     found = [o for part in done for o in (part if isinstance(part, list) else [part])]
     rank = {id(c): i for i, c in enumerate(controls)}
-    return sorted(found, key=lambda o: rank[id(o.control)])
+    return _ordered_pairs(sorted(found, key=lambda o: rank[id(o.control)]))
 
 
-async def _ask_one(judge: Judge, c: Control, graders: Graders) -> Outcome:
+def _ordered_pairs(outcomes: list[Outcome]) -> list[Outcome]:
+    """A criterion's outcomes with ``ordered`` set on both items of each pair: high graded above low (None when
+    either has no grade)."""
+    grades: dict[tuple[str, int], dict[str, float]] = {}
+    for o in outcomes:
+        if is_criterion(o.control.task) and o.label is not None:
+            grades.setdefault((o.control.task, o.control.pair), {})[o.control.expect] = float(o.label)
+    out = []
+    for o in outcomes:
+        pair = grades.get((o.control.task, o.control.pair), {})
+        both = "high" in pair and "low" in pair
+        out.append(replace(o, ordered=pair["high"] > pair["low"]) if is_criterion(o.control.task) and both else o)
+    return out
+
+
+async def _ask_one(judge: Judge, c: Control, graders: Graders, session: CriteriaSession | None = None) -> Outcome:
+    if is_criterion(c.task) and session is not None:
+        return await _ask_criterion(c, graders, session)
     if c.task == "umbrela" and graders.umbrela is not None:
         grade = await graders.umbrela.grade(judge, c.query, Passage(id="control", text=c.text))
         ok = grade.grade is not None and grade.valid
@@ -303,6 +357,22 @@ async def _ask_one(judge: Judge, c: Control, graders: Graders) -> Outcome:
         useful = await graders.useful(judge, c.query, c.statement, c.text)
         return Outcome(c, None if useful.value is None else ("yes" if useful.value else "no"), useful.reason)
     return Outcome(c, None, "the run does not judge this task")
+
+
+async def _ask_criterion(c: Control, graders: Graders, session: CriteriaSession) -> Outcome:
+    spec = next((s for s in graders.criteria if column(s.name) == c.task), None)
+    if spec is None:
+        return Outcome(c, None, "the run does not judge this criterion")
+    output = RAGOutput(query_id=c.query_id, query=c.query, passages=c.passages, answer=(AnswerPart(text=c.text),))
+    reply = await judge_grade(session, spec, output)
+    if isinstance(reply, str):
+        return Outcome(c, None, reply)
+    if reply.value is None:
+        return Outcome(c, None, reply.reason)
+    if c.expect == "high" and reply.value[0] <= spec.scale.low:  # nothing can be graded below it: no test
+        return Outcome(c, None, f"the system's answer got the scale's lowest grade ({reply.value[0]}): an answer "
+                                "to another question cannot be graded below it")
+    return Outcome(c, str(reply.value[0]), reply.reason)
 
 
 async def _ask_nuggets(judge: Judge, pair: list[Control], graders: Graders) -> list[Outcome]:

@@ -82,10 +82,13 @@ async def ask(
     trials: int = 1,
     temperatures: tuple[float, float] = (0.0, 0.2),
     sample: int = 0,
+    counted_as: str | None = None,
 ) -> Asked[T]:
     """Up to ``trials`` attempts: the first at ``temperatures[0]``, re-asks at ``temperatures[1]``. A re-ask after
     a reply that could not be read sends that reply back with a corrective message quoting what was wrong
-    (``prompts/reask_corrective.txt``)."""
+    (``prompts/reask_corrective.txt``). ``counted_as``: the judge-health task the judgment is counted under (the
+    request's task by default; a criterion counts under its own column, so its labels are not pooled with other
+    criteria's scales)."""
     text: str | None = None
     sent: list[tuple[str, dict[str, Any]]] = []
     attempts, klass, task, problem, outside = 0, INVALID, "", "no reply", None
@@ -95,6 +98,7 @@ async def ask(
         if attempt and text is not None and getattr(judge, "reask", "corrective") == "corrective":
             request = corrected(request, text, problem)
         task = request.task
+        counted = counted_as or task
         if attempt and not can_differ(judge, request, sent):
             break
         sent.append(_sent(judge, request))
@@ -103,7 +107,7 @@ async def ask(
             completion = await judge.complete(request)
             text = completion.text
         except JudgeCallError as error:
-            record(task, FAILED, attempts, cause=failure_cause(str(error), error.refused))
+            record(counted, FAILED, attempts, cause=failure_cause(str(error), error.refused))
             return Asked(None, "failed", f"{CALL_FAILED}{error}", attempts, text, FAILED)
         outside = outside_schema(request, text, sent[-1][1])
         if outside is not None:  # never read: a value outside its schema is no judgment
@@ -112,10 +116,10 @@ async def ask(
         parsed = parse(strip_reasoning(as_text(text, sent[-1][1])))  # a JSON-schema reply: its value
         klass = parsed.klass
         if parsed.value is not None:
-            record(task, klass, attempts, labels_of(task, parsed.value))
+            record(counted, klass, attempts, labels_of(task, parsed.value))
             return Asked(parsed.value, "ok", None, attempts, text, klass, completion)
         problem = what_was_wrong(text, parsed, sent[-1][1])
-    record(task, klass, attempts, unparsed=problem)
+    record(counted, klass, attempts, unparsed=problem)
     same = " (a re-ask would have been identical)" if attempts < max(1, trials) else ""
     if outside is not None:  # a failed judgment, never a default: the method's fallback is for its own format
         return Asked(None, "failed", f"reply outside its schema after {attempts} attempt(s): {outside}{same}",

@@ -58,6 +58,7 @@ class CriterionSpec:
     scale: Scale
     anchors: tuple[tuple[int, str], ...] = ()
     sources: bool = True
+    controls: bool = True  # the judge-health controls ask this criterion (``health.controls``)
 
 
 def column(name: str) -> str:
@@ -179,7 +180,7 @@ async def judge_grade(session: CriteriaSession, spec: CriterionSpec, output: RAG
     return await ask(session.judge, lambda t, s: JudgeRequest.chat(
         "criteria", user, params={"temperature": t, **params}, prompt_version=template.sha256, sample=s,
         priority=Priority.LEAF), parse_criterion(spec.scale), trials=TRIALS, temperatures=TEMPERATURES,
-        sample=session.sample)
+        sample=session.sample, counted_as=column(spec.name))
 
 
 async def _judge(session: CriteriaSession, spec: CriterionSpec, output: RAGOutput) -> tuple[Score, dict[str, Any]]:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.metrics.citation import CitationJudge
+from open_rag_eval.metrics.criteria import CriteriaSession, CriterionSpec, column
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier
 from open_rag_eval.metrics.nuggets import Nuggetizer
 from open_rag_eval.metrics.umbrela import UmbrelaGrader
@@ -28,14 +29,22 @@ class Graders:
     nuggets: Nuggetizer | None = None
     # the generation family's context usefulness: (judge, question, answer, passage) -> the judge's 0/1
     useful: Callable[[Judge, str, str, str], Awaitable[Asked[bool]]] | None = None
+    # the criteria evaluator's criteria that get controls (task ``criteria.<name>``), and its session for a judge
+    criteria: tuple[CriterionSpec, ...] = ()
+    criteria_session: Callable[[Judge], CriteriaSession] | None = None
 
     def tasks(self) -> list[str]:
         present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
                    "nugget_assign": self.nuggets, "context_useful": self.useful}
-        return [task for task in CONTROL_TASKS if present[task] is not None]
+        criteria = [column(spec.name) for spec in self.criteria] if self.criteria_session is not None else []
+        return [task for task in CONTROL_TASKS if present[task] is not None] + criteria
 
     def joined(self, later: Graders) -> Graders:
         """These graders, each one missing taken from ``later`` (the run's first evaluator declaring a grader
         of a task is the one its controls ask)."""
-        return Graders(**{f.name: getattr(self, f.name) if getattr(self, f.name) is not None
-                          else getattr(later, f.name) for f in fields(self)})
+        def mine(name: str) -> bool:
+            value = getattr(self, name)
+            return value is not None and value != ()
+
+        return Graders(**{f.name: getattr(self, f.name) if mine(f.name) else getattr(later, f.name)
+                          for f in fields(self)})
