@@ -16,7 +16,7 @@ BOUNDED = ("umbrela.p@", "umbrela.ap@", "umbrela.map@", "umbrela.ndcg@", "umbrel
            "citation.recall", "citation.f1", "no_answer.answered")
 
 
-def run_eval(tmp_path: Path, judge: str, name: str) -> list[dict[str, str]]:
+def run_eval(tmp_path: Path, judge: str, name: str, code: int = 0) -> list[dict[str, str]]:
     shutil.copy(DATA, tmp_path / "answers.csv")
     config = tmp_path / f"{name}.yaml"
     config.write_text(
@@ -24,7 +24,7 @@ def run_eval(tmp_path: Path, judge: str, name: str) -> list[dict[str, str]]:
         "evaluators:\n  - type: trec\n    k_values: [1, 3]\n",
         encoding="utf-8",
     )
-    assert main(["-q", "eval", "--config", str(config)]) == 0
+    assert main(["-q", "eval", "--config", str(config)]) == code
     with (tmp_path / name / "results.csv").open(encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
 
@@ -59,7 +59,8 @@ def test_failed_calls_take_only_what_depended_on_them(tmp_path: Path) -> None:
     clean = {(r["query_id"], r["run"]): r for r in run_eval(tmp_path, "  simulated: {seed: 1}\n", "clean")}
     # no retries, a third of the calls fail for good: failures must stay local to what needed the call
     judge = "  max_retries: 0\n  outage_after_failures: 1000\n  simulated: {seed: 1, error_rate: 0.3}\n"
-    rows = run_eval(tmp_path, judge, "faulty")
+    # every query lost an importance call: its nugget list failed, so nuggets failed everywhere (exit 6, written)
+    rows = run_eval(tmp_path, judge, "faulty", code=6)
     missing = 0
     for row in rows:
         before = clean[(row["query_id"], row["run"])]

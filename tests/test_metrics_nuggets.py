@@ -69,15 +69,31 @@ def test_creation_failing_entirely_is_failed() -> None:
     assert (texts, status) == ([], "failed") and "HTTP 500" in notes[0]
 
 
-def test_importance_lowercased_and_defaulted_after_trials_or_call_error() -> None:
+def test_importance_lowercased_and_failed_never_defaulted_after_trials_or_call_error() -> None:
     judge = ScriptedJudge().add(task_is("nugget_importance"), '["Vital", "OKAY"]')
     scored = asyncio.run(Nuggetizer().score(judge, "q", ["a", "b"]))
     assert scored == [ScoredNugget("a", "vital", "ok"), ScoredNugget("b", "okay", "ok")]
     judge = ScriptedJudge().add(task_is("nugget_importance"), '["vital"]', '["vital"]')
     scored = asyncio.run(Nuggetizer(NuggetOptions(max_trials=2)).score(judge, "q", ["a", "b"]))
-    assert scored == [ScoredNugget("a", "okay", "defaulted"), ScoredNugget("b", "okay", "defaulted")]
+    assert scored == [ScoredNugget("a", "failed", "failed"), ScoredNugget("b", "failed", "failed")]
+    assert scored[0].reason == "reply did not parse after 2 attempt(s): 1 labels for 2 nuggets"
     judge = ScriptedJudge().add(task_is("nugget_importance"), JudgeCallError("timeout"))
-    assert [n.status for n in asyncio.run(Nuggetizer().score(judge, "q", ["a"]))] == ["defaulted"]
+    assert [n.status for n in asyncio.run(Nuggetizer().score(judge, "q", ["a"]))] == ["failed"]
+
+
+def test_an_importance_that_cannot_be_had_fails_the_list_with_its_reason_never_okay() -> None:
+    """"2 labels for 3 nuggets" on every re-ask (what a real 1.5B model did, with and without a schema): the
+    query's nugget scores are missing with that reason in results.json -- not computed over a defaulted okay."""
+    judge = ScriptedJudge().add(task_is("nugget_create"), "['a', 'b', 'c']").add(
+        task_is("nugget_importance"), '["vital", "okay"]', '["vital", "okay"]')
+    built = asyncio.run(Nuggetizer(NuggetOptions(max_trials=2)).build(judge, "q", ["s"]))
+    reason = "reply did not parse after 2 attempt(s): 2 labels for 3 nuggets"
+    assert (built.nuggets, built.status, built.step) == ([], "failed", "importance")
+    assert built.notes == [f"importance of 3 of 3 nuggets failed: {reason}"]
+    scores, detail = nugget_result(make_output(), built, [], NuggetOptions())
+    vital = next(s for s in scores if s.metric == "nuggets.vital")
+    assert vital.value is None and vital.error == f"nugget importance failed: importance of 3 of 3 nuggets failed: {reason}"
+    assert detail.data["creation_status"] == "failed" and reason in detail.data["creation_notes"][0]
 
 
 def test_importance_and_assignment_windows_of_ten_run_concurrently() -> None:

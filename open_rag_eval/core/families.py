@@ -49,7 +49,8 @@ register(Family("nuggets", "Answer completeness (nuggets)", "AutoNuggetizer: fac
     C("nuggets.weighted", "vital and half-weighted okay nuggets supported", "Weighted nugget score", "weighted",
       headline=3, target=0.5),
     C("nuggets.weighted_strict", "the weighted score counting full support only", "Weighted nugget score (strict)"),
-    _tally("nuggets.n_defaulted", "nuggets whose importance fell back to okay after parse failures"),
+    _tally("nuggets.n_defaulted", "nuggets whose importance was defaulted (none: an importance that cannot be had "
+                                   "fails the query's nugget list, with its reason)"),
     _tally("nuggets.n_failed", "nuggets with no assignment (failed judgment)"),
     _tally("nuggets.n_create_failed", "creation windows of the query whose reply never parsed"),
 ), judged=True, evaluator="trec"))

@@ -25,7 +25,8 @@ KINDS = (FAILED, UNDEFINED, UNAVAILABLE, SKIPPED)
 _UNDEFINED = ("is undefined", "judgments for this query", "no item has two or more labels",
               "fewer than k documents", "no relevant documents", " runs have a value of ")
 _UNAVAILABLE = ("unavailable", "is not installed", "none is configured", "is not set")
-_JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget assignment failed", "have no grade (")
+_JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget importance failed", "nugget assignment failed",
+                 "have no grade (", "reply outside its schema")
 _ABSOLUTE = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\(?:[\w.@+ -]+\\)*[\w.@+-]*")
 
 

@@ -2,8 +2,9 @@
 
 Creation is iterative over windows of segments (each window's reply replaces the list), so windows run in order;
 importance windows and assignment windows run concurrently. Failures follow docs/methods.md (decisions):
-a creation window that fails keeps the previous list (flagged ``defaulted``); importance that cannot be had is
-``okay`` with status ``defaulted`` (castorini would drop the nuggets); an assignment that cannot be had is
+a creation window that fails keeps the previous list (flagged ``defaulted``); importance that cannot be had fails
+the query's nugget list with the reason (never a defaulted ``okay``: castorini would drop the nuggets, an earlier
+version of ours kept them as ``okay``); an assignment that cannot be had is
 ``failed`` and earns 0 (castorini), counted in ``nuggets.n_failed``; creation windows that failed are counted in
 ``nuggets.n_create_failed`` (on every output of the query). Every judgment carries its reply's parse class
 (docs/judge-health.md); ``parse: strict`` re-asks labels outside the method's label set instead of keeping them.
@@ -81,9 +82,10 @@ class NuggetOptions(BaseModel):
 @dataclass(frozen=True)
 class ScoredNugget:
     text: str
-    importance: str
-    status: str  # ok | defaulted
+    importance: str  # vital | okay | failed
+    status: str  # ok | failed (its window's importance could not be had)
     parse: str = field(default="clean", compare=False)  # parse class of its window's importance reply
+    reason: str | None = field(default=None, compare=False)  # why its importance failed
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class NuggetList:
     n_segments: int = 0
     create_parse: list[str] = field(default_factory=list)  # parse class of each creation window's reply
     n_create_failed: int = 0  # creation windows without a parsed reply (they kept the previous list)
+    step: str = "creation"  # the step that failed, when the list failed: creation or importance
 
 
 @dataclass
@@ -131,6 +134,10 @@ class Nuggetizer:
         if status == "failed":
             return NuggetList([], "failed", notes, len(segments), classes, n_failed)
         scored = await self.score(judge, query, texts)
+        lost = [n for n in scored if n.status == "failed"]
+        if lost:  # never a defaulted importance: the list cannot be ranked nor weighted without it
+            note = f"importance of {len(lost)} of {len(scored)} nuggets failed: {lost[0].reason}"
+            return NuggetList([], "failed", [*notes, note], len(segments), classes, n_failed, step="importance")
         chosen = select_nuggets([(n, n.importance) for n in scored], self.options.max_final_nuggets)
         return NuggetList([nugget for nugget, _ in chosen], status, notes, len(segments), classes, n_failed)
 
@@ -202,7 +209,7 @@ class Nuggetizer:
                           lambda text: classify_labels(text, len(window), IMPORTANCE_LABELS, self.options.parse),
                           trials=self.options.max_trials)
         if reply.value is None:
-            return [ScoredNugget(text, "okay", "defaulted", reply.parse) for text in window]
+            return [ScoredNugget(text, "failed", "failed", reply.parse, reply.reason) for text in window]
         return [ScoredNugget(text, label, "ok", reply.parse) for text, label in zip(window, reply.value, strict=True)]
 
     async def assign(self, judge: Judge, query: str, answer: str, nuggets: Sequence[ScoredNugget],
@@ -255,7 +262,7 @@ def nugget_result(output: RAGOutput, nuggets: NuggetList, assigned: Sequence[Ass
 
 def _missing_reason(nuggets: NuggetList, assigned: Sequence[AssignedNugget]) -> str | None:
     if nuggets.status == "failed":
-        return "nugget creation failed: " + "; ".join(nuggets.notes)
+        return f"nugget {nuggets.step} failed: " + "; ".join(nuggets.notes)
     if assigned and all(a.status == "failed" for a in assigned):
         return f"nugget assignment failed: {assigned[0].reason}"
     return None
