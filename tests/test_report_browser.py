@@ -195,3 +195,66 @@ def test_comparison_view(browser, report: Path, tmp_path: Path, width: int) -> N
                                      "return t.scrollWidth - t.parentElement.clientWidth;")
     assert clipped <= 0  # the headline comparison fits, on a phone too
     _shot(browser, tmp_path, f"compare-{width}.png")
+
+
+@pytest.fixture
+def demo_report(tmp_path: Path) -> Path:
+    """The demo's data judged by the simulated judge (trec metrics): no value failed, a judge-health table with
+    its top labels."""
+    from open_rag_eval.config import load_config_text
+    from open_rag_eval.run.pipeline import run
+
+    demo = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
+    loaded = load_config_text(f"input: {demo}\noutput_dir: out\njudge: {{model: simulated-judge, cache: false, "
+                              "simulated: {latency_ms: 0, seed: 1}}\nevaluators: [{type: trec, metrics: [umbrela, "
+                              "nuggets, citation, no_answer]}]\n", base_dir=tmp_path)
+    return write_report(run(loaded).output_dir)
+
+
+def _scrolls(browser, table: str) -> tuple[bool, bool]:
+    """(the box around ``table`` is wider inside than on screen, the scroll hint above it is shown)."""
+    return tuple(browser.execute_script(
+        f"var box = document.querySelector({table!r}).closest('.scroll'); var hint = box.previousElementSibling;"
+        "return [box.scrollWidth > box.clientWidth + 1, hint.classList.contains('scroll-hint') && "
+        "hint.offsetParent !== null && hint.getBoundingClientRect().height > 0];"))
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_a_phone_sees_the_query_and_its_headline_metrics_first_and_that_tables_scroll(browser, demo_report: Path,
+                                                                                     tmp_path: Path,
+                                                                                     width: int) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser.set_window_size(width, 844)
+    browser.get(demo_report.as_uri())
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+    # the queries table opens on the query id, the query and the headline metrics the cards show
+    cards = [c.get_attribute("data-metric") for c in browser.find_elements(By.CSS_SELECTOR, "#headline .card")]
+    heads = browser.find_elements(By.CSS_SELECTOR, "#queries thead th")
+    keys = [th.get_attribute("data-sort") or th.text for th in heads]
+    columns = keys[2:keys.index("runs")]
+    assert keys[:2] == ["id", "query"] and columns and columns == [m for m in cards if m in columns]
+    assert keys[keys.index("runs"):] == ["runs", "failed", "undefined", "skipped"]
+    box = browser.execute_script("return document.getElementById('queries').closest('.scroll')"
+                                 ".getBoundingClientRect().right")
+    on_screen = [k for th, k in zip(heads, keys) if th.rect["x"] + th.rect["width"] <= box + 1]
+    if width == 390:
+        # a phone: what fits in the box is the query and (at least) its first headline metric, never the counts;
+        # the hint above says the table scrolls, and the page itself never scrolls sideways
+        assert on_screen[:3] == keys[:3] and "runs" not in on_screen and "failed" not in on_screen
+        assert _scrolls(browser, "#queries") == (True, True)
+        assert browser.find_element(By.CSS_SELECTOR, ".scroll-hint").text.startswith("⇄ the table scrolls sideways")
+    else:
+        assert on_screen == keys and _scrolls(browser, "#queries") == (False, False)
+    wide, hinted = _scrolls(browser, "#judge-health table")
+    assert hinted == wide and (wide or width == 1400)  # the health table is cut on a phone: said so
+    health = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#judge-health thead th")]
+    assert health[:4] == ["task", "n", "clean", "failed"]  # the share clean and the share with no reply first
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= width
+    # nothing failed: the coverage line's zero counts are in a neutral colour, never red
+    zeros = [s for s in browser.find_elements(By.CSS_SELECTOR, "#coverage .miss") if s.text.startswith("0 ")]
+    assert [z.text for z in zeros][:1] == ["0 failed"]
+    red = browser.execute_script("var p = document.createElement('span'); p.style.color = 'var(--bad)';"
+                                 "document.body.appendChild(p); return getComputedStyle(p).color;")
+    assert all(z.value_of_css_property("color") != red for z in zeros)
+    _shot(browser, tmp_path, f"report-{width}-queries.png")

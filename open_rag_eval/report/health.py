@@ -14,9 +14,14 @@ from typing import Any
 
 from open_rag_eval.health.check import verdict_line
 
-__all__ = ["health_panel", "injection_panel", "render_health_panel"]
+__all__ = ["SCROLL_HINT", "health_panel", "injection_panel", "render_health_panel"]
 
-_COLUMNS = ("clean", "fallback", "echo", "invalid", "failed", "reasked")
+# said above a table wider than its box (report.js shows it only then: a phone, a narrow window)
+SCROLL_HINT = ('<p class="scroll-hint" hidden style="font-size:.8em;color:#5b6475;margin:2px 0">'
+               '&#8644; the table scrolls sideways: more columns to the right</p>')
+
+# the share that parsed cleanly and the share with no reply first: what a narrow screen shows beside the task
+_COLUMNS = ("clean", "failed", "invalid", "fallback", "echo", "reasked")
 _BAD = {"fallback": "max_fallback_rate", "echo": "max_echo_rate", "invalid": "max_invalid_rate",
         "failed": "max_failed_rate"}
 _VERDICT_STYLE = {"fail": "color:#b00020;font-weight:bold", "weak": "color:#8a5a00"}
@@ -55,9 +60,10 @@ def render_health_panel(manifest: Mapping[str, Any]) -> str:
     style = _STYLE.format(border="#2e7d32" if healthy else "#b00020", background="#f4fbf4" if healthy else "#fff4f4")
     return (f'<section id="judge-health" style="{style}" data-healthy="{str(healthy).lower()}">'
             f'<strong>Judge health</strong> — {escape(verdict)}'
+            f'{SCROLL_HINT}<div class="scroll" style="overflow-x:auto;max-width:100%">'
             f'<table style="border-collapse:collapse;margin-top:.3em"><thead><tr><th style="text-align:left">task</th>'
             f'<th style="text-align:right;padding:0 .5em">n</th>{head}<th>top label</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>{_controls(health.get("controls"))}'
+            f'<tbody>{"".join(rows)}</tbody></table></div>{_controls(health.get("controls"))}'
             f'{f"<ul>{problems}</ul>" if problems else ""}'
             f'{_format(health.get("reply_format"))}'
             '<small>Share of judgments per parse class, the commonest label and its share; controls are judgments '

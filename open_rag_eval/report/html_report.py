@@ -25,6 +25,7 @@ from open_rag_eval.report.data import read_json
 from open_rag_eval.report.loader import finite_cell
 from open_rag_eval.report.drilldown import KEY_METRICS, esc, fmt, missing_counts, render_query
 from open_rag_eval.report.headline import headline_metrics, report_options
+from open_rag_eval.report.health import SCROLL_HINT
 from open_rag_eval.report.digest import Digest
 from open_rag_eval.core.missing import FAILED, SKIPPED, UNAVAILABLE, UNDEFINED, Missing, scrub_paths
 from open_rag_eval.core.catalogue import display_name, is_dispersion, lower_is_better, short_name
@@ -216,15 +217,20 @@ def _header(run: RunData) -> str:
     cells += (f'<div><dt>coverage</dt><dd id="coverage" data-failed="{counts[FAILED]}" '
               f'data-undefined="{counts[UNDEFINED]}" data-unavailable="{counts[UNAVAILABLE]}" '
               f'data-skipped="{counts[SKIPPED]}"{_unhealthy_cover(run, scored)}'
-              f'<br><span class="miss failed">{counts[FAILED]} failed</span> · '
-              f'<span class="miss undefined">{counts[UNDEFINED]} undefined</span>{skipped} · '
-              f'<span class="miss unavailable">{len(run.missing.unavailable)} metrics unavailable</span></dd></div>')
+              f'<br>{_tally(counts[FAILED], FAILED, "failed")} · '
+              f'{_tally(counts[UNDEFINED], UNDEFINED, "undefined")}{skipped} · '
+              f'{_tally(len(run.missing.unavailable), UNAVAILABLE, "metrics unavailable")}</dd></div>')
     return (f'<dl class="meta">{cells}</dl>'
             f'<p class="legend">failed: a judgment or model call went wrong for that value; undefined: the statistic '
             'does not exist for those values (a spread over one run, α with no variation); skipped: a query left out '
             'on purpose (fewer answered runs than min_runs); unavailable: the metric cannot be computed here at all. '
             'None of them is ever counted as a score, nor as a failure.</p>'
             f'{_why_missing(run, UNDEFINED)}{_why_missing(run, SKIPPED)}{_unavailable_note(run)}{_health(run)}')
+
+
+def _tally(n: int, which: str, label: str) -> str:
+    """A count of missing values in the colour of its kind; a zero in a neutral one (nothing went wrong)."""
+    return f'<span class="miss {which if n else "zero"}">{n} {label}</span>'
 
 
 def _unhealthy_cover(run: RunData, scored: int) -> str:
@@ -305,15 +311,16 @@ def _queries_table(groups: list[tuple[str, str, list, Any]], metrics: Sequence[s
         cells = "".join(f'<td class="num" data-key="{esc(m)}" data-v="{"" if means.get(m) is None else means[m]}">'
                         f'{fmt(means.get(m), 2)}</td>' for m in metrics)
         rows.append(f'<tr data-failed="{counts[FAILED]}"><td data-key="id" data-v="{esc(qid)}"><a class="open" '
-                    f'href="#q-{index}">{esc(qid)}</a></td><td class="q">{esc(query)}</td>'
-                    f'<td class="num" data-key="runs" data-v="{len(runs)}">{len(runs)}</td>{cells}'
+                    f'href="#q-{index}">{esc(qid)}</a></td><td class="q">{esc(query)}</td>{cells}'
+                    f'<td class="num" data-key="runs" data-v="{len(runs)}">{len(runs)}</td>'
                     f'<td class="num{" err" if counts[FAILED] else ""}" data-key="failed" data-v="{counts[FAILED]}">'
                     f'{counts[FAILED]}</td><td class="num muted" data-key="undefined" data-v="{counts[UNDEFINED]}">'
                     f'{counts[UNDEFINED]}</td><td class="num muted" data-key="skipped" data-v="{counts[SKIPPED]}">'
                     f'{counts[SKIPPED]}</td></tr>')
     controls = query_controls(metrics, "worst by", len(groups))
-    return (f'{controls}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id</th>'
-            f'<th>query</th><th class="num" data-sort="runs">runs</th>{head}<th class="num" data-sort="failed">'
+    # the columns a narrow screen shows first: the query, then its headline metrics; the counts after them
+    return (f'{controls}{SCROLL_HINT}<div class="scroll"><table id="queries"><thead><tr><th data-sort="id">query id'
+            f'</th><th>query</th>{head}<th class="num" data-sort="runs">runs</th><th class="num" data-sort="failed">'
             'failed</th><th class="num" data-sort="undefined">undef.</th><th class="num" data-sort="skipped">'
             'skipped</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div>'

@@ -1,4 +1,19 @@
-// Sort and filter the queries table; open a query's drill-down from the table. No network, no dependencies.
+// Sort and filter the queries table; open a query's drill-down from the table; say when a table scrolls sideways.
+// No network, no dependencies.
+(function () {
+  "use strict";
+  // a hint above a table box wider than the screen: shown while the box scrolls (a phone), hidden when it fits
+  var hints = document.querySelectorAll(".scroll-hint");
+  function showHints() {
+    Array.prototype.forEach.call(hints, function (hint) {
+      var box = hint.nextElementSibling;
+      hint.hidden = !box || box.scrollWidth <= box.clientWidth + 1;
+    });
+  }
+  showHints();
+  window.addEventListener("resize", showHints);
+  document.addEventListener("toggle", showHints, true);
+}());
 (function () {
   "use strict";
   var table = document.getElementById("queries");
