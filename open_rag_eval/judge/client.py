@@ -244,7 +244,7 @@ class OpenAIJudge:
         prompt = _prompt_tokens(request.messages)
         estimate = prompt + _reply_tokens(params)
         call = Call(key, request.task, request.messages, params, request.prompt_version, request.sample)
-        last, timeouts = "no attempt made", Timeouts(self.timeout_s)
+        last, timeouts, attempts, timed_out = "no attempt made", Timeouts(self.timeout_s), 0, False
         succeeded = None  # the calls that had succeeded when this one was first sent
         for attempt in range(self.retry.max_retries + 1):
             self._check_available()
@@ -284,15 +284,20 @@ class OpenAIJudge:
             if failure.timed_out:
                 self.accounting.abandoned(request.task, prompt)
                 failure = timeouts.after(failure)
-            if failure.overload:
-                # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent
+            if failure.overload and (endpoint.answered or not failure.timed_out):
+                # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent. A timeout
+                # of an endpoint that has not answered yet says nothing of our load (it is down, or drips its
+                # replies): the concurrency stays, so the outage breaker sees it within its stated bound
                 endpoint.limiter.overloaded(failure.reason, None if failure.rate_limited else started)
             if failure.kind == "down" and len(self.endpoints) > 1:
                 self._leave_out(endpoint, failure)  # the other endpoints take its calls
-            elif failure.kind != "retry":
+            elif failure.kind != "retry" and not failure.timed_out:
                 self._give_up(failure)
             endpoint.failed()
-            last = failure.reason
+            last, attempts = failure.reason, attempt + 1
+            timed_out = failure.timed_out and failure.kind != "retry"
+            if timed_out:
+                break  # every deadline passed: it ends as a call failed after its retries (the outage breaker)
             other = pick(self.endpoints)
             if other is not None and other is not endpoint and not other.cooling(time.monotonic()):
                 continue  # another endpoint is healthy: no need to wait before asking it
@@ -300,7 +305,8 @@ class OpenAIJudge:
                 wait = self.retry.delay(attempt, failure.retry_after)
                 log.info("judge: %s; retry %d/%d in %.2fs", last, attempt + 1, self.retry.max_retries, wait)
                 await self._sleep(wait)
-        failed = f"judge call failed after {self.retry.max_retries + 1} attempts: {last}"
+        # a request that timed out for good says so itself ("timed out 3 times (deadlines ...)")
+        failed = last if timed_out else f"judge call failed after {attempts} attempts: {last}"
         if guarding():  # a control's call: a failed control, never an outage
             raise JudgeCallError(self._redact(failed))
         if succeeded is not None and self.breaker.successes > succeeded:  # others were answered since it was sent

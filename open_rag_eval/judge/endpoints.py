@@ -46,6 +46,7 @@ class Endpoint:
     strikes: int = 0  # attempts failed in a row
     failed_at: float = field(default=float("-inf"))
     down: str | None = None  # why it refuses us for good
+    answered: bool = False  # it has given a judgment in this run
 
     @property
     def url(self) -> str:
@@ -56,6 +57,7 @@ class Endpoint:
 
     def succeeded(self) -> None:
         self.strikes = 0
+        self.answered = True
 
     def failed(self) -> None:
         self.strikes += 1

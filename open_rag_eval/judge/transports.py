@@ -201,8 +201,10 @@ class SdkTransport:
         from openai._models import FinalRequestOptions
 
         client = self._client(endpoint)
-        timeout: dict[str, Any] = {} if deadline_s is None else {"timeout": deadline_s}
-        options = FinalRequestOptions.construct(method="post", url="/chat/completions", content=body, **timeout)
+        # always our deadline: without one the SDK gives its own default (600 s), which the pool would then take
+        # as this request's total deadline (a judge dripping its reply held every attempt for minutes)
+        timeout = self.timeout_s if deadline_s is None else deadline_s
+        options = FinalRequestOptions.construct(method="post", url="/chat/completions", content=body, timeout=timeout)
         options = await client._prepare_options(options)
         request = client._build_request(options)
         await client._prepare_request(request)
