@@ -195,7 +195,7 @@ def test_a_bad_row_in_a_late_window_fails_the_run_with_exit_3_and_publishes_noth
     monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (windows_read.append(len(outputs)),
                                                                       real_add(self, outputs, parts))[1])
     monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 5)
-    monkeypatch.setattr(pipeline, "CONTROL_OUTPUTS", 4)  # a run of more outputs than its controls: read twice
+    monkeypatch.setattr(pipeline, "CONTROL_OUTPUTS", 4)  # controls of fewer outputs than the run: its first window
     code = main(["-q", "eval", "--config", str(config)])
     # three windows were evaluated; the fourth (q6 q7) failed as q8's rows were read to see where it ends
     assert code == 3 and windows_read == [5, 5, 5]

@@ -379,14 +379,6 @@ class ShardedOutputs:
     def all(self) -> list[RAGOutput]:
         return [o for window in self.windows(max(self.n_outputs, 1)) for o in window]
 
-    def first(self, n: int) -> list[RAGOutput]:
-        found: list[RAGOutput] = []
-        for window in self.windows():
-            found += window[:n - len(found)]
-            if len(found) >= n:
-                break
-        return found
-
 
 def _outputs(records: Sequence[Record]) -> list[RAGOutput]:
     """The outputs of ``records`` in input order."""

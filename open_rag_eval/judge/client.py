@@ -102,6 +102,7 @@ class OpenAIJudge:
             register_secret(settings.api_key)  # from now on redacted from every message, log line and output file
         self._inflight: dict[str, asyncio.Future[tuple[Completion, str]]] = {}
         self.timing = CallClock()  # how long requests take now: the console's time left (core.eta)
+        self.asked = asyncio.Event()  # set as the first request goes to the transport (``run.pipeline`` waits on it)
 
     @property
     def base_url(self) -> str:
@@ -262,6 +263,7 @@ class OpenAIJudge:
                         stats.calls += 1
                         succeeded = self.breaker.successes
                     started, timing = time.monotonic(), self.timing.begin()
+                    self.asked.set()
                     try:
                         answer = await self.transport.send(replace(
                             call, endpoint=self.endpoints.index(endpoint), attempt=attempt, deadline_s=timeouts.next_s))

@@ -16,7 +16,7 @@ import json
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast, runtime_checkable
@@ -45,6 +45,7 @@ from open_rag_eval.run.source import (
     Spool,
     SpooledSource,
     contiguous,
+    query_groups,
 )
 from open_rag_eval.run.spill import SPILL_FILE, Spill
 from open_rag_eval.run.status import RunStatus
@@ -268,7 +269,6 @@ async def arun(
                 progress.outputs_total = progress.done["fetch"] = source.n_outputs
             progress.outputs_total = source.n_outputs
             progress.judge = judge
-            preload_numpy()  # the summary's bootstrap needs it at the end: imported while the judge works
             controls: dict[str, Any] | None = None
             with generation.writing():
                 spill = Spill(generation.path / SPILL_FILE)
@@ -278,19 +278,23 @@ async def arun(
                     # every judgment recorded for the health report; a warning about many outputs is one line
                     # per kind for the whole run (not per window)
                     with recording(HealthRecorder(watch=live)) as recorder, tallied():
-                        first = source.first(CONTROL_OUTPUTS)
-                        if judge is not None:  # the console's time left: the run's judge work, planned beside it
-                            plan_beside(loaded, first, source.n_outputs, progress.planned, judge)
-                        checking = asyncio.ensure_future(run_controls_of(
-                            evaluators, first, judge, loaded.judge.health, live.controls_done))
+                        finished, first = asyncio.Event(), FirstOutputs(CONTROL_OUTPUTS)
+                        planned = (lambda outputs: plan_beside(loaded, outputs, source.n_outputs, progress.planned,
+                                                               judge)) if judge is not None else None
+                        checking = asyncio.ensure_future(_beside_first_stage(
+                            judge, finished, first.ready, evaluators, loaded.judge.health, live.controls_done, planned))
                         try:
                             cited = await _evaluate_windows(evaluators, source, judge, spill, generation,
                                                             base_dir=loaded.base_dir, progress=progress,
-                                                            health=loaded.judge.health if judge is not None else None)
+                                                            health=loaded.judge.health if judge is not None else None,
+                                                            on_window=first.add)
+                            first.end()
+                            finished.set()
                             controls = await checking
                         finally:
                             checking.cancel()
                 elif isinstance(executor, WindowedExecutor):
+                    preload_numpy()
                     cited = await _spill_windows(executor.windows(loaded, progress), spill, generation,
                                                  loaded.judge.health)
                     evaluated = executor.ended()
@@ -298,6 +302,7 @@ async def arun(
                     cited = cited if judge is not None else None
                     controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
                 else:
+                    preload_numpy()
                     everything = source.all()
                     check_answers(evaluators, everything)
                     with generation.writing():
@@ -340,7 +345,63 @@ async def arun(
                      list(status.incomplete), health, reasons)
 
 
-CONTROL_OUTPUTS = 10_000  # the judge-health controls are drawn from the run's first outputs (all of a smaller run)
+CONTROL_OUTPUTS = WINDOW_OUTPUTS  # the judge-health controls are drawn from the run's first window of outputs
+
+
+async def _beside_first_stage(judge: Judge | None, finished: asyncio.Event, first: Awaitable[list[RAGOutput]],
+                              evaluators: list[Any], thresholds: Any, done: Callable[[dict[str, Any] | None], None],
+                              plan: Callable[[list[RAGOutput]], object] | None = None) -> dict[str, Any] | None:
+    """The run's background work, begun once its first judge request is out (``_first_request``; ``finished``:
+    the evaluation is over) so that none of it delays that request: numpy's import (the summary's bootstrap needs it
+    at the end) and the judge-health controls, built from the run's first outputs (``first``: ``FirstOutputs``, from
+    the windows the evaluation reads) and asked beside the evaluation; ``plan`` is handed the same outputs (the
+    console's time left: the run's judge work, planned beside it)."""
+    await _first_request(judge, finished)
+    preload_numpy()
+    outputs = await first
+    if plan is not None:
+        plan(outputs)
+    return await run_controls_of(evaluators, outputs, judge, thresholds, done)
+
+
+class FirstOutputs:
+    """The outputs of a run's first whole queries, as many as fit in ``limit`` outputs (at least one query), as
+    ``windows`` cuts them: taken from the evaluation's windows as they are read (``add``), never read again. With
+    windows of at least ``limit`` outputs (the run's own) they are all in the first window; smaller windows (tests)
+    give the same outputs a few windows later, so the controls do not depend on the size of the windows."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.outputs = limit, list[RAGOutput]()
+        self.ready: asyncio.Future[list[RAGOutput]] = asyncio.get_running_loop().create_future()
+
+    def add(self, window: list[RAGOutput], size: int) -> None:
+        """One window of whole queries, of at most ``size`` outputs."""
+        if self.ready.done():
+            return
+        for group in query_groups(window):
+            if self.outputs and len(self.outputs) + len(group) > self.limit:
+                return self.end()
+            self.outputs.extend(group)
+        if size >= self.limit:  # the next window starts with a query that did not fit in ``size``
+            self.end()
+
+    def end(self) -> None:
+        if not self.ready.done():
+            self.ready.set_result(self.outputs)
+
+
+async def _first_request(judge: Judge | None, evaluated: asyncio.Event) -> None:
+    """Returns once ``judge`` has sent its first request (its ``asked``), or when the evaluation needed none
+    (``evaluated``: all cached, no judge, or a judge that does not say)."""
+    asked = getattr(judge, "asked", None)
+    if not isinstance(asked, asyncio.Event):
+        return
+    waits = [asyncio.ensure_future(asked.wait()), asyncio.ensure_future(evaluated.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
 
 
 def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
@@ -356,22 +417,28 @@ def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
 
 
 async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: Judge | None, spill: Spill,
-                            generation: Generation, *, base_dir: Path, progress: Progress,
-                            health: Any) -> tuple[list[dict[str, Any]], int] | None:
+                            generation: Generation, *, base_dir: Path, progress: Progress, health: Any,
+                            on_window: Callable[[list[RAGOutput], int], object] | None = None
+                            ) -> tuple[list[dict[str, Any]], int] | None:
     """Every evaluator on each window of whole queries in turn; each window's outputs (to outputs.jsonl) and
     results (to the spill) leave memory as it finishes. Returns the health report's citation figures."""
-    windows = _evaluated(evaluators, source, judge, output_dir=generation.path, base_dir=base_dir, progress=progress)
+    windows = _evaluated(evaluators, source, judge, output_dir=generation.path, base_dir=base_dir, progress=progress,
+                         on_window=on_window)
     return await _spill_windows(windows, spill, generation, health)
 
 
 async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge | None, *, output_dir: Path,
-                     base_dir: Path, progress: Progress) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
+                     base_dir: Path, progress: Progress,
+                     on_window: Callable[[list[RAGOutput], int], object] | None = None
+                     ) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
     """Each window of whole queries and every evaluator's result on it (one window when an evaluator must see the
-    whole run)."""
+    whole run); ``on_window`` is handed each window and the windows' size as it is read."""
     whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
     size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
     _say_one_window(evaluators, source, whole)
     for window in or_empty(source.windows(size), own_rows(evaluators)):
+        if on_window is not None:
+            on_window(window, size)
         yield window, await evaluate_all(evaluators, window, judge, output_dir=output_dir, base_dir=base_dir,
                                          progress=progress)
         for evaluator in evaluators:

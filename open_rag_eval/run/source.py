@@ -26,20 +26,17 @@ published): its results would mix two files.
 from __future__ import annotations
 
 from array import array
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, islice
 from pathlib import Path
 from typing import Protocol
 
 from open_rag_eval.core.errors import InputError, StorageError
-from open_rag_eval.core.notices import quiet
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 from open_rag_eval.inputs.validate import Tap, file_stamp
 
 __all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "Spool", "SpooledSource",
-           "WINDOW_OUTPUTS", "check_unchanged", "contiguous", "windows"]
+           "WINDOW_OUTPUTS", "check_unchanged", "contiguous", "query_groups", "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
 
@@ -53,8 +50,6 @@ class OutputSource(Protocol):
     def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]: ...
 
     def all(self) -> list[RAGOutput]: ...
-
-    def first(self, n: int) -> list[RAGOutput]: ...
 
 
 def windows(groups: Iterable[list[RAGOutput]], size: int) -> Iterator[list[RAGOutput]]:
@@ -89,7 +84,8 @@ def fewest_answered(outputs: Iterable[RAGOutput]) -> int:
     return min(answered.values(), default=0)
 
 
-def _groups(outputs: Iterable[RAGOutput]) -> Iterator[list[RAGOutput]]:
+def query_groups(outputs: Iterable[RAGOutput]) -> Iterator[list[RAGOutput]]:
+    """Each run of consecutive outputs of one query, in order."""
     group: list[RAGOutput] = []
     for output in outputs:
         if group and output.query_id != group[0].query_id:
@@ -114,13 +110,10 @@ class ListSource:
         if not contiguous(self.outputs):
             yield self.outputs
             return
-        yield from windows(_groups(self.outputs), size)
+        yield from windows(query_groups(self.outputs), size)
 
     def all(self) -> list[RAGOutput]:
         return self.outputs
-
-    def first(self, n: int) -> list[RAGOutput]:
-        return self.outputs[:n]
 
 
 Sizes = Callable[[Path, Tap | None], Iterator[tuple[str, int, int]]]
@@ -152,7 +145,6 @@ class FileSource:
     def __init__(self, path: Path, limit: int | None = None) -> None:
         sizes, self._read = self.readers()
         self.path, self.limit = path, limit
-        self._kept: deque[list[RAGOutput]] | None = None  # the whole run, read once for ``first``
         seen: set[int] = set()
         self.n_outputs = self.n_queries = 0
         self.contiguous = True
@@ -178,10 +170,6 @@ class FileSource:
             self.fewest_answered = fewest_answered(everything)
 
     def _groups(self) -> Iterator[list[RAGOutput]]:
-        if self._kept is not None:  # read by ``first``: each group leaves memory as its window is taken
-            while self._kept:
-                yield self._kept.popleft()
-            return
         read = Tap()
         for index, group in enumerate(self._read(self.path, read)):
             check_unchanged(self.path, self._shape)
@@ -194,18 +182,6 @@ class FileSource:
             yield self.all()
             return
         yield from windows(self._groups(), size)
-
-    def first(self, n: int) -> list[RAGOutput]:
-        """The first ``n`` outputs of the run (in the order the run evaluates them). When they are the whole run,
-        they are kept for ``windows`` (read once, not twice)."""
-        if not self.contiguous:
-            return self.all()[:n]
-        if self._kept is None and n >= self.n_outputs:
-            self._kept = deque(self._groups())
-        if self._kept is not None:
-            return list(islice(chain.from_iterable(self._kept), n))
-        with quiet():  # read again, and noted, with their windows
-            return list(islice(chain.from_iterable(self._groups()), n))
 
     def all(self) -> list[RAGOutput]:
         if self._everything is not None:
@@ -306,10 +282,7 @@ class SpooledSource:
                 yield RAGOutput.model_validate_json(handle.readline())
 
     def windows(self, size: int = WINDOW_OUTPUTS) -> Iterator[list[RAGOutput]]:
-        yield from windows(_groups(self._outputs()), size)
-
-    def first(self, n: int) -> list[RAGOutput]:
-        return list(islice(self._outputs(), n))
+        yield from windows(query_groups(self._outputs()), size)
 
     def all(self) -> list[RAGOutput]:
         return list(self._outputs())
