@@ -231,3 +231,13 @@ def test_a_constant_criterion_is_flagged_and_its_own_health_row(tmp_path: Path,
 
 def _eval_criteria(tmp_path: Path, base_url: str) -> tuple[int, Path]:
     return _criteria_run(tmp_path, base_url, "--strict-judge")
+
+
+def test_the_diagnosis_doubts_a_criterion_hint_whose_own_task_is_unhealthy() -> None:
+    from open_rag_eval.diagnosis import diagnose
+
+    health = {"healthy": False, "unhealthy_tasks": ["criteria.clear"], "problems": ["criteria.clear: controls failed"]}
+    found = diagnose({"criteria.clear": 0.1, "criteria.cites": 0.2}, health=health)
+    notes = {f.text.split("(")[1].split(" =")[0]: f.uncertain for f in found.findings if "criteria." in f.text}
+    assert notes == {"criteria.cites": "", "criteria.clear": "uncertain: the judge's criteria.clear replies are unhealthy"}
+    assert found.judge is not None and "criteria.clear" in found.judge

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import tasks_of
 from open_rag_eval.diagnosis import trec
 from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.diagnosis.rules import CRITERIA_COLUMNS, RULES, Check, Rule
@@ -24,15 +25,7 @@ from open_rag_eval.diagnosis.rules import CRITERIA_COLUMNS, RULES, Check, Rule
 __all__ = ["Diagnosis", "Finding", "diagnose"]
 
 Means = Mapping[str, float | None]
-_NO_JUDGE = ("golden", "lexical", "latency", "hhem", "consistency")  # families no judge reply goes into
 _RULES = {rule.name: rule for rule in RULES}
-_CLAIMS = ("claim_extract", "claim_verify")
-_FAMILY_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
-                 "citation": ("support",), "no_answer": ("no_answer",), "faithfulness": _CLAIMS,
-                 "context": (*_CLAIMS, "context_useful", "context_relevance"), "correctness": _CLAIMS,
-                 "rubric": ("rubric", "claim_extract"), "criteria": ("criteria", "criteria_steps"), "answer_relevance": ("answer_questions", "answer_relevance"),
-                 "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims",
-                               "rag_guide_verify", "rag_guide_answer_relevance", "rag_guide_correctness")}
 
 
 @dataclass(frozen=True)
@@ -96,10 +89,7 @@ def _tasks(metrics: Sequence[str], unhealthy: Sequence[str]) -> list[str]:
     """The unhealthy judge tasks ``metrics`` rest on (every unhealthy task for a judged family we do not know)."""
     shaky: list[str] = []
     for metric in metrics:
-        family = metric.split(".", 1)[0]
-        if family in _NO_JUDGE:
-            continue
-        known = _FAMILY_TASKS.get(family)
+        known = tasks_of(metric)
         shaky += [task for task in unhealthy if known is None or task in known]
     return list(dict.fromkeys(shaky))
 

@@ -11,35 +11,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from open_rag_eval.core import judge_tasks
+
 __all__ = ["UNHEALTHY", "on_unhealthy", "tasks_of", "unhealthy_metrics", "unhealthy_tasks"]
 
 UNHEALTHY = "judge unhealthy"  # the words said in place of a target verdict
 
-_CLAIMS = ("claim_extract", "claim_verify")
-# a metric family (the name before the first dot) -> the judge tasks its values come from
-_FAMILY_TASKS: dict[str, tuple[str, ...]] = {
-    "umbrela": ("umbrela",),
-    "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
-    "citation": ("support",),
-    "no_answer": ("no_answer",),
-    "rubric": ("rubric",),
-    "faithfulness": _CLAIMS,
-    "correctness": _CLAIMS,
-    "context": ("context_relevance", "context_useful", *_CLAIMS),
-    "answer_relevance": ("answer_relevance", "answer_questions"),
-    "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims",
-                  "rag_guide_verify", "rag_guide_answer_relevance", "rag_guide_correctness"),
-}
-
 
 def tasks_of(metric: str) -> tuple[str, ...]:
-    """The judge tasks ``metric``'s values come from (``()`` for a metric no judge produces). A criterion's column
-    ``criteria.<name>`` rests on its own task ``criteria.<name>`` (health counts each criterion apart) and on the
-    steps of ``evaluation_steps``."""
-    family = metric.split(".", 1)[0]
-    if family == "criteria":
-        return (metric, "criteria", "criteria_steps")
-    return _FAMILY_TASKS.get(family, ())
+    """The judge tasks ``metric``'s values come from (``core.judge_tasks``; ``()`` for a metric no judge produces
+    or a family not declared there)."""
+    return judge_tasks.tasks_of(metric) or ()
 
 
 def unhealthy_tasks(health: Mapping[str, Any] | None) -> list[str]:
