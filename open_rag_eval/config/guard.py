@@ -214,18 +214,31 @@ def pick_error(errors: Sequence[Any]) -> dict[str, Any]:
 
 
 def config_error(error: ValidationError, model: type[BaseModel], file: str, prefix: str = "") -> ConfigError:
-    first = pick_error(error.errors())  # a union's branches report one error each: the one that got furthest
+    errors = error.errors()
+    unknown = [e for e in errors if e["type"] == "extra_forbidden" and len(e["loc"]) == 1]  # a top-level typo: the
+    # likely cause of the others (a required section then missing)
+    first = pick_error(unknown or errors)  # a union's branches report one error each: the one that got furthest
     parts = [prefix] if prefix else []
     for loc in first["loc"]:
         parts.append(f"[{loc}]" if isinstance(loc, int) else f".{loc}" if parts else str(loc))
     path = "".join(parts).lstrip(".")
     problem = first["msg"]
     if first["type"] == "extra_forbidden":
-        problem = f"unknown key; valid keys here: {', '.join(_valid_keys(model, first['loc'][:-1]))}"
+        valid = _valid_keys(model, first["loc"][:-1])
+        problem = f"unknown key{nearest(str(first['loc'][-1]), valid)}; valid keys here: {', '.join(valid)}"
     elif first["type"] == "literal_error":
         problem = f"{problem} (got {first.get('input')!r})"
     more = len(error.errors()) - 1
     return ConfigError(problem + (f" (and {more} more problem{'s' * (more > 1)})" if more else ""), path=path, file=file)
+
+
+def nearest(name: str, valid: Sequence[str]) -> str:
+    """`` (did you mean 'x'?)`` for the valid name closest to ``name`` (``evaluator`` -> ``evaluators``); empty
+    when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _valid_keys(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:

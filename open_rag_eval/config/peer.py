@@ -50,8 +50,29 @@ DEFAULT_PROFILE = "vectara"
 _ENV_REF = re.compile(r"^\$\{(?:oc\.env:)?([A-Za-z_][A-Za-z0-9_]*)\}$")
 
 
+_PEER_ENTRY_KEYS = {"type", "name", "model", "options"}
+_PEER_TYPES = ("TRECEvaluator", "ConsistencyEvaluator")
+
+
 def is_peer_config(raw: dict[str, Any]) -> bool:
-    return bool(PEER_KEYS & raw.keys()) and "evaluators" not in raw
+    """Whether ``raw`` is in vectara's layout: one of its own keys (``input_queries``, ``results_folder``...), or an
+    ``evaluator`` section of its own shape (``_peer_evaluator``). An ``evaluator:`` holding our evaluator list (a
+    typo of ``evaluators:``) is not: it is an unknown key, named as such with the nearest known one."""
+    if "evaluators" in raw:
+        return False
+    if (PEER_KEYS - {"evaluator"}) & raw.keys():
+        return True
+    entries = raw.get("evaluator")
+    entries = [entries] if isinstance(entries, dict) else entries
+    return isinstance(entries, list) and bool(entries) and all(_peer_evaluator(e) for e in entries)
+
+
+def _peer_evaluator(entry: Any) -> bool:
+    """vectara's shape of an evaluator: ``{type: TRECEvaluator | ConsistencyEvaluator, model?, options?}`` or
+    ``{name: ..., options: {...}}``, and no other key."""
+    if not isinstance(entry, dict) or not entry.keys() <= _PEER_ENTRY_KEYS:
+        return False
+    return entry.get("type") in _PEER_TYPES or ("name" in entry and "options" in entry and "type" not in entry)
 
 
 def translate_peer_config(raw: dict[str, Any], *, file: str) -> dict[str, Any]:

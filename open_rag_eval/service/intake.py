@@ -94,7 +94,10 @@ def check_client_config(config: dict[str, Any], settings: Settings) -> dict[str,
     if unknown:
         why = ("the server supplies it (name a judge_profile; send inputs)"
                if set(unknown) & {"judge", "input", "output_dir"} else "not accepted from a client")
-        raise ConfigError(f"section '{unknown[0]}': {why}; a client config may have: "
+        from open_rag_eval.config.guard import nearest
+
+        hint = "" if set(unknown) & {"judge", "input", "output_dir"} else nearest(unknown[0], sorted(CLIENT_SECTIONS))
+        raise ConfigError(f"section '{unknown[0]}': {why}{hint}; a client config may have: "
                           f"{', '.join(sorted(CLIENT_SECTIONS))}", path=f"config.{unknown[0]}")
     _no_interpolation(config, "config")
     for i, entry in enumerate(config.get("evaluators") or []):
