@@ -241,3 +241,18 @@ def test_the_diagnosis_doubts_a_criterion_hint_whose_own_task_is_unhealthy() -> 
     notes = {f.text.split("(")[1].split(" =")[0]: f.uncertain for f in found.findings if "criteria." in f.text}
     assert notes == {"criteria.cites": "", "criteria.clear": "uncertain: the judge's criteria.clear replies are unhealthy"}
     assert found.judge is not None and "criteria.clear" in found.judge
+
+
+def test_the_comparison_report_never_colours_a_sick_run_green(tmp_path: Path) -> None:
+    import shutil
+
+    with ScriptedServer(responder=_constant) as server:
+        _, out = _eval(tmp_path, server.base_url, "constant")
+    shutil.copytree(out, tmp_path / "again")
+    page_path = tmp_path / "cmp.html"
+    assert main(["report", str(out), str(tmp_path / "again"), "-o", str(page_path)]) == 0
+    page = page_path.read_text(encoding="utf-8")
+    row = page[page.index('<tr data-metric="umbrela.mean"><td><span class="mname">'):]
+    row = row[:row.index("</tr>")]
+    assert row.count('class="cmp unhealthy"') == 2 and 'class="cmp good"' not in row
+    assert row.count("judge unhealthy (umbrela)") == 2

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import InputError
+from open_rag_eval.health.rests import UNHEALTHY
 from open_rag_eval.report.compare import Comparison, compare
 from open_rag_eval.report.drilldown import esc, fmt
 from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
@@ -80,8 +81,10 @@ def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Seq
                 found = next((r for r in comparisons[i - 1].rows if r["metric"] == metric), None)
                 diff = _diff(found, metric, comparisons[i - 1].skipped.get(metric))
             shown = value_text(metric, mean) if mean is not None else no_value(metric, run.missing)
-            cells.append(f'<td class="cmp {status(metric, mean, target)}"><b>{shown}</b>'
-                         f'{ci}{diff}</td>')
+            shaky = run.unhealthy.get(metric) if mean is not None else None  # never green on a sick judge
+            state = "unhealthy" if shaky else status(metric, mean, target)
+            sick = f'<div class="sick">{UNHEALTHY} ({esc(", ".join(shaky))})</div>' if shaky else ""
+            cells.append(f'<td class="cmp {state}"><b>{shown}</b>{sick}{ci}{diff}</td>')
         sign = "≤" if lower_is_better(metric) else "≥"
         goal = f"target {sign} {value_text(metric, target)}" if target is not None else "no target"
         rows.append(f'<tr data-metric="{esc(metric)}"><td><span class="mname">{esc(display_name(metric))}</span> '
@@ -94,7 +97,8 @@ def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Seq
             '<code>compare</code> and the gates give: REGRESSION (a drop significant at 0.05 after Holm correction '
             'across the metrics of this table, or whose whole CI is a drop), INCONCLUSIVE (a drop the test cannot '
             'confirm with these queries), PASS (no drop); "better" when significantly better. Cell colour: '
-            'the run\'s value against the metric\'s target.</p>')
+            'the run\'s value against the metric\'s target; grey with "judge unhealthy": the judge task it rests on '
+            'failed its health checks in that run, so no colour is given.</p>')
 
 
 def _families(runs: Sequence[RunData], labels: Sequence[str]) -> str:
