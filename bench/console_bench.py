@@ -3,15 +3,16 @@
     python bench/console_bench.py [--outputs 30 80 400] [--latency-ms 150] [--change 300] [--width 110] [--shots]
 
 Runs the trec evaluator (umbrela, nuggets, citation, no_answer) on each ``--outputs`` count of synthetic outputs
-(one run per query, three passages each, two cited statements) against the simulated judge with ``--latency-ms``
-per reply; with ``--change MS``, one more run of the last count whose judge answers in MS per reply from the moment
-half of the run's planned judge requests have been sent. Four times a second (as the live display refreshes) it
-reads what the display shows as the ETA (the time until the run's judge work is done); when the run has ended, it
-prints each sample beside the true time left until the judging ended, their ratio and whether the sample is within
+(one run per query, three passages each, two cited statements) against the simulated judge with ``--latency-ms`` per
+reply; with ``--change MS``, one more run of the last count whose judge answers in MS per reply from the moment half
+of the run's planned judge requests have been sent. Four times a second (as the live display refreshes) it reads
+what the display shows as the ETA (the time until the run's judge work is done); when the run has ended, it prints
+each sample beside the true time left until the judging ended, their ratio and whether the sample is within
 x0.67-x1.5 of the truth (``ok``), says unknown (``unknown``: no number, e.g. while the plan is made) or is outside
 (``OUT``), and beside the time left until the run ended (writing the results, which the ETA does not model, comes
-after the judging); samples in the first 20% of the run, and those after the judging, are listed but not judged. ``--shots`` also prints the live display at the start, the middle and
-the end of each run. The machine's load average is printed first: run it niced on a shared machine.
+after the judging); samples in the first 20% of the run, and those after the judging, are listed but not judged.
+``--shots`` also prints the live display at the start, the middle and the end of each run. The machine's load
+average is printed first: run it niced on a shared machine.
 """
 
 from __future__ import annotations

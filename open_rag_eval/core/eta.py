@@ -4,15 +4,16 @@ The run's plan (what ``--dry-run`` counts) gives each judge task's distinct requ
 (``Workload.calls``); the evaluators declare which tasks wait for which (``waits``: a nugget list waits for the
 UMBRELA grades of its query's passages) and which ask one query's requests one after another (``in_turn``: nugget
 creation, passage window after window). The judge gives the rest: how long a request takes now (``CallClock``: the
-mean of the last requests answered, or the age of the requests still in flight when they are stuck, so a judge
-that stalls shows before its slow replies are in) and how many it runs at once (its concurrency).
+mean of the last requests answered, or the age of the requests still in flight when nothing has been answered for
+twice that long, so a judge that stalls shows before its slow replies are in) and how many it runs at once (its
+concurrency).
 
 With R requests left (not answered yet: queued, in flight or not asked), C at a time, L seconds each, the judge
-needs at least a = R·L/C; the longest chain of requests that wait for each other, D requests long, needs at least
-b = D·L; a greedy schedule never needs more than a + b. The estimate, the geometric mean of max(a, b) and a + b, lies
-within ×0.71 to ×1.41 of any time between those bounds. A request in flight counts for the part of ``L`` its age
-has not used yet. Requests answered from the cache so far (their share per task) are taken
-to be answered from it in the same share later, at no time.
+needs at least a = R·L/C; the longest chain of requests that wait for each other, D requests long, needs at least b
+= D·L; a greedy schedule never needs more than a + b. The estimate, the geometric mean of max(a, b) and a + b, lies
+within ×0.71 to ×1.41 of any time between those bounds. A request in flight counts for the part of ``L`` its age has
+not used yet. Requests answered from the cache so far (their share per task) are taken to be answered from it in the
+same share later, at no time.
 
 There is no number (None: "ETA unknown") when the model cannot support one: before the plan is known, before the
 judge has answered a request (no latency), without a known concurrency, or when a part of the run that is not judge
@@ -80,18 +81,22 @@ class CallClock:
             return sorted(now - start for start in self._open.values() if start >= since)
 
     def latency(self, now: float | None = None, since: float = float("-inf"), least: int = 4) -> float | None:
-        """Seconds a request takes now: the mean of the last answered; or, once half the requests in flight are
-        more than twice as old as that, their median age -- a judge that stalls shows before its replies do, while
-        a straggler or a pause of our own event loop does not. Only requests sent (and answered) after ``since``
-        count (e.g. not those slowed by planning the run in the same process); None before ``least`` answered."""
+        """Seconds a request takes now: the mean of the last answered; or, when nothing has been answered for
+        twice that long (a stall), the median age of the requests in flight if longer -- a judge that stalls shows
+        before its replies do, while a straggler, or replies slowed by a busy machine but still coming, do not.
+        Only requests sent (and answered) after ``since`` count (e.g. not those slowed by planning the run in the
+        same process); None before ``least`` answered."""
+        now = self.clock() if now is None else now
         ages = self.ages(now, since)
         with self._lock:
-            done = sorted(taken for ended, taken in self._done if ended - taken >= since)
+            done = [(ended, taken) for ended, taken in self._done if ended - taken >= since]
         if len(done) < least:
             return None
-        recent = sum(done) / len(done)  # the mean: requests in flight over it is the judge's throughput
-        stalled = ages[len(ages) // 2] if ages else 0.0
-        return stalled if stalled > 2 * recent else recent
+        recent = sum(taken for _, taken in done) / len(done)  # the mean: in flight over it is the throughput
+        silent = now - max(ended for ended, _ in done)  # nothing answered for this long
+        if ages and silent > 2 * recent:  # a stall: the requests in flight say more than the last replies
+            return max(recent, ages[len(ages) // 2])
+        return recent
 
 
 def requests_per_wave(judge: Any, latency: float) -> float | None:
