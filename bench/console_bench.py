@@ -7,7 +7,7 @@ Runs the trec evaluator (umbrela, nuggets, citation, no_answer) on each ``--outp
 reply; with ``--change MS``, one more run of the last count whose judge answers in MS per reply from the moment half
 of the run's planned judge requests have been sent. Four times a second (as the live display refreshes) it reads
 what the display shows as the ETA (the time until the run's judge work is done); when the run has ended, it prints
-each sample beside the true time left until the judging ended, their ratio and whether the sample is within
+each sample beside the true time left until the judge's last reply, their ratio and whether the sample is within
 x0.67-x1.5 of the truth (``ok``), says unknown (``unknown``: no number, e.g. while the plan is made) or is outside
 (``OUT``), and beside the time left until the run ended (writing the results, which the ETA does not model, comes
 after the judging); samples in the first 20% of the run, and those after the judging, are listed but not judged.
@@ -128,7 +128,8 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int,
             time.sleep(0.25)
         worker.join()
         shots.append(("end", _render(display, width)))
-        judged_end = max(progress.finished[stage] for stage in progress.work.stages) - started
+        # the judge's work ends with its last reply (the stage then scores what it got, in this process)
+        judged_end = max(ended for ended, _ in progress.judge.timing._done) - started
         return samples, time.monotonic() - started, judged_end, shots, changed
 
 
@@ -149,8 +150,8 @@ def _shot_due(progress: Any, n: int, taken: int) -> bool:
 
 def table(samples: list[Sample], took: float, judged_end: float) -> tuple[list[str], int, int, int, int]:
     """The rows of the samples' table and the judged samples: (rows, ok, unknown, out, out against the run's end).
-    The ETA is the time until the run's judge work is done (the end of its last judged stage): its truth; the
-    ratio to the run's own end (writing the results included, which the ETA does not model) is shown beside it."""
+    The ETA is the time until the run's judge work is done (the judge's last reply): its truth; the ratio to the
+    run's own end (scoring the last replies and writing the results, which the ETA does not model) beside it."""
     rows = [f"{'t (s)':>6}  {'run':>4}  {'displayed':<40}  {'judging left':>12}  {'ratio':>6}  {'run left':>8}  "
             f"{'ratio':>6}  verdict"]
     ok = unknown = out = out_run = 0

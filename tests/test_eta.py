@@ -194,3 +194,18 @@ def test_a_large_run_is_planned_on_a_sample_of_its_queries_scaled(tmp_path: Path
     assert whole.calls["nugget_importance"] == sampled.calls["nugget_importance"] == 3 * PLANNED_QUERIES
     for task, n in whole.calls.items():
         assert abs(sampled.calls[task] - n) <= 10, (task, sampled.calls[task], n)
+
+
+def test_old_requests_in_flight_are_no_stall_while_replies_still_come() -> None:
+    """A busy machine: half the requests in flight are old, but replies keep coming: the latency is their mean."""
+    clock = Clock()
+    timing = CallClock(clock=clock)
+    old = [timing.begin() for _ in range(4)]
+    clock.now += 2.0
+    for _ in range(4):
+        token = timing.begin()
+        clock.now += 0.5
+        timing.end(token)  # one reply every 0.5 s, each 0.5 s long
+    assert timing.ages() == pytest.approx([4.0] * 4) and timing.latency() == pytest.approx(0.5)
+    clock.now += 1.5  # then nothing for 1.5 s, three times the mean: a stall, the requests in flight say 5.5 s
+    assert timing.latency() == pytest.approx(5.5) and old
