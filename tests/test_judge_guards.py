@@ -182,3 +182,15 @@ def test_the_cache_line_is_said_only_when_true(tmp_path: Path, caplog: pytest.Lo
         code = main(["-q", "eval", "--config", str(config_file)])
     assert code == 4
     assert says in caplog.text
+
+
+def test_the_resume_line_of_a_refused_form_says_to_set_it_first() -> None:
+    from open_rag_eval.cli import error_line
+    from open_rag_eval.core.errors import JudgeUnavailable
+
+    refused = JudgeUnavailable("the judge endpoint does not take response_format {...} (HTTP 500: x); set "
+                               "judge.structured: json_object (...)")
+    assert error_line(refused).endswith("(everything judged so far is kept in the cache; once that is set, re-run the "
+                                        "same command to resume)")
+    assert error_line(JudgeUnavailable("10 judge calls failed within 3s")).endswith(
+        "(everything judged so far is kept in the cache; re-run the same command to resume)")

@@ -70,8 +70,14 @@ def error_line(error: BaseException, cached: bool | str = True) -> str:
     ``cached``: what the run's judge keeps for a re-run (``judge_kept``)."""
     line = "error: " + "\\n".join(redact(str(error)).splitlines())
     if isinstance(error, JudgeUnavailable):
-        line += f" ({resume_hint(cached)})"
+        hint = resume_hint(cached)
+        if cached is True and any(words in str(error) for words in _SETTING_NAMED):  # the run stops until it changes
+            hint = hint.replace("; re-run", "; once that is set, re-run")
+        line += f" ({hint})"
     return line
+
+
+_SETTING_NAMED = ("set judge.", "check judge.", "check the key")  # a refusal that names what to change
 
 
 def judge_kept(judge: Any) -> bool | str:
