@@ -256,3 +256,11 @@ def test_the_comparison_report_never_colours_a_sick_run_green(tmp_path: Path) ->
     row = row[:row.index("</tr>")]
     assert row.count('class="cmp unhealthy"') == 2 and 'class="cmp good"' not in row
     assert row.count("judge unhealthy (umbrela)") == 2
+
+
+def test_a_criterion_s_health_rows_are_declared_columns() -> None:
+    from open_rag_eval.core.catalogue import column
+
+    for name in ("clean_rate", "failed_rate", "top_label_share", "label_entropy", "controls_told_apart"):
+        assert column(f"health.criteria.clear.{name}") is not None, name
+    assert column("health.anything.else.clean_rate") is None

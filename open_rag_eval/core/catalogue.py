@@ -64,7 +64,8 @@ class Family:
     evaluator: str = ""  # the evaluator that writes it (``plot --evaluator`` picks its defaults)
 
 
-_PLACEHOLDERS = {"k": "[0-9]+", "metric": ".+"}
+# <task>: a judge task, or a criterion's own task criteria.<name> (judge health counts each criterion apart)
+_PLACEHOLDERS = {"k": "[0-9]+", "metric": ".+", "task": "(?:criteria\\.)?[A-Za-z0-9_]+"}
 
 
 @lru_cache(maxsize=None)
