@@ -390,3 +390,60 @@ def test_a_jsonl_passage_with_empty_text_is_refused_at_the_file_and_the_list(tex
     with pytest.raises(InputError) as caught:
         evaluate([record], config=CONFIG, judge=JUDGE)
     assert (caught.value.file, caught.value.field) == ("data[0]", "passages[1].text")
+
+
+# ---------------------------------------------------------------- a missing column names the layout, the header, the names
+
+MISSING_COLUMNS = [  # (header, field, fragments of the problem)
+    (["question", "answer", "context"], "contexts",
+     ["missing column (accepted names: contexts, retrieved_contexts) for the layout one row per answer, its passages "
+      "listed in a contexts column: query/question/user_input, generated_answer/answer/response, "
+      "contexts/retrieved_contexts (is 'context' the passages? name it contexts); the header has: question, answer, "
+      "context"]),
+    (["question", "answer", "retrieved_passages"], "contexts",
+     ["(is 'retrieved_passages' the passages? name it contexts)", "the header has: question, answer, "
+      "retrieved_passages"]),
+    (["user_input", "response", "documents"], "contexts", ["accepted names: contexts, retrieved_contexts",
+                                                           "the header has: user_input, response, documents"]),
+    (["question", "contexts"], "generated_answer", ["missing column (accepted names: generated_answer, answer, "
+                                                    "response) for the layout one row per answer"]),
+    (["query_id", "query", "passage_id", "passage"], "generated_answer",
+     ["missing column for the layout one row per passage: query_id, query, passage_id, passage, generated_answer (or "
+      "one row per answer", "the header has: query_id, query, passage_id, passage"]),
+]
+
+
+@pytest.mark.parametrize(("header", "field", "fragments"), MISSING_COLUMNS, ids=[",".join(m[0]) for m in MISSING_COLUMNS])
+def test_a_missing_column_names_the_layout_the_columns_found_and_the_accepted_names(
+        header: list[str], field: str, fragments: list[str], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cells = {"contexts": '["x is y."]', "context": '["x is y."]', "retrieved_passages": '["x is y."]',
+             "documents": '["x is y."]'}
+    row = [cells.get(name, "x is y [1]." if name in ("answer", "response") else "1" if name == "passage_id" else
+                     "What is x?") for name in header]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows([header, row])
+    (tmp_path / "in.csv").write_text(out.getvalue(), encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps({**CONFIG, "input": "in.csv", "output_dir": "out", "judge": JUDGE}))
+    for command in ("eval", "validate"):
+        caplog.clear()
+        with caplog.at_level("INFO"):
+            assert main(["-q", command, "--config", str(tmp_path / "c.json")]) == 3
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= 40]
+        assert len(errors) == 1 and f"in.csv:1: field '{field}': " in errors[0], errors
+        assert all(fragment in errors[0] for fragment in fragments), errors[0]
+    for data, name in ((tmp_path / "in.csv", "in.csv"), (pd.read_csv(tmp_path / "in.csv"), "DataFrame")):
+        with pytest.raises(InputError) as caught:
+            evaluate(data, config=CONFIG, judge=JUDGE)
+        assert caught.value.file.endswith(name) and caught.value.field == field
+        assert all(fragment in caught.value.problem for fragment in fragments), caught.value.problem
+
+
+@pytest.mark.slow
+def test_a_missing_column_at_the_service(service: Any) -> None:
+    reply = service.client().post("/v1/jobs", json={"config": CONFIG, "judge_profile": "sim", "inputs": {
+        "format": "csv", "data": 'question,answer,context\nWhat is x?,x is y [1].,"[""x is y.""]"\n'}})
+    assert reply.status_code == 422, reply.text
+    problem = reply.json()
+    assert (problem["field"], problem["line"]) == ("contexts", 1)
+    assert "(is 'context' the passages? name it contexts); the header has: question, answer, context" in \
+        problem["detail"]

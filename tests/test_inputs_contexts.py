@@ -92,8 +92,8 @@ def test_jsonl_contexts_and_aliases(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "line", "field", "problem"), [
-    ('query,answer\nQ,A\n', 1, "query_id", "contexts column"),
-    ('question,contexts\nQ,"[""a""]"\n', 1, "generated_answer", "one of generated_answer, answer, response"),
+    ('query,answer\nQ,A\n', 1, "contexts", "accepted names: contexts, retrieved_contexts"),
+    ('question,contexts\nQ,"[""a""]"\n', 1, "generated_answer", "accepted names: generated_answer, answer, response"),
     ('question,answer,contexts\nQ,A,a; b\n', 2, "contexts", "';' is not a separator"),
     ('question,answer,contexts\nQ,A,"[1, 2]"\n', 2, "contexts[0]", "expected a passage text"),
     ('question,answer,contexts\nQ,A,"{""a"": 1}"\n', 2, "contexts", "expected a list of passages"),

@@ -46,17 +46,19 @@ Rows = list[tuple[int, dict[str, str]]]
 Required = Sequence[str | tuple[str, ...]]  # a column, or a tuple of alternative names (any one of them)
 
 
-def read_csv(path: Path, required: Required | Callable[[list[str]], Required], hint: str = "") -> tuple[list[str], Rows]:
+def read_csv(path: Path, required: Required | Callable[[list[str]], Required],
+             hint: str | Callable[[list[str]], str] = "") -> tuple[list[str], Rows]:
     """Header and rows (line of the row's start, column -> cell); every cell checked.
 
-    ``required`` may depend on the header (a function of it); ``hint`` is added to a missing-column error.
+    ``required`` may depend on the header (a function of it); ``hint`` (also) is added to a missing-column error.
     """
     text, offset = read_text(path)
     records = _csv_records(text, str(path))
     line, header = records[0]
     header = [name.strip() for name in header]
     where = Where(str(path), line)
-    _check_header(header, required(header) if callable(required) else required, where, hint)
+    _check_header(header, required(header) if callable(required) else required, where,
+                  hint(header) if callable(hint) else hint)
     rows: Rows = []
     for line, cells in records[1:]:
         if len(cells) != len(header):
@@ -80,7 +82,7 @@ def _check_header(header: list[str], required: Required, where: Where, hint: str
     for entry in required:
         names = (entry,) if isinstance(entry, str) else entry
         if not any(name in header for name in names):
-            either = f" (one of {', '.join(names)})" if len(names) > 1 else ""
+            either = f" (accepted names: {', '.join(names)})" if len(names) > 1 else ""
             raise where.error(f"missing column{either}{hint}; the header has: {', '.join(map(shown, header))}",
                               names[0])
 
@@ -146,21 +148,44 @@ def _header_name(text: str, column: int) -> str:
 
 # ---------------------------------------------------------------- RAG outputs
 
-_LAYOUT_HINT = " (one row per passage; or one row per answer with a contexts column listing its passages)"
+_PASSAGE_LAYOUT = f"one row per passage: {', '.join(CSV_REQUIRED)}"
+_CONTEXT_LAYOUT = ("one row per answer, its passages listed in a contexts column: "
+                   + ", ".join("/".join(names) for names in CONTEXT_REQUIRED))
+_RAGAS_NAMES = {"question", "user_input", "answer", "response"}  # only the list-of-contexts layout has these
+
+
+def _contexts_meant(header: list[str]) -> bool:
+    """Whether the header announces one row per answer: a contexts column, or (no passage column) a column only
+    that layout names (``question``, ``answer``...)."""
+    if any(name in header for name in CONTEXT_FIELDS):
+        return True
+    return "passage" not in header and bool(_RAGAS_NAMES & set(header))
 
 
 def _required_columns(header: list[str]) -> Required:
-    """The columns of the layout the header announces: a ``contexts`` column means one row per answer."""
-    if any(name in header for name in CONTEXT_FIELDS):
-        return CONTEXT_REQUIRED
-    return CSV_REQUIRED
+    """The columns of the layout the header announces (``_contexts_meant``)."""
+    return CONTEXT_REQUIRED if _contexts_meant(header) else CSV_REQUIRED
+
+
+def layout_hint(header: list[str]) -> str:
+    """What a missing-column error adds: the layout looked for and its columns, and a column of the header that
+    looks like the list of passages under another name (``context``, ``retrieved_passages``)."""
+    if not _contexts_meant(header):
+        return (f" for the layout {_PASSAGE_LAYOUT} (or {_CONTEXT_LAYOUT})")
+    import difflib
+
+    known = {name for names in CONTEXT_REQUIRED for name in names}
+    near = [name for name in header if name not in known and
+            difflib.get_close_matches(name, [*CONTEXT_FIELDS, "passages"], n=1, cutoff=0.6)]
+    guess = f" (is '{near[0]}' the passages? name it contexts)" if near else ""
+    return f" for the layout {_CONTEXT_LAYOUT}{guess}"
 
 
 
 def read_csv_outputs(path: Path) -> list[RAGOutput]:
     """The outputs of a CSV: one row per passage (open-rag-eval's layout, one output per contiguous
     (query_id, query_run) group), or one row per answer with its passages as a list (a ``contexts`` column)."""
-    header, rows = read_csv(path, required=_required_columns, hint=_LAYOUT_HINT)
+    header, rows = read_csv(path, required=_required_columns, hint=layout_hint)
     return outputs_from_rows(str(path), header, rows)
 
 
@@ -170,7 +195,7 @@ def outputs_from_rows(file: str, header: list[str], rows: Rows, *, warn: bool = 
     here too (for rows that did not come from ``read_csv``, e.g. a DataFrame's). ``warn``: of the columns it
     ignores (a file read query by query warns once, ``warn_ignored``); ``whole``: the rows are the whole input, so
     a text column of numbers only is refused here (a file read query by query checks that in its shape pass)."""
-    _check_header(header, _required_columns(header), Where(file), _LAYOUT_HINT)
+    _check_header(header, _required_columns(header), Where(file), layout_hint(header))
     outputs = _outputs_from_rows(file, header, rows, warn)
     if whole:
         numbers = NumberColumns(header, file)

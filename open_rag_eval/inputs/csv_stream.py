@@ -28,10 +28,10 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.inputs.contexts import CONTEXT_FIELDS, context_columns, derived_query_id
 from open_rag_eval.inputs.csv_layout import (
-    _LAYOUT_HINT,
     Rows,
     _check_header,
     _required_columns,
+    layout_hint,
     outputs_from_rows,
     read_csv_outputs,
     warn_ignored,
@@ -161,7 +161,7 @@ def _stream(path: Path, tap: Tap | None = None) -> tuple[list[str], Iterator[Row
         raise InputError("empty file", file=str(path))
     line, names = first
     header = [name.strip() for name in names]
-    _check_header(header, _required_columns(header), Where(str(path), line), _LAYOUT_HINT)
+    _check_header(header, _required_columns(header), Where(str(path), line), layout_hint(header))
     return header, _rows(path, header, records)
 
 
