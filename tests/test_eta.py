@@ -207,5 +207,7 @@ def test_old_requests_in_flight_are_no_stall_while_replies_still_come() -> None:
         clock.now += 0.5
         timing.end(token)  # one reply every 0.5 s, each 0.5 s long
     assert timing.ages() == pytest.approx([4.0] * 4) and timing.latency() == pytest.approx(0.5)
-    clock.now += 1.5  # then nothing for 1.5 s, three times the mean: a stall, the requests in flight say 5.5 s
-    assert timing.latency() == pytest.approx(5.5) and old
+    clock.now += 1.5  # then nothing for 1.5 s, three times the mean: a busy machine's pause, not yet a stall
+    assert timing.latency() == pytest.approx(0.5)
+    clock.now += 1.0  # nothing for 2.5 s, five times the mean: a stall, the requests in flight say 6.5 s
+    assert timing.latency() == pytest.approx(6.5) and old

@@ -5,8 +5,8 @@ The run's plan (what ``--dry-run`` counts) gives each judge task's distinct requ
 UMBRELA grades of its query's passages) and which ask one query's requests one after another (``in_turn``: nugget
 creation, passage window after window). The judge gives the rest: how long a request takes now (``CallClock``: the
 mean of the last requests answered, or the age of the requests still in flight when nothing has been answered for
-twice that long, so a judge that stalls shows before its slow replies are in) and how many it runs at once (its
-concurrency).
+four times that long (and 2 s), so a judge that stalls shows before its slow replies are in) and how many it runs at
+once (its concurrency).
 
 With R requests left (not answered yet: queued, in flight or not asked), C at a time, L seconds each, the judge
 needs at least a = R·L/C; the longest chain of requests that wait for each other, D requests long, needs at least b
@@ -32,6 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CallClock", "Workload", "estimate", "remaining_depth", "requests_per_wave"]
+
+# a stall: nothing answered for this many mean latencies and at least this many seconds (shorter silences are a busy
+# machine pausing this process, not the judge: bench/console_bench.py at a load of 12 on 2 cores)
+STALL_MEANS, STALL_S = 4.0, 2.0
 
 
 @dataclass(frozen=True)
@@ -82,8 +86,9 @@ class CallClock:
 
     def latency(self, now: float | None = None, since: float = float("-inf"), least: int = 4) -> float | None:
         """Seconds a request takes now: the mean of the last answered; or, when nothing has been answered for
-        twice that long (a stall), the median age of the requests in flight if longer -- a judge that stalls shows
-        before its replies do, while a straggler, or replies slowed by a busy machine but still coming, do not.
+        ``STALL_MEANS`` times that and ``STALL_S`` seconds (a stall), the median age of the requests in flight if
+        longer -- a judge that stalls shows before its replies do, while a straggler, or replies slowed by a busy
+        machine but still coming, do not.
         Only requests sent (and answered) after ``since`` count (e.g. not those slowed by planning the run in the
         same process); None before ``least`` answered."""
         now = self.clock() if now is None else now
@@ -94,7 +99,7 @@ class CallClock:
             return None
         recent = sum(taken for _, taken in done) / len(done)  # the mean: in flight over it is the throughput
         silent = now - max(ended for ended, _ in done)  # nothing answered for this long
-        if ages and silent > 2 * recent:  # a stall: the requests in flight say more than the last replies
+        if ages and silent > max(STALL_MEANS * recent, STALL_S):  # the requests in flight say more than the replies
             return max(recent, ages[len(ages) // 2])
         return recent
 

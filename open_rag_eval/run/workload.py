@@ -66,13 +66,12 @@ def workload(loaded: LoadedConfig, outputs: Sequence[RAGOutput], n_outputs: int)
 def plan_beside(loaded: LoadedConfig, outputs: Sequence[RAGOutput], n_outputs: int,
                 done: Callable[[Workload], None], judge: Any = None) -> threading.Thread:
     """Plan the run in a daemon thread (a run that ends first does not wait for it); ``done`` gets the workload.
-    With ``judge``, planning starts once it has answered a request: the run's own start (its first requests, the
-    prompt templates they load) goes first, and planning does not slow it."""
+    With ``judge``, planning starts once the run has asked it something: the run's own start (its first requests,
+    the prompt templates they load) goes first, and planning does not slow it."""
 
     def work() -> None:
-        timing = getattr(judge, "timing", None)
         waited = 0.0
-        while timing is not None and not timing.answered and waited < START_WAIT_S:
+        while judge is not None and not _asked(judge) and waited < START_WAIT_S:
             time.sleep(0.05)
             waited += 0.05
         quiet = _Quiet()
@@ -90,6 +89,17 @@ def plan_beside(loaded: LoadedConfig, outputs: Sequence[RAGOutput], n_outputs: i
     thread = threading.Thread(target=work, name=THREAD, daemon=True)
     thread.start()
     return thread
+
+
+def _asked(judge: Any) -> bool:
+    """The run has asked ``judge`` something: a request queued or in flight, or one answered (from the cache too)."""
+    pending = getattr(judge, "pending", 0)
+    accounting = getattr(judge, "accounting", None)
+    try:
+        total = accounting.total() if accounting is not None else None
+    except RuntimeError:  # its tasks changed while this thread read them: something was asked
+        return True
+    return (isinstance(pending, int) and pending > 0) or bool(total and total.calls + total.cache_hits)
 
 
 class _Quiet(logging.Filter):
