@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 from open_rag_eval.judge.replies import error_fields, format_rejected
 
 DATA = Path(__file__).parent / "data" / "real_judge"
@@ -57,3 +59,30 @@ def test_the_server_s_answer_to_openai_s_form_is_read_as_a_rejected_form_with_th
     assert failure.reason.startswith('the judge endpoint does not take response_format {"type": "json_schema", '
                                      "\"json_schema\": ...} (OpenAI's form) (HTTP 500: 1 validation error:")
     assert "set judge.structured: json_object" in failure.reason
+
+
+@pytest.mark.parametrize(("run", "structured", "off_mean"), [("trec15", None, 0.14), ("trec15-jsx", "json_object", 1.0)])
+def test_the_run_reads_the_real_replies_it_is_given_as_text_or_by_the_schema(tmp_path: Path, run: str,
+                                                                              structured: str | None,
+                                                                              off_mean: float) -> None:
+    """The recorded 1.5B replies served back to a run of the same data (the controls were never recorded: they fail,
+    said as such): every grade of the run's own passages is the recorded one, read through the schema when the run
+    asks by it."""
+    from open_rag_eval.cli import main
+    from tests.recorded_judge import RecordedJudge
+
+    config = tmp_path / "c.yaml"
+    extra = f"  structured: {structured}\n" if structured else ""
+    with RecordedJudge(EXCHANGES, runs=(run,)) as server:
+        config.write_text(f"input: {DATA / 'judged-trec-data.csv'}\noutput_dir: out\njudge:\n  model: qwen\n"
+                          f"  base_url: {server.base_url}\n  cache: false\n  max_retries: 0\n{extra}"
+                          "evaluators:\n  - type: trec\n    metrics: [umbrela]\n", encoding="utf-8")
+        code = main(["-q", "eval", "--config", str(config)])
+        asked = [seen.body for seen in server.completions]
+    assert code == 0 and server.hits == 18
+    assert all(("response_format" in body) == (structured is not None) for body in asked)
+    groups = json.loads((DATA / "judged-trec-passage-groups.json").read_text(encoding="utf-8"))
+    results = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    off = [g["grade"] for o in results["outputs"] for g in o["details"]["umbrela"]["grades"]
+           if groups[f"{o['query_id']}/[{g['passage_id']}]"] == "off"]
+    assert len(off) == 7 and round(sum(off) / len(off), 2) == off_mean
