@@ -279,8 +279,10 @@ async def arun(
                     # per kind for the whole run (not per window)
                     with recording(HealthRecorder(watch=live)) as recorder, tallied():
                         finished, first = asyncio.Event(), FirstOutputs(CONTROL_OUTPUTS)
+                        # the console's time left: planned for a judge that times its requests (not a service's
+                        # shared one, whose runs nobody watches)
                         planned = (lambda outputs: plan_beside(loaded, outputs, source.n_outputs, progress.planned,
-                                                               judge)) if judge is not None else None
+                                                               judge)) if getattr(judge, "timing", None) else None
                         checking = asyncio.ensure_future(_beside_first_stage(
                             judge, finished, first.ready, evaluators, loaded.judge.health, live.controls_done, planned))
                         try:
