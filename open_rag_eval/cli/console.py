@@ -503,7 +503,8 @@ def _diagnosis(report: RunReport, figures: _RunFigures) -> None:
     from open_rag_eval.diagnosis.trec import adjusted_means
 
     means = adjusted_means({a.metric: a.mean for a in report.summary}, figures.answered, figures.refusals)
-    found = diagnose(means, options_from_manifest(report.manifest), health=report.manifest.get("health"))
+    found = diagnose(means, options_from_manifest(report.manifest), health=report.manifest.get("health"),
+                     unavailable=figures.unavailable_reasons)
     for line in diagnosis_lines(found):
         _out(line)
 
@@ -518,6 +519,7 @@ class _RunFigures:
     scored: int = 0
     counts: dict[str, int] = field(default_factory=dict)
     unavailable: int = 0
+    unavailable_reasons: dict[str, str] = field(default_factory=dict)  # metric -> the majority's reason, counted
     answered: list[float] = field(default_factory=list)
     refusals: int = 0
     shaky: dict[str, list[str]] = field(default_factory=dict)  # metric -> the unhealthy judge tasks it rests on
@@ -551,7 +553,8 @@ def _read_run(report: RunReport) -> _RunFigures:
                 figures.resting_full += counts[FAILED] == 0
 
     read_items(report.output_dir / "results.json", take)
-    figures.unavailable = len(missing.unavailable)
+    figures.unavailable_reasons = missing.unavailable
+    figures.unavailable = len(figures.unavailable_reasons)
     return figures
 
 

@@ -14,10 +14,12 @@ The kind is read from the reason text the evaluators write; a reason we do not r
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-__all__ = ["FAILED", "KINDS", "SKIPPED", "UNAVAILABLE", "UNDEFINED", "Missing", "item_counts", "kind", "scrub_paths"]
+__all__ = ["FAILED", "KINDS", "SKIPPED", "UNAVAILABLE", "UNDEFINED", "Missing", "item_counts", "kind", "majority",
+           "scrub_paths"]
 
 FAILED, UNDEFINED, UNAVAILABLE, SKIPPED = "failed", "undefined", "unavailable", "skipped"
 KINDS = (FAILED, UNDEFINED, UNAVAILABLE, SKIPPED)
@@ -27,6 +29,8 @@ _UNDEFINED = ("is undefined", "judgments for this query", "no item has two or mo
 _UNAVAILABLE = ("unavailable", "is not installed", "none is configured", "is not set")
 _JUDGE_FAILED = ("judge call failed", "nugget creation failed", "nugget importance failed", "nugget assignment failed",
                  "have no grade (", "reply outside its schema")
+_DISTINCT_REASONS = 32  # distinct reasons counted per metric; the rest counted together (memory of a large run)
+_OTHER = "other reasons"
 _ABSOLUTE = re.compile(r"(?<![\w.~:/])(?:/[\w.@+-]+){2,}/?|\b[A-Za-z]:\\(?:[\w.@+ -]+\\)*[\w.@+-]*")
 
 
@@ -54,7 +58,7 @@ class Missing:
 
     def __init__(self, items: Iterable[Mapping[str, Any]]) -> None:
         self.by_metric: dict[str, dict[str, int]] = {}
-        self.reasons: dict[str, str] = {}  # metric -> the first reason seen (for unavailable metrics)
+        self.reasons: dict[str, Counter[str]] = {}  # metric -> its reasons counted (unavailable: the majority's)
         self.why: dict[str, dict[str, tuple[int, str]]] = {k: {} for k in KINDS}  # kind -> family -> (n, a reason)
         for item in items:
             self.add(item)
@@ -67,7 +71,8 @@ class Missing:
             counts = self.by_metric.setdefault(metric, dict.fromkeys(KINDS, 0))
             which = kind(str(reason))
             counts[which] += 1
-            self.reasons.setdefault(metric, str(reason))
+            seen = self.reasons.setdefault(metric, Counter())
+            seen[str(reason) if str(reason) in seen or len(seen) < _DISTINCT_REASONS else _OTHER] += 1
             n, first = self.why[which].get(family(metric), (0, str(reason)))
             self.why[which][family(metric)] = (n + 1, first)
 
@@ -84,8 +89,21 @@ class Missing:
 
     @property
     def unavailable(self) -> dict[str, str]:
-        """metric -> reason, for metrics unavailable in this run."""
-        return {m: self.reasons[m] for m, c in self.by_metric.items() if c[UNAVAILABLE]}
+        """metric -> why, for metrics unavailable in this run: the reason of the majority of its missing values, with
+        its count (``bert-score is not installed (5 of 6 rows; 1 other: skipped: min_runs is 2)``)."""
+        return {m: majority(self.reasons[m]) for m, c in self.by_metric.items() if c[UNAVAILABLE]}
+
+
+def majority(reasons: Counter[str]) -> str:
+    """The commonest of ``reasons`` with its count out of all, and the next one's when there are others."""
+    ranked = sorted(reasons.items(), key=lambda item: (-item[1], item[0] == _OTHER, item[0]))
+    top, n = ranked[0]
+    total = sum(reasons.values())
+    if n == total:
+        return top if total == 1 else f"{top} ({n} of {n} rows)"
+    second, m = ranked[1]
+    others = f"{m} other{'s' * (m > 1)}: {second}" if m == total - n else f"{total - n} others, e.g. {second}"
+    return f"{top} ({n} of {total} rows; {others})"
 
 
 def item_counts(item: Mapping[str, Any] | None) -> dict[str, int]:

@@ -62,19 +62,22 @@ def _holds(value: float, op: str, threshold: float) -> bool:
     return value < threshold if op == "<" else value > threshold if op == ">" else value >= threshold
 
 
-def _why_missing(metric: str, means: Means) -> str:
+def _why_missing(metric: str, means: Means, unavailable: Mapping[str, str]) -> str:
+    if metric in unavailable:
+        return f"{metric} is unavailable ({unavailable[metric]})"
     if metric in means:
         return f"{metric} has no value (every value failed or is undefined)"
     return f"{metric} is not in this run"
 
 
-def _evaluate(rule: Rule, means: Means, options: DiagnosisOptions) -> tuple[str, list[tuple[Check, str, float]], str]:
+def _evaluate(rule: Rule, means: Means, options: DiagnosisOptions, unavailable: Mapping[str, str]
+              ) -> tuple[str, list[tuple[Check, str, float]], str]:
     """("fired" | "silent" | "unchecked", the checks' (check, metric, value), why unchecked)."""
     read, missing, silent = [], [], False
     for check in rule.checks:
         metric, value = _value(means, options.candidates(rule, check))
         if value is None:
-            missing.append(_why_missing(metric, means))
+            missing.append(_why_missing(metric, means, unavailable))
             continue
         read.append((check, metric, value))
         silent = silent or not _holds(value, check.op, options.threshold(rule, check))
@@ -114,8 +117,9 @@ def _criteria_findings(rule: Rule, means: Means, options: DiagnosisOptions, unhe
 
 
 def diagnose(means: Means, options: DiagnosisOptions | None = None, *, health: Mapping[str, Any] | None = None,
-             evidence: bool | None = None) -> Diagnosis:
-    """The findings of every active rule over ``means`` (metric -> mean; None = no value), judge health first."""
+             evidence: bool | None = None, unavailable: Mapping[str, str] | None = None) -> Diagnosis:
+    """The findings of every active rule over ``means`` (metric -> mean; None = no value), judge health first;
+    ``unavailable``: metric -> why, for metrics that cannot be computed here (a rule needing one says so)."""
     options = options or DiagnosisOptions()
     result = Diagnosis(disabled=[rule.name for rule in RULES if not options.active(rule)], enabled=options.enabled)
     if not options.enabled:
@@ -130,7 +134,7 @@ def diagnose(means: Means, options: DiagnosisOptions | None = None, *, health: M
         if rule.checks[0].metrics == (CRITERIA_COLUMNS,):
             fired += _criteria_findings(rule, means, options, unhealthy)
             continue
-        state, read, why = _evaluate(rule, means, options)
+        state, read, why = _evaluate(rule, means, options, unavailable or {})
         if state == "unchecked":
             result.unchecked.append((rule.name, why))
         elif state == "fired" and not rule.custom:

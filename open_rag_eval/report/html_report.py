@@ -333,7 +333,8 @@ def _diagnosis(run: RunData) -> str:
 
     means, refusals = run.items.run_means({m: s.get("mean") for m, s in run.stats.items()})
     options = options_from_manifest(run.manifest)
-    found = diagnose(means, options, health=run.manifest.get("health"))  # an unhealthy judge is named first
+    found = diagnose(means, options, health=run.manifest.get("health"),  # an unhealthy judge is named first
+                     unavailable={m: scrub_paths(why) for m, why in run.missing.unavailable.items()})
     hints = f'<li><span class="hint-area">judge</span>: {esc(found.judge)}</li>' if found.judge else ""
     hints += "".join(f'<li data-rule="{esc(f.rule)}"><span class="hint-area">{esc(f.area)}</span>: {esc(f.text)}'
                      f'{f" ({esc(f.uncertain)})" if f.uncertain else ""} <span class="muted">[{esc(f.rule)}; '
