@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 DEMO = Path(__file__).parent.parent / "configs" / "data" / "demo.csv"
-RESULT_FILES = ("results.csv", "results.json")
+RESULT_FILES = ("results.csv", "summary.csv", "results.json")
 
 
 def write_config(folder: Path, name: str, *, base_url: str | list[str] | None = None, hhem: Path | None = None,
@@ -28,9 +28,8 @@ def write_config(folder: Path, name: str, *, base_url: str | list[str] | None = 
     source = {"base_urls" if isinstance(base_url, list) else "base_url": base_url} if base_url \
         else {"simulated": {"latency_ms": 1}}
     config = {"input": "demo.csv", "output_dir": name,
-              # executors do not ask the judge-health controls yet (docs/judge-health.md): like compared with like
-              "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", "health": {"controls": False},
-                        **source, **(judge or {})},
+              # the judge-health controls on: every executor asks them once, as the local run does
+              "judge": {"model": "simulated-judge", "cache": f"{name}-cache.sqlite", **source, **(judge or {})},
               "evaluators": evaluators}
     if executor is not None:
         config["executor"] = executor

@@ -46,3 +46,19 @@ class CountEvaluator:
             result.details.append(Detail(query_id=output.query_id, run=output.run, section="count", data={"n": 1}))
             ctx.progress("outputs", 1)
         return result
+
+
+class UndeclaredEvaluator:
+    """An evaluator written before the contract: no ``contract()`` nor ``forget()`` (a config error names them)."""
+
+    name: ClassVar[str] = "undeclared"
+    Options: ClassVar[type[BaseModel]] = CountOptions
+
+    def __init__(self, options: CountOptions) -> None:
+        self.options = options
+
+    def plan(self, outputs: Sequence[RAGOutput]) -> Plan:
+        return Plan()
+
+    async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
+        return EvalResult()

@@ -8,6 +8,7 @@ they run mypy (``mypy.ini``) over the package and show that it fails on a type e
 
 from __future__ import annotations
 
+import ast
 import configparser
 import os
 import shutil
@@ -65,6 +66,34 @@ def test_every_package_is_on_a_floor() -> None:
     placed = {name.removeprefix("open_rag_eval.") for name in _floors()}
     assert sorted(children - placed) == []
     assert sorted(placed - children) == []
+
+
+def _private_imports(root: Path) -> list[str]:
+    """Every import, lazy ones included, of a private name or module (a leading underscore) of one package of
+    ``open_rag_eval`` from another package (``_version`` excepted: the version is everyone's)."""
+    found = []
+    for path in sorted((root / "open_rag_eval").rglob("*.py")):
+        parts = path.relative_to(root).with_suffix("").parts
+        package = parts[1] if len(parts) > 2 else parts[-1]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith("open_rag_eval."):
+                continue
+            target = str(node.module).split(".")[1:]
+            private = [p for p in target if p.startswith("_") and not p.startswith("__")]
+            names = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if target[0] != package and target != ["_version"] and (private or names):
+                found.append(f"{path.relative_to(root)}:{node.lineno}: {node.module} {', '.join(names)}".strip())
+    return found
+
+
+def test_no_private_name_is_imported_across_packages(tmp_path: Path) -> None:
+    """docs/architecture.md's rule, checked: a package's private names stay its own; and the check fails on one."""
+    assert _private_imports(ROOT) == []
+    shutil.copytree(PACKAGE, tmp_path / "open_rag_eval", ignore=shutil.ignore_patterns("__pycache__"))
+    target = tmp_path / "open_rag_eval" / "report" / "columns.py"
+    target.write_text(target.read_text(encoding="utf-8") + "\n\ndef _peek() -> None:\n"
+                      "    from open_rag_eval.run.pipeline import _limit  # noqa: F401\n", encoding="utf-8")
+    assert [line.split(": ", 1)[1] for line in _private_imports(tmp_path)] == ["open_rag_eval.run.pipeline _limit"]
 
 
 def test_no_loose_modules_join_the_package_root() -> None:

@@ -35,6 +35,12 @@ def test_env_interpolation_both_spellings(tmp_path: Path, monkeypatch: pytest.Mo
     assert loaded.raw["input"] == spelling  # the manifest keeps the reference, never the value
 
 
+def test_an_evaluator_class_without_the_contract_is_a_config_error_naming_what_it_lacks(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"evaluators\[0\]\.type: the evaluator class "
+                                          r"'tests.plain_evaluator:UndeclaredEvaluator' lacks contract, forget"):
+        load("input: a.csv\nevaluators: [{type: 'tests.plain_evaluator:UndeclaredEvaluator'}]\n", tmp_path)
+
+
 def test_env_default(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NOPE_NOT_SET", raising=False)
     loaded = load(f"input: ${{NOPE_NOT_SET:-fallback.csv}}\nevaluators: [{{type: '{COUNT}'}}]\n", tmp_path)

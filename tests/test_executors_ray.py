@@ -255,10 +255,13 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor
 
-    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False))
+    # the controls off in both runs: the run's driver asks them itself, not through the relays, and this test
+    # counts what the relays called (tests/test_executors_shards.py and the test above compare them)
+    off = {"health": {"controls": False}}
+    _run(write_config(tmp_path, "local", base_url=judge.base_url, consistency=False, judge=off))
     local_paid = paid_calls(tmp_path / "local")
     judge.pay_orphans = True
-    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
+    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False, judge=off))
     executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, relays=2))
     before = judge.answered.copy()
     judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits

@@ -168,3 +168,35 @@ def test_a_golden_run_shards_and_merges_into_what_a_single_run_writes(tmp_path: 
     assert main(["-q", "merge", *map(str, shards), "--output-dir", str(tmp_path / "merged")]) == 0
     assert result_bytes(tmp_path / "merged") == result_bytes(tmp_path / "single")
     assert "golden.ndcg@1" in (tmp_path / "merged" / "results.csv").read_text(encoding="utf-8").splitlines()[0]
+
+
+def _config_400(folder: Path, name: str) -> Path:
+    config = {"input": "data.csv", "output_dir": name,
+              "judge": {"model": "simulated-judge", "simulated": {"latency_ms": 0}, "cache": f"{name}-cache.sqlite"},
+              "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": ["umbrela", "citation", "no_answer"]},
+                             {"type": "consistency", "metrics": ["rouge", "dispersion"]}]}
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def test_400_outputs_in_three_shards_merged_write_the_local_run_s_files_controls_and_calls_included(
+        tmp_path: Path) -> None:
+    """The judge-health controls are asked once per run wherever it is evaluated: merge asks them (the shards do
+    not), so results.csv, summary.csv and results.json (health and controls included) and the paid calls equal the
+    local run's."""
+    from tests.test_csv_windows import _csv, _rows
+
+    (tmp_path / "data.csv").write_text(_csv(_rows(160)), encoding="utf-8")
+    assert main(["-q", "eval", "--config", str(_config_400(tmp_path, "local"))]) == 0
+    sharded = _config_400(tmp_path, "sharded")
+    folders = [tmp_path / f"shard{i}" for i in range(3)]
+    for i, folder in enumerate(folders):
+        assert main(["-q", "eval", "--config", str(sharded), "--shard", f"{i}/3", "--output-dir", str(folder)]) == 0
+    assert main(["-q", "merge", *map(str, folders)]) == 0
+    local = json.loads((tmp_path / "local" / "manifest.json").read_text(encoding="utf-8"))
+    assert local["n_outputs"] == 400
+    controls = local["health"]["controls"]
+    assert controls["items"] and not str(controls["state"]).startswith("not run"), controls["state"]
+    assert result_bytes(tmp_path / "sharded") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "sharded") == paid_calls(tmp_path / "local") > 0

@@ -22,11 +22,10 @@ WINDOW = 5  # outputs: q0 q1 | q2 q3 | q4 q5 | q6 q7 | q8 (2 or 3 runs a query)
 
 
 def _config(tmp_path: Path, name: str, lines: list[dict], hhem: Path | None = None) -> Path:
-    """The windows test's config; the judge-health controls off (a run on an executor does not ask them yet);
-    ``hhem``: trec scores HHEM too, with the model in that folder."""
+    """The windows test's config, the judge-health controls on (merged shards ask them once, as the local run
+    does); ``hhem``: trec scores HHEM too, with the model in that folder."""
     config = _local_config(tmp_path, name, lines)
-    text = config.read_text(encoding="utf-8").replace("  cache: false\n",
-                                                      "  cache: false\n  health: {controls: false}\n")
+    text = config.read_text(encoding="utf-8")
     if hhem is not None:
         text = text.replace("no_answer]}", f"no_answer, hhem], hallucination: {{model_path: '{hhem}', device: cpu}}}}")
     config.write_text(text, encoding="utf-8")
@@ -276,8 +275,6 @@ def test_shards_of_a_csv_input_stream_and_merge_into_the_bytes_of_a_local_run(
     data = tmp_path / "data.csv"
     data.write_text(_csv(_rows()), encoding="utf-8")
     config = write_config(tmp_path, data, "csv")
-    config.write_text(config.read_text(encoding="utf-8").replace(
-        "  cache: false\n", "  cache: false\n  health: {controls: false}\n"), encoding="utf-8")
     spilled, evaluated = _counting(monkeypatch)
     local = pipeline.run(load_config(config)).output_dir
     local_windows = list(spilled)

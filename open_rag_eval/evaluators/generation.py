@@ -25,8 +25,7 @@ from open_rag_eval.evaluators import generation_options
 from open_rag_eval.evaluators.generation_options import DEFAULT_METRICS, METRICS, SIMILARITY, GenerationOptions
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.metrics._generation import GenerationMetric
-from open_rag_eval.metrics._judging import Asked
+from open_rag_eval.metrics.interface import Asked, GenerationMetric
 from open_rag_eval.metrics.claims import TRIALS, ClaimSession
 from open_rag_eval.scoring.generation import blend
 from open_rag_eval.core.types import EvalResult, RAGOutput, Score

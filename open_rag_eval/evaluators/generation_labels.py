@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from open_rag_eval.metrics._generation import expects_refusal, reference_of
+from open_rag_eval.metrics.interface import expects_refusal, reference_of
 from open_rag_eval.metrics.claims import ClaimSession, Extracted
 from open_rag_eval.metrics.rubric import REFUSAL_JUDGED
 from open_rag_eval.core.types import Detail, RAGOutput
@@ -33,7 +33,7 @@ from open_rag_eval.core.types import Detail, RAGOutput
 if TYPE_CHECKING:
     from open_rag_eval.evaluators.generation_options import GenerationOptions
     from open_rag_eval.judge.base import Judge
-    from open_rag_eval.metrics._generation import GenerationMetric
+    from open_rag_eval.metrics.interface import GenerationMetric
 
 __all__ = ["judge_labels", "retest_kinds"]
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.core.recording import HealthRecorder, recording
-from open_rag_eval.judge.accounting import Accounting, TaskStats
+from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
@@ -228,12 +228,8 @@ def merge_accounting(snapshots: Sequence[dict[str, Any] | None], model: str, pri
     if not found:
         return None
     total = Accounting(model, price)
-    fields = set(vars(TaskStats()))
     for snapshot in found:
-        for task, row in snapshot["tasks"].items():
-            total.task(task).add(TaskStats(**{k: v for k, v in row.items() if k in fields}))
-        total.fingerprints.update(snapshot["fingerprints"])
-        total.prompts.update(snapshot.get("prompts", ()))
+        total.absorb(snapshot)
     return total
 
 

@@ -114,6 +114,14 @@ class Accounting:
             total.add(stats)
         return total
 
+    def absorb(self, snapshot: dict[str, Any]) -> None:
+        """Add the counters of another judge, given as its ``snapshot()`` (another process's, the run's controls)."""
+        names = set(vars(TaskStats()))
+        for task, row in snapshot["tasks"].items():
+            self.task(task).add(TaskStats(**{k: v for k, v in row.items() if k in names}))
+        self.fingerprints.update(snapshot["fingerprints"])
+        self.prompts.update(snapshot.get("prompts", ()))
+
     def snapshot(self) -> dict[str, Any]:
         def row(stats: TaskStats) -> dict[str, Any]:
             return {**asdict(stats), "cost_usd": self.cost(stats)}

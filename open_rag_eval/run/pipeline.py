@@ -31,7 +31,7 @@ from open_rag_eval.health.live import LiveHealth
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.config import JudgeConfig, is_simulated_fingerprint
 from open_rag_eval.run.controls import plan_controls, run_controls_of
-from open_rag_eval.run.corrected import run_labels
+from open_rag_eval.run.corrected import RunLabels, run_labels
 from open_rag_eval.run.manifest import build_manifest
 from open_rag_eval.core.notices import tallied
 from open_rag_eval.core.progress import Progress
@@ -251,16 +251,12 @@ async def arun(
     progress.stages = list(dict.fromkeys([*progress.stages, "read", *(["fetch"] if fetch else []),
                                           *(e.name for e in evaluators), "write"]))
     progress.begin("read", "input")
-    if source is None and outputs is not None:
-        source = ListSource(outputs)
-    if isinstance(source, ListSource):
-        check_answers(evaluators, source.outputs)  # in memory: refused before the judge is opened
-    if source is None and loaded.config.connector is None:
-        source = open_source(loaded, limit)  # bad input fails before anything is opened or written
+    source = _given(loaded, evaluators, outputs, source, limit)  # bad input fails before anything is opened
     progress.steps["read"] = "opening the judge"
     with Generation(out, keep=RESUME_FILES if fetch else ()) as generation, fewer_collections():  # usable, ours
-        # a missing API key fails before anything is written; an executor's processes open their own judges
-        async with _judge_for(loaded, needs_judge(evaluators) and executor is None) as judge:
+        # a missing API key fails before anything is written; the run's judge asks the controls, and evaluates
+        # unless an executor's processes do (they open their own)
+        async with _judge_for(loaded, needs_judge(evaluators)) as judge:
             if judge is not None and wrap_judge is not None:
                 judge = wrap_judge(judge)
             if source is None:
@@ -269,82 +265,154 @@ async def arun(
                 progress.outputs_total = progress.done["fetch"] = source.n_outputs
             progress.outputs_total = source.n_outputs
             progress.judge = judge
-            controls: dict[str, Any] | None = None
-            with generation.writing():
-                spill = Spill(generation.path / SPILL_FILE)
-            with spill:
-                if executor is None:
-                    live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
-                    # every judgment recorded for the health report; a warning about many outputs is one line
-                    # per kind for the whole run (not per window)
-                    with recording(HealthRecorder(watch=live)) as recorder, tallied():
-                        finished, first = asyncio.Event(), FirstOutputs(CONTROL_OUTPUTS)
-                        # the console's time left: planned for a judge that times its requests (not a service's
-                        # shared one, whose runs nobody watches)
-                        planned = (lambda outputs: plan_beside(loaded, outputs, source.n_outputs, progress.planned,
-                                                               judge)) if getattr(judge, "timing", None) else None
-                        checking = asyncio.ensure_future(_beside_first_stage(
-                            judge, finished, first.ready, evaluators, loaded.judge.health, live.controls_done, planned))
-                        try:
-                            cited = await _evaluate_windows(evaluators, source, judge, spill, generation,
-                                                            base_dir=loaded.base_dir, progress=progress,
-                                                            health=loaded.judge.health if judge is not None else None,
-                                                            on_window=first.add)
-                            first.end()
-                            finished.set()
-                            controls = await checking
-                        finally:
-                            checking.cancel()
-                elif isinstance(executor, WindowedExecutor):
-                    preload_numpy()
-                    cited = await _spill_windows(executor.windows(loaded, progress), spill, generation,
-                                                 loaded.judge.health)
-                    evaluated = executor.ended()
-                    judge, recorder = evaluated.judge, evaluated.recorder
-                    cited = cited if judge is not None else None
-                    controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
-                else:
-                    preload_numpy()
-                    everything = source.all()
-                    check_answers(evaluators, everything)
-                    with generation.writing():
-                        _save_outputs(generation.path, everything)
-                    evaluated = await executor.evaluate(loaded, everything, progress)
-                    judge, recorder = evaluated.judge, evaluated.recorder
-                    with generation.writing():
-                        spill.add(everything, [evaluated.result])
-                    cited = _cited(evaluated.result.scores, loaded.judge.health) if judge is not None else None
-                    controls = {"state": "not run: the run used an executor", "tasks": {}, "items": []}
-                    del everything, evaluated
-                check_rows(spill, source.n_outputs, loaded)
-                evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
-                progress.begin("write", "results")
-                info = run_info(loaded, judge)
-                health = _health(recorder, loaded.judge.health, cited, controls,
-                                 loaded.judge.structured or "text") if judge is not None else None
-                with generation.writing():
-                    summary = write_spilled(generation.path, spill, info,
-                                            health.summary_rows() if health else (), labels)
-                status = spilled_run_status(summary, spill)
-                reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
-            manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), judge, info,
+            ended = await _run_loop(loaded, evaluators, source, judge, executor, generation, progress, labels)
+            manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), ended.judge, ended.info,
                                       wall_time_s=time.monotonic() - started, input_sha256=source.input_sha256)
-            manifest["health"] = health.snapshot() if health is not None else None
-        manifest.update(status.manifest_fields())
+            manifest["health"] = ended.health.snapshot() if ended.health is not None else None
+        manifest.update(ended.status.manifest_fields())
         given = source.all() if isinstance(source, ListSource) or (
             isinstance(source, SpooledSource) and source.n_outputs <= CONTROL_OUTPUTS) else None
-        with generation.writing():
-            generation.write_json("manifest.json", manifest)
-            generation.remove(IDENTITY_FILE)
-            generation.remove(FETCHED_FILE)
-            if write_report is not None:
-                progress.steps["write"] = "report.html"
-                release_memory()  # what evaluating and writing freed, before the report takes its own
-                _write_report(write_report, generation.path)
-        generation.commit()  # the new results replace the previous ones, all at once
+        _publish(generation, manifest, write_report, progress)
     progress.end("write")
-    return RunReport(None, summary, out, manifest, info, given,
-                     list(status.incomplete), health, reasons)
+    return RunReport(None, ended.summary, out, manifest, ended.info, given, list(ended.status.incomplete),
+                     ended.health, ended.reasons)
+
+
+def _given(loaded: LoadedConfig, evaluators: Sequence[Evaluator], outputs: list[RAGOutput] | None,
+           source: OutputSource | None, limit: int | None) -> OutputSource | None:
+    """The run's outputs unless a connector fetches them (None): given, or opened from ``input:``. Bad input fails
+    here, before anything is opened or written; outputs in memory without an answer a metric reads, too."""
+    if source is None and outputs is not None:
+        source = ListSource(outputs)
+    if isinstance(source, ListSource):
+        check_answers(evaluators, source.outputs)
+    if source is None and loaded.config.connector is None:
+        source = open_source(loaded, limit)
+    return source
+
+
+def _publish(generation: Generation, manifest: dict[str, Any], write_report: Callable[[Path], object] | None,
+             progress: Progress) -> None:
+    """The manifest and the report written into the new results folder, which then replaces the previous one."""
+    with generation.writing():
+        generation.write_json("manifest.json", manifest)
+        generation.remove(IDENTITY_FILE)
+        generation.remove(FETCHED_FILE)
+        if write_report is not None:
+            progress.steps["write"] = "report.html"
+            release_memory()  # what evaluating and writing freed, before the report takes its own
+            _write_report(write_report, generation.path)
+    generation.commit()  # the new results replace the previous ones, all at once
+
+
+@dataclass
+class _Ended:
+    """What the run loop leaves for the manifest and the run's report."""
+
+    summary: list[Aggregate]
+    status: RunStatus
+    reasons: dict[str, str]
+    health: HealthReport | None
+    info: RunInfo
+    judge: Any  # the run's judge as the manifest sees it (an executor's: its processes' counters and the run's)
+
+
+Windows = AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]
+OnWindow = Callable[[list[RAGOutput], int], object]
+
+
+async def _run_loop(loaded: LoadedConfig, evaluators: list[Evaluator], source: OutputSource, judge: Judge | None,
+                    executor: Executor | WindowedExecutor | None, generation: Generation, progress: Progress,
+                    labels: RunLabels | None) -> _Ended:
+    """The one loop of every way of running: the run's windows (evaluated here, by an executor's processes, or
+    merged from shards) are spilled and written as they come, and the judge-health controls are asked once,
+    here, with the run's judge, from the run's first outputs (``FirstOutputs``, taken from the windows) beside the
+    evaluation (``_beside_first_stage``): every executor writes the local run's files and pays its calls."""
+    with generation.writing():
+        spill = Spill(generation.path / SPILL_FILE)
+    with spill:
+        live = LiveHealth(progress.notify, loaded.judge.health)  # health shown during the run
+        # every judgment recorded for the health report; a warning about many outputs is one line per kind for
+        # the whole run (not per window)
+        with recording(HealthRecorder(watch=live)) as recorder, tallied():
+            finished, first = asyncio.Event(), FirstOutputs(CONTROL_OUTPUTS)
+            # the console's time left: planned for a judge that times its requests (not a service's shared one,
+            # whose runs nobody watches)
+            planned = (lambda outputs: plan_beside(loaded, outputs, source.n_outputs, progress.planned,
+                                                   judge)) if getattr(judge, "timing", None) else None
+            checking = asyncio.ensure_future(_beside_first_stage(
+                judge, finished, first.ready, evaluators, loaded.judge.health, live.controls_done, planned))
+            try:
+                windows, ended = _windows(loaded, evaluators, source, judge, executor, generation, progress, first.add)
+                cited = await _spill_windows(windows, spill, generation,
+                                             loaded.judge.health if judge is not None else None)
+                first.end()
+                finished.set()
+                controls = await checking
+            finally:
+                checking.cancel()
+        check_rows(spill, source.n_outputs, loaded)
+        evaluators.clear()  # their state (e.g. every query's nugget list) is not needed past here: memory
+        seen: Any = judge
+        evaluated = ended()
+        if evaluated is not None:  # the executor's processes' judgments and counters, with the controls'
+            recorder.merge([{task: vars(counts) for task, counts in evaluated.recorder.tasks.items()}])
+            seen = _joined(evaluated.judge, judge)
+        return _write(loaded, spill, generation, progress, seen, recorder, cited, controls, labels)
+
+
+def _windows(loaded: LoadedConfig, evaluators: list[Evaluator], source: OutputSource, judge: Judge | None,
+             executor: Executor | WindowedExecutor | None, generation: Generation, progress: Progress,
+             on_window: OnWindow) -> tuple[Windows, Callable[[], Evaluated | None]]:
+    """The run's windows (each handed to ``on_window`` as it is read) and, once they are done, what an executor
+    gives back besides them (None: evaluated here)."""
+    if executor is None:
+        return _evaluated(evaluators, source, judge, output_dir=generation.path, base_dir=loaded.base_dir,
+                          progress=progress, on_window=on_window), lambda: None
+    if isinstance(executor, WindowedExecutor):
+        return _seen(executor.windows(loaded, progress), on_window), executor.ended
+    given: list[Evaluated] = []
+    return _seen(_executed(executor, loaded, evaluators, source, progress, given), on_window), lambda: given[0]
+
+
+async def _seen(windows: Windows, on_window: OnWindow) -> Windows:
+    """``windows``, each handed to ``on_window`` as it comes (an executor's: evaluated elsewhere)."""
+    async for window, parts in windows:
+        on_window(window, len(window))
+        yield window, parts
+
+
+async def _executed(executor: Executor, loaded: LoadedConfig, evaluators: list[Evaluator], source: OutputSource,
+                    progress: Progress, given: list[Evaluated]) -> Windows:
+    """An executor that evaluates the whole run in other processes: one window, every output."""
+    everything = source.all()
+    check_answers(evaluators, everything)
+    evaluated = await executor.evaluate(loaded, everything, progress)
+    given.append(evaluated)
+    yield everything, [evaluated.result]
+
+
+def _joined(seen: Any, judge: Judge | None) -> Any:
+    """An executor's judge as the manifest sees it, with the calls the run's own judge made (the controls)."""
+    accounting = getattr(judge, "accounting", None)
+    if seen is not None and seen.accounting is not None and accounting is not None:
+        seen.accounting.absorb(accounting.snapshot())
+    return seen
+
+
+def _write(loaded: LoadedConfig, spill: Spill, generation: Generation, progress: Progress, judge: Any,
+           recorder: HealthRecorder, cited: tuple[list[dict[str, Any]], int] | None,
+           controls: dict[str, Any] | None, labels: RunLabels | None) -> _Ended:
+    """The run's result files from its spill, with the health report (None without a judge)."""
+    progress.begin("write", "results")
+    info = run_info(loaded, judge)
+    health = _health(recorder, loaded.judge.health, cited, controls,
+                     loaded.judge.structured or "text") if judge is not None else None
+    with generation.writing():
+        summary = write_spilled(generation.path, spill, info, health.summary_rows() if health else (), labels)
+    status = spilled_run_status(summary, spill)
+    reasons = {m: found.most_common(1)[0][0] for m, found in spill.reasons.items() if found}
+    return _Ended(summary, status, reasons, health, info, judge)
 
 
 CONTROL_OUTPUTS = WINDOW_OUTPUTS  # the judge-health controls are drawn from the run's first window of outputs
@@ -610,12 +678,6 @@ async def _fetch_source(loaded: LoadedConfig, limit: int | None, folder: Path) -
         spool.close()
     assert order is not None
     return spool.source(order)
-
-
-def _save_outputs(out: Path, outputs: Sequence[RAGOutput]) -> None:
-    from open_rag_eval.store.fileio import atomic_write
-
-    atomic_write(out / JOURNAL_FILE, lambda handle: _write_outputs(handle, outputs))
 
 
 def _write_outputs(handle: Any, outputs: Sequence[RAGOutput]) -> None:
