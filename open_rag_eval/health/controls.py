@@ -29,7 +29,7 @@ from typing import Any
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
 from open_rag_eval.judge.base import Judge, guard_calls
-from open_rag_eval.metrics._judging import CALL_FAILED
+from open_rag_eval.metrics.interface import CALL_FAILED
 from open_rag_eval.metrics.criteria import CriteriaSession, column, judge_grade
 from open_rag_eval.metrics.graders import CONTROL_TASKS, Graders
 from open_rag_eval.metrics.lexical import is_refusal

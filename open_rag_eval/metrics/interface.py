@@ -7,6 +7,6 @@ here (a private name of one package is never imported by another: ``tests/test_a
 from __future__ import annotations
 
 from open_rag_eval.metrics._generation import GenerationMetric, expects_refusal, reference_of
-from open_rag_eval.metrics._judging import Asked
+from open_rag_eval.metrics._judging import CALL_FAILED, Asked
 
-__all__ = ["Asked", "GenerationMetric", "expects_refusal", "reference_of"]
+__all__ = ["CALL_FAILED", "Asked", "GenerationMetric", "expects_refusal", "reference_of"]
