@@ -16,6 +16,7 @@ import pytest
 from open_rag_eval.config import load_config
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.run import pipeline
+from open_rag_eval.run.spill import Spill
 from tests.test_run_windows import _config, _outputs
 
 
@@ -81,3 +82,24 @@ def test_a_run_that_sends_no_request_still_asks_its_controls(tmp_path: Path,
     assert states == [False]
     health = json.loads((report.output_dir / "manifest.json").read_text(encoding="utf-8"))["health"]
     assert health["controls"]["state"] == "run"
+
+
+def test_a_run_evaluated_as_one_window_asks_its_controls_beside_it(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _config(tmp_path, "whole", _outputs(skipped=True))  # consistency skips q2 and q6: one window
+    spilled: list[int] = []
+    seen: list[int] = []
+    real_add, real = Spill.add, pipeline.run_controls_of
+
+    def add(self: Spill, outputs: Any, parts: Any) -> None:
+        spilled.append(len(outputs))
+        real_add(self, outputs, parts)
+
+    def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
+        seen.append(len(spilled))  # windows evaluated by then
+        return real(evaluators, outputs, judge, *args)
+
+    monkeypatch.setattr(Spill, "add", add)
+    monkeypatch.setattr(pipeline, "run_controls_of", controls_of)
+    pipeline.run(load_config(config))
+    assert spilled == [20] and seen == [0]  # the one window: its controls while it was evaluated, not after

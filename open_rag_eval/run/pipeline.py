@@ -444,15 +444,15 @@ class FirstOutputs:
         self.limit, self.outputs = limit, list[RAGOutput]()
         self.ready: asyncio.Future[list[RAGOutput]] = asyncio.get_running_loop().create_future()
 
-    def add(self, window: list[RAGOutput], size: int) -> None:
-        """One window of whole queries, of at most ``size`` outputs."""
+    def add(self, window: list[RAGOutput], size: int | None) -> None:
+        """One window of whole queries, of at most ``size`` outputs (None: the window is the whole run)."""
         if self.ready.done():
             return
         for group in query_groups(window):
             if self.outputs and len(self.outputs) + len(group) > self.limit:
                 return self.end()
             self.outputs.extend(group)
-        if size >= self.limit:  # the next window starts with a query that did not fit in ``size``
+        if size is None or size >= self.limit:  # the next window starts with a query that did not fit in ``size``
             self.end()
 
     def end(self) -> None:
@@ -488,7 +488,7 @@ def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
 
 async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: Judge | None, spill: Spill,
                             generation: Generation, *, base_dir: Path, progress: Progress, health: Any,
-                            on_window: Callable[[list[RAGOutput], int], object] | None = None
+                            on_window: Callable[[list[RAGOutput], int | None], object] | None = None
                             ) -> tuple[list[dict[str, Any]], int] | None:
     """Every evaluator on each window of whole queries in turn; each window's outputs (to outputs.jsonl) and
     results (to the spill) leave memory as it finishes. Returns the health report's citation figures."""
@@ -499,16 +499,16 @@ async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: 
 
 async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge | None, *, output_dir: Path,
                      base_dir: Path, progress: Progress,
-                     on_window: Callable[[list[RAGOutput], int], object] | None = None
+                     on_window: Callable[[list[RAGOutput], int | None], object] | None = None
                      ) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
     """Each window of whole queries and every evaluator's result on it (one window when an evaluator must see the
-    whole run); ``on_window`` is handed each window and the windows' size as it is read."""
+    whole run); ``on_window`` is handed each window as it is read, and the windows' size (None: one window)."""
     whole = not all(windowed(e, source.fewest_answered) for e in evaluators)
     size = max(source.n_outputs, 1) if whole else WINDOW_OUTPUTS
     _say_one_window(evaluators, source, whole)
     for window in or_empty(source.windows(size), own_rows(evaluators)):
         if on_window is not None:
-            on_window(window, size)
+            on_window(window, None if whole else size)
         yield window, await evaluate_all(evaluators, window, judge, output_dir=output_dir, base_dir=base_dir,
                                          progress=progress)
         for evaluator in evaluators:
