@@ -74,3 +74,17 @@ def test_the_service_names_the_nearest_key_too(tmp_path: Path) -> None:
     assert reply.status_code == 422, reply.text
     problem = reply.json()
     assert problem["path"] == "config.evaluator" and "did you mean 'evaluators'?" in problem["detail"], problem
+
+
+@pytest.mark.parametrize(("section", "path", "nearest"), [
+    ({"judge": {"modle": "x"}, "evaluators": OURS}, "judge.modle", "model"),
+    ({"evaluators": [{"type": "trec", "metric": ["citation"]}]}, "evaluators[0].metric", "metrics"),
+])
+def test_a_nested_unknown_key_names_the_nearest_known_one_too(section: dict[str, Any], path: str, nearest: str,
+                                                              tmp_path: Path,
+                                                              caplog: pytest.LogCaptureFixture) -> None:
+    (tmp_path / "answers.csv").write_text(ANSWERS)
+    (tmp_path / "c.yaml").write_text(json.dumps({"input": "answers.csv", "output_dir": "out", **section}))
+    with caplog.at_level("INFO"):
+        assert main(["-q", "validate", "--config", str(tmp_path / "c.yaml")]) == 2
+    assert f"c.yaml: {path}: unknown key (did you mean '{nearest}'?); valid keys here: " in caplog.text
