@@ -447,3 +447,19 @@ def test_a_missing_column_at_the_service(service: Any) -> None:
     assert (problem["field"], problem["line"]) == ("contexts", 1)
     assert "(is 'context' the passages? name it contexts); the header has: question, answer, context" in \
         problem["detail"]
+
+
+def test_answers_all_numbers_in_the_contexts_layout_are_refused_too(tmp_path: Path,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    text = 'question,answer,contexts\nHow many?,42,"[""42 of them.""]"\nHow old?,7,"[""Seven years.""]"\n'
+    (tmp_path / "in.csv").write_text(text, encoding="utf-8")
+    (tmp_path / "c.json").write_text(json.dumps({**CONFIG, "input": "in.csv", "output_dir": "out", "judge": JUDGE}))
+    with caplog.at_level("INFO"):
+        assert main(["-q", "eval", "--config", str(tmp_path / "c.json")]) == 3
+    assert "in.csv:2: field 'answer': every value of this text column is a number (this one '42')" in caplog.text
+    with pytest.raises(InputError) as caught:
+        evaluate(pd.read_csv(tmp_path / "in.csv", dtype=str), config=CONFIG, judge=JUDGE)
+    assert (caught.value.file, caught.value.field) == ("DataFrame row 0", "answer")
+    mixed = text.replace("How old?,7,", "How old?,Seven years [1].,")
+    (tmp_path / "in.csv").write_text(mixed, encoding="utf-8")
+    assert main(["-q", "validate", "--config", str(tmp_path / "c.json")]) == 0
