@@ -318,7 +318,7 @@ class _Ended:
 
 
 Windows = AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]
-OnWindow = Callable[[list[RAGOutput], int], object]
+OnWindow = Callable[[list[RAGOutput], int | None], object]
 
 
 async def _run_loop(loaded: LoadedConfig, evaluators: list[Evaluator], source: OutputSource, judge: Judge | None,
