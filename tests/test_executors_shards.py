@@ -40,7 +40,7 @@ def test_merge_puts_scores_back_in_one_run_s_order() -> None:
 
     shards = [ShardResult(1, [part([("b", 1), ("b", 2)], "trec.x"), part([("b", 1), ("b", 2)], "golden.y")]),
               ShardResult(0, [part([("a", 1), ("a", 2)], "trec.x"), part([("a", 1), ("a", 2)], "golden.y")])]
-    merged = merge_results(["trec", "golden"], outputs, shards)
+    merged = merge_results(["query", "input"], outputs, shards)  # trec's order, golden's (their contracts)
     keys = [(s.query_id, s.run) for s in merged.scores]
     assert keys[:4] == by_query and keys[4:] == [o.key for o in outputs]
 

@@ -68,6 +68,10 @@ class Contract:
     outputs, so a run of it has rows even with no input, and those rows are scored once, after any shards.
     ``waits``: judge task -> the tasks whose replies its requests wait for; ``in_turn``: the tasks that ask one
     query's requests one after another (the console's time left counts the chain they make: ``core.eta``).
+    ``order``: it evaluates output by output, so a run may be split into shards of whole queries, and its results
+    come query by query (``query``) or in the outputs' order (``input``); None: it sees the whole run (after the
+    shards, in the driver). ``model_metrics``: its metrics a model scores in the run's own batches (a Ray run's
+    model stage).
     """
 
     reads: frozenset[Read]
@@ -80,6 +84,8 @@ class Contract:
     own_rows: bool = False
     waits: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     in_turn: tuple[str, ...] = ()
+    order: Literal["query", "input"] | None = None
+    model_metrics: tuple[str, ...] = ()
 
     def window_safe(self, fewest_answered: int) -> bool:
         return self.window_runs is not None and fewest_answered >= self.window_runs

@@ -122,7 +122,7 @@ class GenerationEvaluator:
                         answer_metrics=tuple(n for n in names if n != "context_relevance"), needs_judge=True,
                         judge_tasks=tuple(dict.fromkeys(t for n in names for t in JUDGE_TASKS.get(n, ()))),
                         window_runs=0, graders=Graders(useful=useful) if useful is not None else None,
-                        waits=TASK_WAITS)
+                        waits=TASK_WAITS, order="query")
 
     def _useful(self) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]]:
         """Context usefulness as this evaluator's context precision asks it (the controls ask it too)."""

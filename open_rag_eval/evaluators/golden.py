@@ -177,7 +177,7 @@ class GoldenEvaluator:
         lexical = tuple(name for name in LEXICAL_METRICS if self.options.wants(name))
         reads: set[Read] = {"passages", "labels", *(("answer", "scores") if lexical else ())}
         return Contract(reads=frozenset(reads), answer_metrics=lexical, window_runs=0 if self.run is None else None,
-                        own_rows=self.run is not None)
+                        own_rows=self.run is not None, order="input")
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

@@ -413,7 +413,7 @@ class MergedShards:
         from open_rag_eval.executors.models import evaluate_models
 
         self.loaded, plan = loaded, stages(loaded)
-        names = [spec.cls.name for spec in plan.shards]
+        names = plan.orders
         everyone = [spec.build() for spec in loaded.evaluators]
         whole = not all(windowed(e, self.source.fewest_answered) for e in everyone)
         size = max(self.source.n_outputs, 1) if whole else window_size()

@@ -108,7 +108,7 @@ class RayExecutor:
             finally:
                 self._release_workers(ray)  # the model stage may be waiting for their CPUs
                 model_results, bertscored = await models
-            result = merge_results([spec.cls.name for spec in plan.shards], outputs, results, model_results)
+            result = merge_results(plan.orders, outputs, results, model_results)
             snapshots = [r.accounting for r in results]
             health = [r.health for r in results]
             if plan.driver:

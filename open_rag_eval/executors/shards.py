@@ -15,21 +15,21 @@ from typing import Any
 
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.core.recording import HealthRecorder, recording
+from open_rag_eval.evaluators.base import Contract
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
 
-__all__ = ["SHARDED", "ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts",
+__all__ = ["ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts",
            "evaluate_shard", "merge_accounting", "merge_health", "merge_parts", "merge_results", "needs_judge",
            "query_shards", "sharded", "split_by_query", "stages"]
 
-# evaluators that work output by output, and the order of their results in one run: query by query (all runs of a
-# query together, queries in first-seen order) or in the order of the outputs. Others see the whole run at once
-# (consistency compares a query's runs and spreads the scores of the evaluators before it): they run after the
-# shards, in the driver, with their BERTScore scored beforehand in the model stage (its batches are fixed by the
-# outputs: ``consistency.bertscore_chunks``).
-SHARDED = {"trec": "query", "generation": "query", "golden": "input"}
-MODEL_METRICS = ("hhem",)  # trec's model metric: computed in the model stage, in the run's own batches
+# Which evaluators work output by output, and the order of their results in one run (query by query: all runs of
+# a query together, queries in first-seen order; or in the order of the outputs), each evaluator declares
+# (``Contract.order``). Others see the whole run at once (consistency compares a query's runs and spreads the scores
+# of the evaluators before it): they run after the shards, in the driver, with their BERTScore scored beforehand in
+# the model stage (its batches are fixed by the outputs: ``consistency.bertscore_chunks``). A shard evaluator's
+# model metrics (``Contract.model_metrics``: trec's HHEM) are computed in the model stage, in the run's own batches.
 
 
 @dataclass(frozen=True)
@@ -42,29 +42,36 @@ class Stages:
     models: dict[int, Any]
     driver: list[Any]
     bertscore: dict[int, Any] = field(default_factory=dict)  # run's evaluator index -> a consistency spec scoring it
+    orders: list[str] = field(default_factory=list)  # each shard evaluator's order of results (``Contract.order``)
 
 
 def stages(loaded: Any) -> Stages:
     specs = list(loaded.evaluators)
-    cut = next((i for i, spec in enumerate(specs) if not sharded(spec)), len(specs))
+    contracts = [spec.build().contract() for spec in specs]
+    cut = next((i for i, contract in enumerate(contracts) if not _sharded(contract)), len(specs))
     shards, models = [], {}
     for i, spec in enumerate(specs[:cut]):
-        metrics = list(getattr(spec.options, "metrics", None) or ())  # golden: None (its every metric)
-        held = [m for m in metrics if m in MODEL_METRICS] if spec.cls.name == "trec" else []
+        held = list(contracts[i].model_metrics)
         if held:
+            metrics = list(getattr(spec.options, "metrics", None) or ())
             models[i] = replace(spec, options=spec.options.model_copy(update={"metrics": held}))
             spec = replace(spec, options=spec.options.model_copy(update={"metrics": [m for m in metrics
                                                                                      if m not in held]}))
         shards.append(spec)
     bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and spec.cls.name == "consistency"
                  and "bertscore" in spec.options.metrics and spec.options.results_dir is None}
-    return Stages(shards, models, specs[cut:], bertscore)
+    return Stages(shards, models, specs[cut:], bertscore, [str(c.order) for c in contracts[:cut]])
 
 
 def sharded(spec: Any) -> bool:
     """Whether an evaluator runs shard by shard: not one with rows of its own (golden's TREC ``run`` file, scored
     once by the driver or the merge: it needs no judge, and its rows are the run file's queries, not a shard's)."""
-    return spec.cls.name in SHARDED and not getattr(spec.options, "run", None)
+    return _sharded(spec.build().contract())
+
+
+def _sharded(contract: Contract) -> bool:
+    """Output by output (``Contract.order``) and without rows of its own."""
+    return contract.order is not None and not contract.own_rows
 
 
 def split_by_query(outputs: Sequence[RAGOutput], n: int) -> list[list[int]]:
@@ -192,24 +199,24 @@ def _ranks(outputs: Sequence[RAGOutput], by_query: bool) -> dict[tuple[str, int 
     return ranks
 
 
-def merge_results(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
+def merge_results(orders: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
                   models: dict[int, EvalResult] | None = None) -> EvalResult:
     """One run's result from the shards' (and the model stage's, after the shards'): evaluator by evaluator, each
     evaluator's scores and details in the order a single run over ``outputs`` gives them (a stable sort, so an
     output's own order is kept)."""
     result = EvalResult()
-    for part in merge_parts(names, outputs, shards, models):
+    for part in merge_parts(orders, outputs, shards, models):
         result.extend(part)
     return result
 
 
-def merge_parts(names: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
+def merge_parts(orders: Sequence[str], outputs: Sequence[RAGOutput], shards: Sequence[ShardResult],
                 models: dict[int, EvalResult] | None = None) -> list[EvalResult]:
     """``merge_results`` evaluator by evaluator: one result each, as a run's window gives them."""
     ordered = sorted(shards, key=lambda shard: shard.index)
     merged: list[EvalResult] = []
-    for e, name in enumerate(names):
-        ranks = _ranks(outputs, SHARDED.get(name) == "query")
+    for e, order in enumerate(orders):
+        ranks = _ranks(outputs, order == "query")
         far = (len(outputs) + 1, 2)
 
         def rank(item: Score | Detail) -> tuple[int, int]:
