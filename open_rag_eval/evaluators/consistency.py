@@ -132,7 +132,8 @@ class ConsistencyEvaluator:
         reads |= {"results"} if options.results_dir is not None else set()
         return Contract(reads=frozenset(reads), answer_metrics=(*texts, *(["judge_repeats"] if retest else [])),
                         needs_judge=self.needs_judge, judge_tasks=tuple(retest),
-                        window_runs=options.min_runs if safe else None)
+                        window_runs=options.min_runs if safe else None,
+                        model_metrics=("bertscore",) if "bertscore" in texts and options.results_dir is None else ())
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

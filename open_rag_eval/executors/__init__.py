@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval.config.executor import ExecutorOptions
 
 __all__ = ["executor_for"]
 
 
-def executor_for(loaded: Any, kind: str | None = None, address: str | None = None) -> Any:
+def executor_for(loaded: LoadedConfig, kind: str | None = None, address: str | None = None) -> Any:
     """The executor a config (``executor:``) and the command line (``--executor``, ``--ray-address``) ask for;
     None for a local run. Raises ``MissingDependency`` (exit 2) before any work when ray is not installed."""
     options = loaded.config.executor or ExecutorOptions()

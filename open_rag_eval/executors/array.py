@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO, cast
 
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval._version import __version__
 from open_rag_eval.core.errors import ConfigError, InputError
 from open_rag_eval.core.recording import HealthRecorder, recording
@@ -62,7 +63,7 @@ def parse_shard(text: str) -> tuple[int, int]:
     return int(index), int(count)
 
 
-def shard_folder(loaded: Any, output_dir: Path | None, index: int, count: int) -> Path:
+def shard_folder(loaded: LoadedConfig, output_dir: Path | None, index: int, count: int) -> Path:
     from open_rag_eval.run.checks import output_folder
 
     return output_dir or output_folder(loaded, None) / "shards" / f"{index}-of-{count}"
@@ -185,8 +186,9 @@ def _streamed_input(path: Path, index: int, count: int) -> ShardInput | None:
                       _cut(groups(), ids, start), shape.sha256)
 
 
-def _whole_input(loaded: Any, index: int, count: int) -> ShardInput:
+def _whole_input(loaded: LoadedConfig, index: int, count: int) -> ShardInput:
     """Any other input, read at once: its shard in windows when its queries are contiguous, else one window."""
+    assert loaded.config.input is not None  # run_shard splits an input file
     path = loaded.resolve_path(loaded.config.input)
     stamp, digest = file_stamp(path), file_digest(path)
     outputs = load_outputs(loaded)
@@ -209,7 +211,7 @@ def _whole_input(loaded: Any, index: int, count: int) -> ShardInput:
     return shape
 
 
-async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None = None) -> Path:
+async def run_shard(loaded: LoadedConfig, index: int, count: int, output_dir: Path | None = None) -> Path:
     """Evaluate shard ``index`` of ``count`` window by window and write its folder (at once when it is complete)."""
     check_shardable(loaded)
     if loaded.config.input is None and loaded.config.connector is not None:
@@ -250,7 +252,7 @@ async def run_shard(loaded: Any, index: int, count: int, output_dir: Path | None
     return folder
 
 
-async def _evaluate(loaded: Any, shape: ShardInput, judge: Any, handle: TextIO
+async def _evaluate(loaded: LoadedConfig, shape: ShardInput, judge: Any, handle: TextIO
                     ) -> tuple[int, dict[str, dict[str, Any]]]:
     """The shard evaluators on each window in turn (what they kept of a window forgotten after it, as a local run
     does), each window's records appended as it finishes; the number of records and the judge-health record."""
@@ -265,7 +267,7 @@ async def _evaluate(loaded: Any, shape: ShardInput, judge: Any, handle: TextIO
     return n, {task: vars(counts) for task, counts in recorder.tasks.items()}
 
 
-def _config_text(loaded: Any) -> str:
+def _config_text(loaded: LoadedConfig) -> str:
     if loaded.path is None or not Path(loaded.path).is_file():
         raise ConfigError("--shard needs the config file (merge reads it from the shard folders)")
     return Path(loaded.path).read_text(encoding="utf-8-sig")
@@ -406,9 +408,10 @@ class MergedShards:
         self.source = source
         self.snapshots: list[dict[str, Any] | None] = [s["accounting"] for s in source.shards]
         self.recorder = merge_health([s["health"] for s in source.shards])
-        self.loaded: Any = None
+        self.loaded: LoadedConfig | None = None  # the run's config, once ``windows`` starts
 
-    async def windows(self, loaded: Any, progress: Any) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
+    async def windows(self, loaded: LoadedConfig, progress: Any
+                      ) -> AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]]:
         """Each window of the run: its outputs and every evaluator's result on them, in the run's order."""
         from open_rag_eval.executors.models import evaluate_models
 
@@ -442,6 +445,7 @@ class MergedShards:
     def ended(self) -> Evaluated:
         """The judge as the manifest sees it (the shards' counters and the merge's, summed) and the health record."""
         loaded = self.loaded
+        assert loaded is not None, "ended() comes after windows()"
         judge_view = None
         if needs_judge(loaded.evaluators):
             import types

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Any
 
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval.config.executor import ExecutorOptions
 from open_rag_eval.core.errors import ConfigError, MissingDependency, OpenRagEvalError, RunIncomplete
 from open_rag_eval.executors.relay import Relay, RelayClient, attach
@@ -97,7 +98,7 @@ class RayExecutor:
         self.cache_owner: Any = None
         self.relays: list[Any] = []
 
-    async def evaluate(self, loaded: Any, outputs: list[RAGOutput], progress: Progress) -> Evaluated:
+    async def evaluate(self, loaded: LoadedConfig, outputs: list[RAGOutput], progress: Progress) -> Evaluated:
         ray = connect(self.options.address, self.options.connect_timeout_s)
         plan = stages(loaded)
         try:
@@ -132,7 +133,7 @@ class RayExecutor:
 
     # -- the run's actors --------------------------------------------------------------------------------
 
-    def _start(self, ray: Any, loaded: Any, outputs: list[RAGOutput]) -> None:
+    def _start(self, ray: Any, loaded: LoadedConfig, outputs: list[RAGOutput]) -> None:
         options, config = self.options, loaded.judge
         run = uuid.uuid4().hex[:12]
         cpus_total = ray.cluster_resources().get("CPU", 1)
@@ -195,7 +196,7 @@ class RayExecutor:
 
     # -- the stages --------------------------------------------------------------------------------------
 
-    async def _shards(self, ray: Any, loaded: Any, outputs: list[RAGOutput], progress: Progress
+    async def _shards(self, ray: Any, loaded: LoadedConfig, outputs: list[RAGOutput], progress: Progress
                       ) -> list[ShardResult]:
         shards = deque((i, s) for i, s in enumerate(split_by_query(outputs, self.n_shards)) if s)
         results: list[ShardResult] = []
@@ -221,7 +222,7 @@ class RayExecutor:
             raise self._incomplete(loaded, lost, [[outputs[p] for p in positions] for _, positions in shards])
         return results
 
-    def _incomplete(self, loaded: Any, lost: list[tuple[int, list[RAGOutput], str]],
+    def _incomplete(self, loaded: LoadedConfig, lost: list[tuple[int, list[RAGOutput], str]],
                     never: list[list[RAGOutput]]) -> RunIncomplete:
         """Exit 6: which shards were lost (and not run), why, and the command that resumes."""
         lost.sort(key=lambda item: item[0])
@@ -253,15 +254,15 @@ class RayExecutor:
                      for i, spec in plan.bertscore.items()}
         return hhem, {i: scored for i, scored in bertscore.items() if scored is not None}
 
-    async def _driver(self, loaded: Any, outputs: list[RAGOutput], results: list[ShardResult], previous: EvalResult,
-                      progress: Progress, bertscored: dict[int, Any]) -> tuple[EvalResult, Any, dict[str, Any]]:
+    async def _driver(self, loaded: LoadedConfig, outputs: list[RAGOutput], results: list[ShardResult],
+                      previous: EvalResult, progress: Progress, bertscored: dict[int, Any]) -> tuple[EvalResult, Any, dict[str, Any]]:
         """The evaluators that see the whole run, here, with the run's shared budget and cache."""
         async with self._judge(loaded, needs_judge(stages(loaded).driver)) as judge:
             rest, recorded = await evaluate_rest(loaded, results, outputs, judge, previous, progress, bertscored)
         return rest, judge, recorded
 
     @contextlib.asynccontextmanager
-    async def _judge(self, loaded: Any, needed: bool) -> AsyncIterator[Any]:
+    async def _judge(self, loaded: LoadedConfig, needed: bool) -> AsyncIterator[Any]:
         if not needed:
             yield None
             return
@@ -279,7 +280,7 @@ class RayExecutor:
                 await limiter.aclose()
 
 
-def relayed(loaded: Any) -> bool:
+def relayed(loaded: LoadedConfig) -> bool:
     """Whether a run's judge calls can be relayed: a judge that calls an endpoint (a simulated judge charges
     nothing; a recording or replaying one has its own path)."""
     config = loaded.judge

@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval.executors.relay import RemoteCache
 from open_rag_eval.judge.cache import CachedCompletion, JudgeCache
 from open_rag_eval.judge.limits import AdaptiveConcurrency, Limiter, TokenBucket
@@ -233,7 +234,7 @@ class ShardWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    async def run(self, loaded: Any, outputs: Sequence[Any], index: int) -> Any:
+    async def run(self, loaded: LoadedConfig, outputs: Sequence[Any], index: int) -> Any:
         from open_rag_eval.executors.shards import evaluate_shard, needs_judge
         from open_rag_eval.run.pipeline import judge_session
 

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.core.recording import HealthRecorder, recording
 from open_rag_eval.evaluators.base import Contract
@@ -45,7 +46,7 @@ class Stages:
     orders: list[str] = field(default_factory=list)  # each shard evaluator's order of results (``Contract.order``)
 
 
-def stages(loaded: Any) -> Stages:
+def stages(loaded: LoadedConfig) -> Stages:
     specs = list(loaded.evaluators)
     contracts = [spec.build().contract() for spec in specs]
     cut = next((i for i, contract in enumerate(contracts) if not _sharded(contract)), len(specs))
@@ -58,8 +59,7 @@ def stages(loaded: Any) -> Stages:
             spec = replace(spec, options=spec.options.model_copy(update={"metrics": [m for m in metrics
                                                                                      if m not in held]}))
         shards.append(spec)
-    bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and spec.cls.name == "consistency"
-                 and "bertscore" in spec.options.metrics and spec.options.results_dir is None}
+    bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and "bertscore" in contracts[i].model_metrics}
     return Stages(shards, models, specs[cut:], bertscore, [str(c.order) for c in contracts[:cut]])
 
 
@@ -105,7 +105,7 @@ def needs_judge(specs: Sequence[Any]) -> bool:
     return any_needs(spec.build() for spec in specs)
 
 
-def check_shardable(loaded: Any) -> None:
+def check_shardable(loaded: LoadedConfig) -> None:
     """An evaluator that reads an earlier results folder cannot be split by query, and a taped judge records one
     process's calls. (A TREC run file's rows are scored once, after the shards: ``sharded``.)"""
     judge = loaded.judge
@@ -130,7 +130,7 @@ class ShardResult:
     nugget_lists: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
 
-async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
+async def evaluate_shard(loaded: LoadedConfig, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
                          output_dir: Path | None = None) -> ShardResult:
     """Run every evaluator of ``loaded`` on ``outputs`` (one shard) with ``judge``, as a local run does."""
     from open_rag_eval.run.pipeline import evaluate_all
@@ -145,8 +145,8 @@ async def evaluate_shard(loaded: Any, outputs: Sequence[RAGOutput], judge: Judge
                        {task: vars(counts) for task, counts in recorder.tasks.items()}, lists)
 
 
-async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput], judge: Judge | None,
-                        previous: EvalResult, progress: Any = None, bertscored: dict[int, Any] | None = None
+async def evaluate_rest(loaded: LoadedConfig, results: Sequence[ShardResult], outputs: list[RAGOutput],
+                        judge: Judge | None, previous: EvalResult, progress: Any = None, bertscored: dict[int, Any] | None = None
                         ) -> tuple[EvalResult, dict[str, dict[str, Any]]]:
     """The evaluators after the shard stage, once over every output, seeing the shards' evaluators as a single run
     does (their nugget lists restored), with the BERTScore the model stage scored (``bertscored``: evaluator index
@@ -158,7 +158,7 @@ async def evaluate_rest(loaded: Any, results: Sequence[ShardResult], outputs: li
     return result, recorded
 
 
-async def evaluate_rest_parts(loaded: Any, results: Sequence[ShardResult], outputs: list[RAGOutput],
+async def evaluate_rest_parts(loaded: LoadedConfig, results: Sequence[ShardResult], outputs: list[RAGOutput],
                               judge: Judge | None, previous: EvalResult, progress: Any = None,
                               bertscored: dict[int, Any] | None = None
                               ) -> tuple[list[EvalResult], dict[str, dict[str, Any]]]:
