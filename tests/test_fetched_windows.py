@@ -110,18 +110,18 @@ def test_a_resumed_fetch_evaluates_the_saved_and_the_new_outputs_in_the_order_of
     monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
     failing = _config(tmp_path, "resumed", "{}")
     monkeypatch.setattr(ScriptedConnector, "fail", {"q1", "q5"})
-    real_windows = pipeline._evaluate_windows
+    real_loop = pipeline._run_loop
 
     async def stop(*args: object, **kwargs: object) -> None:
         raise RuntimeError("stopped")  # the run stops once every output is fetched and saved
 
-    monkeypatch.setattr(pipeline, "_evaluate_windows", stop)
+    monkeypatch.setattr(pipeline, "_run_loop", stop)
     ScriptedConnector.asked.clear()
     with pytest.raises(RuntimeError, match="stopped"):
         pipeline.run(load_config(failing))
     partial = tmp_path / ".resumed-out.partial"
     assert sorted(p.name for p in partial.iterdir()) == [".open-rag-eval-connector.json", "outputs.jsonl"]
-    monkeypatch.setattr(pipeline, "_evaluate_windows", real_windows)
+    monkeypatch.setattr(pipeline, "_run_loop", real_loop)
     monkeypatch.setattr(ScriptedConnector, "fail", set())
     sizes = _count_windows(monkeypatch)
     ScriptedConnector.asked.clear()

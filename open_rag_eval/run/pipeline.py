@@ -486,16 +486,6 @@ def open_source(loaded: LoadedConfig, limit: int | None = None) -> OutputSource:
     return ListSource(load_outputs(loaded, limit))
 
 
-async def _evaluate_windows(evaluators: list[Any], source: OutputSource, judge: Judge | None, spill: Spill,
-                            generation: Generation, *, base_dir: Path, progress: Progress, health: Any,
-                            on_window: Callable[[list[RAGOutput], int | None], object] | None = None
-                            ) -> tuple[list[dict[str, Any]], int] | None:
-    """Every evaluator on each window of whole queries in turn; each window's outputs (to outputs.jsonl) and
-    results (to the spill) leave memory as it finishes. Returns the health report's citation figures."""
-    windows = _evaluated(evaluators, source, judge, output_dir=generation.path, base_dir=base_dir, progress=progress,
-                         on_window=on_window)
-    return await _spill_windows(windows, spill, generation, health)
-
 
 async def _evaluated(evaluators: list[Any], source: OutputSource, judge: Judge | None, *, output_dir: Path,
                      base_dir: Path, progress: Progress,
