@@ -200,3 +200,20 @@ def test_400_outputs_in_three_shards_merged_write_the_local_run_s_files_controls
     assert controls["items"] and not str(controls["state"]).startswith("not run"), controls["state"]
     assert result_bytes(tmp_path / "sharded") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "sharded") == paid_calls(tmp_path / "local") > 0
+
+
+def test_an_evaluator_reading_a_results_folder_of_its_own_cannot_be_sharded(tmp_path: Path) -> None:
+    """Its contract says it reads a results folder (``reads``: results): a shard of the outputs would not be it."""
+    from open_rag_eval.config import load_config
+    from open_rag_eval.core.errors import ConfigError
+    from open_rag_eval.executors.shards import check_shardable
+
+    path = write_config(tmp_path, "own")
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config["evaluators"] = [{"type": "consistency", "metrics": ["rouge"], "results_dir": "earlier"}]
+    path.write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"evaluators\[0\]: the consistency evaluator reads its own data"):
+        check_shardable(load_config(path))
+    config["evaluators"] = [{"type": "consistency", "metrics": ["rouge"]}]
+    path.write_text(json.dumps(config), encoding="utf-8")
+    check_shardable(load_config(path))

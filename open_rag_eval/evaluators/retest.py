@@ -76,11 +76,9 @@ def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
     except ImportError as error:
         raise ConfigError(f"judge_repeats needs the trec evaluator, which cannot be imported: {error}",
                           path="consistency.judge_repeats") from None
-    labeller = getattr(TrecEvaluator(TrecOptions.model_validate(trec_options)), "judge_labels", None)
-    if labeller is None:
-        raise ConfigError("judge_repeats needs TrecEvaluator.judge_labels, which this version lacks",
-                          path="consistency.judge_repeats")
-    return labeller  # type: ignore[no-any-return]
+    retest = TrecEvaluator(TrecOptions.model_validate(trec_options)).contract().retest
+    assert retest is not None  # the trec evaluator declares what test-retest re-asks through it
+    return retest.labeller
 
 
 def _declared(ctx: Context, kind: str) -> Labeller | None:

@@ -113,7 +113,7 @@ def check_shardable(loaded: LoadedConfig) -> None:
         raise ConfigError("judge.record / judge.replay tape one process's calls: use executor: local",
                           path="judge.replay" if judge.replay is not None else "judge.record")
     for i, spec in enumerate(loaded.evaluators):
-        if getattr(spec.options, "results_dir", None):
+        if "results" in spec.build().contract().reads:  # a results folder of its own (consistency.results_dir)
             raise ConfigError(f"the {spec.type} evaluator reads its own data (results_dir), which cannot be "
                               "split into shards: use executor: local for this config", path=f"evaluators[{i}]")
 
