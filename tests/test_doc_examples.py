@@ -270,6 +270,33 @@ def _shell(block: Block, env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -
                                  "<!-- not-run: REASON --> and test the command in its own test")
         code = _cli(args, env, monkeypatch)
         assert code in allowed, f"{block.where}: `{line}` exited {code} (its output is in the captured log above)"
+        if code == 0 and args[:1] == ["eval"]:
+            _results_not_empty(block, line, args)
+
+
+def _results_not_empty(block: Block, line: str, args: list[str]) -> None:
+    """An ``eval`` that exited 0 wrote results with at least one row and one value (an empty table read as done
+    once: a run file's rows lost, exit 0)."""
+    import argparse
+
+    from open_rag_eval.config import load_config
+    from open_rag_eval.run.checks import output_folder
+
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--config", "-c")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir")
+    parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--shard")
+    known, _ = parser.parse_known_args(args[1:])
+    if known.dry_run or known.config is None or known.shard:
+        return  # a shard folder holds records, not results: its merge is checked
+    folder = Path(known.output_dir) if known.output_dir else output_folder(load_config(known.config))
+    with (folder / "results.csv").open(newline="", encoding="utf-8") as handle:
+        table = list(csv.DictReader(handle))
+    assert table, f"{block.where}: `{line}` exited 0 but {folder}/results.csv has no row"
+    with (folder / "summary.csv").open(newline="", encoding="utf-8") as handle:
+        assert any(row.get("n") not in (None, "", "0") for row in csv.DictReader(handle)), \
+            f"{block.where}: `{line}` exited 0 but no metric of {folder}/summary.csv has a value"
 
 
 def _yaml(block: Block, root: Path) -> None:

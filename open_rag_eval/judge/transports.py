@@ -201,8 +201,9 @@ class SdkTransport:
         from openai._models import FinalRequestOptions
 
         client = self._client(endpoint)
-        # always our deadline: without one the SDK gives its own default (600 s), which the pool would then take
-        # as this request's total deadline (a judge dripping its reply held every attempt for minutes)
+        # always our deadline: without one the SDK may give its own default (600 s; it reads our client's 5 s,
+        # httpx's default, as none given), which the pool then took as the total deadline (timeout_s: 5 let a
+        # judge dripping its reply hold every attempt for minutes)
         timeout = self.timeout_s if deadline_s is None else deadline_s
         options = FinalRequestOptions.construct(method="post", url="/chat/completions", content=body, timeout=timeout)
         options = await client._prepare_options(options)

@@ -11,11 +11,14 @@ import json
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.acceptance.cli import ROOT, run
 from tests.openai_server import Reply, ScriptedServer
 from tests.rag_server import RagBehaviour, RagServer
+
+pytestmark = pytest.mark.slow
 
 HANG_S = 150  # far above the ~45 s these runs take: only a deadline that does not hold reaches it
 JUDGE = {"timeout_s": 5, "max_retries": 2, "max_concurrency": 4, "outage_after_failures": 4}
