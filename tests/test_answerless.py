@@ -129,3 +129,26 @@ def test_the_contracts_name_what_reads_the_answer() -> None:
         check_answers([retrieval, TrecEvaluator()], outputs)
     failed = RAGOutput(query_id="a", query="x", error="timeout")  # a failed output has no answer by design
     check_answers([TrecEvaluator()], [failed])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["jsonl", "csv"])
+def test_the_service_takes_them_for_umbrela_alone_and_refuses_them_at_submit_for_a_metric_reading_answers(
+        tmp_path: Path, kind: str) -> None:
+    pytest.importorskip("fastapi", reason="the [server] extra is not installed")
+    from tests.service_server import Service
+
+    data = "".join(json.dumps(row) + "\n" for row in ROWS) if kind == "jsonl" else CSV
+    umbrela = {"evaluators": [{"type": "trec", "metrics": ["umbrela"]}]}  # a client config takes trec only
+    trec = {"evaluators": [{"type": "trec", "metrics": ["umbrela", "citation"]}]}
+    with Service(tmp_path, {"runner": {"jobs": 0}}) as service:  # jobs stay queued: only the door is tested
+        client = service.client()
+        accepted = client.post("/v1/jobs", json={"config": umbrela, "inputs": {"format": kind, "data": data},
+                                                 "judge_profile": "sim"})
+        refused = client.post("/v1/jobs", json={"config": trec, "inputs": {"format": kind, "data": data},
+                                                "judge_profile": "sim"})
+    assert accepted.status_code in (201, 202), accepted.text
+    assert refused.status_code == 422, refused.text
+    problem = refused.json()
+    assert problem["field"] == "answer" and problem["line"] == (1 if kind == "jsonl" else 2), problem
+    assert "the trec evaluator's metric 'citation' reads the answer" in problem["detail"], problem

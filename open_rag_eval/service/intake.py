@@ -226,13 +226,15 @@ def _own_rows(loaded: Any) -> bool:
 
 
 def _count(loaded: Any, limit: int | None) -> int:
+    from open_rag_eval.evaluators.base import check_answers
     from open_rag_eval.run import pipeline
 
     connector = loaded.config.connector
     if connector is None:  # every output built and checked, a window at a time (memory: a window, not the input)
         source = pipeline.open_source(loaded, limit)
-        for _ in source.windows():
-            pass
+        evaluators = [spec.build() for spec in loaded.evaluators]
+        for window in source.windows():
+            check_answers(evaluators, window)  # no answer where a configured metric reads one: 422 at the door
         return source.n_outputs
     from open_rag_eval.inputs import read_queries
 
