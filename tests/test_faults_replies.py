@@ -192,16 +192,17 @@ def test_compare_refuses_a_gate_on_a_metric_that_does_not_exist(
 
 # -- timeouts lower the concurrency (a slow loopback server) ---------------------------------------------------
 
-def _slow_then_fast(slow: int, delay_s: float) -> tuple[ScriptedServer, list[int]]:
-    """The first ``slow`` requests take ``delay_s`` (longer than the client waits); later ones answer at once.
-    Records how many requests the server was working on as each one arrived (abandoned ones included)."""
+def _slow_then_fast(slow: int, delay_s: float, fast_first: int = 0) -> tuple[ScriptedServer, list[int]]:
+    """After ``fast_first`` prompt replies, the next ``slow`` requests take ``delay_s`` (longer than the client waits);
+    later ones answer at once. Records how many requests the server was working on as each one arrived (abandoned
+    ones included)."""
     seen: list[int] = []
     holder: dict[str, ScriptedServer] = {}
 
     def respond(body: dict[str, Any]) -> Reply:
         server = holder["server"]
         seen.append(server.in_flight)
-        return Reply.ok("2", delay_s=delay_s if len(seen) <= slow else 0.0)
+        return Reply.ok("2", delay_s=delay_s if fast_first < len(seen) <= fast_first + slow else 0.0)
 
     server = ScriptedServer(responder=respond)
     holder["server"] = server
@@ -217,7 +218,9 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
     slow_replies = 40
 
     def run(adaptive: bool) -> tuple[list[Any], int, list[int], int]:
-        server, seen = _slow_then_fast(slow=slow_replies, delay_s=1.5)
+        # the endpoint answers once, then slows down: a timeout of an endpoint that never answered says nothing of
+        # our load (it is down or drips) and keeps the concurrency (tests/acceptance/test_deadlines.py)
+        server, seen = _slow_then_fast(slow=slow_replies, delay_s=1.5, fast_first=1)
         with server:
             # retries enough that no request runs out of them for other reasons than its timeouts
             cfg = config(server.base_url, max_concurrency=8, timeout_s=0.25, max_retries=slow_replies + 8,
@@ -225,6 +228,7 @@ def test_timeouts_lower_the_concurrency_so_the_server_is_not_buried_in_abandoned
             holder: dict[str, int] = {}
 
             async def body(judge: OpenAIJudge) -> list[Any]:
+                assert (await outcome(judge, ask("first"))).text == "2"
                 results = await burst(judge)
                 holder["limit"] = judge.limiter.concurrency.limit
                 return results
@@ -335,4 +339,6 @@ def test_a_generation_metric_whose_every_judgment_fails_is_an_incomplete_run_exi
     failed = {item["metric"] for item in manifest["incomplete"]}
     assert manifest["complete"] is False and failed and all(m.startswith(f"{metric}.") for m in failed), failed
     errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
-    assert len(errors) == 1 and errors[0].startswith(f"error: incomplete run: {metric}.")
+    # no metric has any value here: the line says so first, then names the judged metric that failed everywhere
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: incomplete run: no metric has a value for any output: {metric}."), errors

@@ -36,10 +36,13 @@ def rows(out: Path) -> list[dict[str, str]]:
 
 
 @pytest.mark.slow
-def test_missing_weights_the_run_completes_and_says_where_to_put_them(tmp_path: Path) -> None:
+def test_missing_weights_the_run_writes_its_rows_says_where_to_put_them_and_is_incomplete(tmp_path: Path) -> None:
     done, out = run_eval(tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.count("HHEM weights unavailable") == 1
+    # HHEM is this run's only metric: with no value anywhere the run is incomplete (exit 6, files written), and its
+    # one error line gives the weights' reason as the commonest
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.count("HHEM weights unavailable") == 2
+    assert "error: incomplete run: no metric has a value for any output: commonest reason: HHEM weights" in done.stderr
     assert "hallucination.model_path" in done.stderr and "HF_HOME" in done.stderr
     table = rows(out)
     assert table and all(row["hhem.score"] == "" and row["hhem.hallucinated"] == "" for row in table)

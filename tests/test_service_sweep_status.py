@@ -55,7 +55,8 @@ def test_a_sweep_run_whose_judged_metric_failed_everywhere_is_incomplete(tmp_pat
             job = wait_status(client, job_id, ("completed", "incomplete", "failed"), 300)
             assert (job["status"], job["kind"], job["verdict"]) == ("incomplete", "sweep", "first"), job
             assert job["error"]["code"] == "incomplete"
-            assert job["error"]["detail"].startswith("criteria.polite failed for every output; commonest reason: ")
+            assert job["error"]["detail"].startswith(  # its only metric has no value: said first, then named
+                "no metric has a value for any output: criteria.polite failed for every output; commonest reason: ")
             assert "empty reply from the judge (content null" in job["error"]["detail"]
             statuses = [e["data"] for e in sse_events(client, f"/v1/jobs/{job_id}/events") if e["event"] == "status"]
             assert statuses[-1]["status"] == "incomplete" and all(s["status"] != "completed" for s in statuses)

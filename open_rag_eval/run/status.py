@@ -59,13 +59,19 @@ class RunStatus:
                    str(no_value) if no_value is not None else None)
 
     def summary(self) -> str:
-        """Which judged metrics failed for every output (headline metrics first) and the commonest reason."""
-        from open_rag_eval.core.catalogue import headline_columns  # noqa: PLC0415
-
+        """Which judged metrics failed for every output (headline metrics first) and the commonest reason; first,
+        when no metric has a value at all, that it has none."""
         if self.complete:
             return "complete"
-        if self.no_value is not None:
+        if not self.incomplete:
             return f"no metric has a value for any output: {self.no_value}"
+        failed = self._failed()
+        return failed if self.no_value is None else f"no metric has a value for any output: {failed}"
+
+    def _failed(self) -> str:
+        """The judged metrics that failed for every output (headline metrics first) and their commonest reason."""
+        from open_rag_eval.core.catalogue import headline_columns  # noqa: PLC0415
+
         order = [c.pattern for c in headline_columns()]
         headline = [m for m in order if m in self.metrics]
         named = headline or [self.metrics[0]]
