@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from judge_bench import KEY_ENV, make_rows, write_config, write_csv
-from perf_bench import cli
+from perf_bench import cli, run_child
 
 from open_rag_eval.judge.sim_http import Request, Response
 from open_rag_eval.judge.simulated import RequestRecord, SimulatedJudgeServer, SimulatedServerConfig
@@ -73,19 +72,12 @@ class Timed:
 def timed(argv: list[str], server: SimulatedJudgeServer, env: dict[str, str]) -> Timed:
     """One child process against ``server``: its wall, CPU and, from the server's log, its requests."""
     mark = len(server.stats.log)
-    started = time.perf_counter()
-    child = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    assert child.stderr is not None
-    errors = child.stderr.read()
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        print(f"  exit {code}: {errors.decode(errors='replace')[-600:]}")
+    started = time.perf_counter()  # run_child starts its clock a few microseconds later
+    wall, cpu, _, code = run_child(argv, env)
     records = server.stats.log[mark:]
     first = min((r.start for r in records), default=float("nan")) - started
     latency = statistics.fmean(r.end - r.start for r in records) if records else 0.0
-    return Timed(wall, usage.ru_utime + usage.ru_stime, first, len(records), latency, code)
+    return Timed(wall, cpu, first, len(records), latency, code)
 
 
 def ours(tree: Path | None, work: Path, name: str, server: SimulatedJudgeServer, concurrency: int) -> Timed:

@@ -247,6 +247,19 @@ T = TypeVar("T")
 FAST = {"backoff_base_s": 0.001, "backoff_cap_s": 0.002, "retry_after_cap_s": 0.05}
 
 
+def constant_small_model(body: dict[str, Any]) -> Reply:
+    """A real small model's one answer per task, given to every request (what a constant 0.5B judge did): every
+    passage 2, every citation No Support, every answer "no"; any other task is refused (HTTP 400)."""
+    user = body["messages"][-1]["content"]
+    if "Statement:" in user:
+        return Reply.ok("No Support")
+    if "score on an integer scale of 0 to 3" in user:
+        return Reply.ok("##final score: 2")
+    if "attempt to answer the query" in user:
+        return Reply.ok("no")
+    return Reply.error(400, "not a task of this test")
+
+
 def config(base_url: str, **overrides: Any) -> JudgeConfig:
     return JudgeConfig(**{"model": "test-model", "base_url": base_url, "cache": False, **FAST, **overrides})
 

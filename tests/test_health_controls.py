@@ -27,7 +27,7 @@ from open_rag_eval.metrics.umbrela import UmbrelaGrader
 from open_rag_eval.evaluators.generation import GenerationEvaluator, GenerationOptions
 from open_rag_eval.run.controls import graders_of
 from tests.fakes import ScriptedJudge, task_is
-from tests.openai_server import Reply, ScriptedServer
+from tests.openai_server import Reply, ScriptedServer, constant_small_model
 from tests.recorded_judge import RecordedJudge, recorded_replies
 
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
@@ -225,22 +225,10 @@ def test_replayed_constant_judge_is_unhealthy_naming_tasks_and_labels(tmp_path: 
     assert "degenerate" in html and "&#x27;NS&#x27;" in html or "'NS'" in html
 
 
-def _constant(body: dict[str, Any]) -> Reply:
-    """The recorded model's one answer per task, for every request of the task (what it did to every one recorded)."""
-    user = body["messages"][-1]["content"]
-    if "Statement:" in user:
-        return Reply.ok("No Support")
-    if "score on an integer scale of 0 to 3" in user:
-        return Reply.ok("##final score: 2")
-    if "attempt to answer the query" in user:
-        return Reply.ok("no")
-    return Reply.error(400, "not a task of this test")
-
-
 def test_constant_judge_fails_its_controls_and_strict_judge_exits_6(tmp_path: Path) -> None:
     replies = set(recorded_replies(runs=("calib",)))
     assert replies == {"##final score: 2", "No Support"}  # the corpus: one answer per task
-    with ScriptedServer(responder=_constant) as server:
+    with ScriptedServer(responder=constant_small_model) as server:
         code, out = _eval(tmp_path, server.base_url, "constant", "umbrela, citation, no_answer", "--strict-judge")
     assert code == 6
     health = json.loads((out / "manifest.json").read_text(encoding="utf-8"))["health"]

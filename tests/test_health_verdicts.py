@@ -13,21 +13,9 @@ import pytest
 
 from open_rag_eval.cli import main
 from open_rag_eval.health.rests import on_unhealthy, tasks_of, unhealthy_metrics, unhealthy_tasks
-from tests.openai_server import Reply, ScriptedServer
+from tests.openai_server import Reply, ScriptedServer, constant_small_model
 
 DEMO = Path(__file__).resolve().parent.parent / "configs" / "data" / "demo.csv"
-
-
-def _constant(body: dict[str, Any]) -> Reply:
-    """The small real model's one answer per task: every passage 2, every citation No Support, every answer no."""
-    user = body["messages"][-1]["content"]
-    if "Statement:" in user:
-        return Reply.ok("No Support")
-    if "score on an integer scale of 0 to 3" in user:
-        return Reply.ok("##final score: 2")
-    if "attempt to answer the query" in user:
-        return Reply.ok("no")
-    return Reply.error(400, "not a task of this test")
 
 
 def _eval(tmp_path: Path, base_url: str, model: str, *flags: str) -> tuple[int, Path]:
@@ -68,7 +56,7 @@ def test_unhealthy_tasks_of_a_manifest_old_and_new() -> None:
 
 
 def test_a_constant_judge_is_never_met_nor_green(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with ScriptedServer(responder=_constant) as server:
+    with ScriptedServer(responder=constant_small_model) as server:
         code, out = _eval(tmp_path, server.base_url, "constant", "--strict-judge")
     assert code == 6
     printed = capsys.readouterr().out
@@ -99,7 +87,7 @@ def test_plot_says_judge_unhealthy_on_the_box(tmp_path: Path) -> None:
     from open_rag_eval.report import plots
     from open_rag_eval.report.loader import load_results
 
-    with ScriptedServer(responder=_constant) as server:
+    with ScriptedServer(responder=constant_small_model) as server:
         _, out = _eval(tmp_path, server.base_url, "constant")
     results = load_results(out)
     fig, ax = plt.subplots()
@@ -246,7 +234,7 @@ def test_the_diagnosis_doubts_a_criterion_hint_whose_own_task_is_unhealthy() -> 
 def test_the_comparison_report_never_colours_a_sick_run_green(tmp_path: Path) -> None:
     import shutil
 
-    with ScriptedServer(responder=_constant) as server:
+    with ScriptedServer(responder=constant_small_model) as server:
         _, out = _eval(tmp_path, server.base_url, "constant")
     shutil.copytree(out, tmp_path / "again")
     page_path = tmp_path / "cmp.html"
