@@ -139,7 +139,7 @@ def test_unauthorized_reply_echoing_the_key_leaks_nothing() -> None:
 
 
 def test_options_are_validated_at_the_door(monkeypatch: pytest.MonkeyPatch) -> None:
-    with pytest.raises(ConfigError, match=r"connector.options.corpus: unknown key; valid keys here: .*corpus_key"):
+    with pytest.raises(ConfigError, match=r"connector.options.corpus: unknown key \(did you mean 'corpus_key'\?\); valid keys here: .*corpus_key"):
         build_connector(ConnectorConfig(type="vectara", queries="q.csv", options={"corpus_key": "c", "corpus": "c"}))
     monkeypatch.delenv("TEST_VECTARA_KEY")
     with pytest.raises(ConfigError, match=r"connector.options.api_key_env: environment variable TEST_VECTARA_KEY"):

@@ -70,7 +70,7 @@ def test_a_call_past_its_deadline_is_a_failed_output() -> None:
 
 @needs_langchain
 def test_langchain_options_are_validated_at_the_door() -> None:
-    with pytest.raises(ConfigError, match=r"connector.options.answer_keys: unknown key; valid keys here: .*answer_key"):
+    with pytest.raises(ConfigError, match=r"connector.options.answer_keys: unknown key \(did you mean 'answer_key'\?\); valid keys here: .*answer_key"):
         build_connector(ConnectorConfig(type="langchain", queries="q.csv",
                                         options={"chain": "tests.rag_frameworks:langchain_chain", "answer_keys": "a"}))
     with pytest.raises(ConfigError, match=r"connector.options.chain: .*has none of ainvoke, invoke \(got int\)"):
@@ -121,7 +121,7 @@ def test_llamaindex_custom_engine_node_ids_citations_and_failures() -> None:
 
 @needs_llamaindex
 def test_llamaindex_options_are_validated_at_the_door() -> None:
-    with pytest.raises(ConfigError, match=r"connector.options.engine: unknown key; valid keys here: .*query_engine"):
+    with pytest.raises(ConfigError, match=r"connector.options.engine: unknown key \(did you mean 'query_engine'\?\); valid keys here: .*query_engine"):
         build_connector(ConnectorConfig(type="llamaindex", queries="q.csv", options={"query_engine": "x:y", "engine": "x:y"}))
     with pytest.raises(ConfigError, match=r"connector.options.query_engine: expected 'module:attr'"):
         build_connector(ConnectorConfig(type="llamaindex", queries="q.csv", options={"query_engine": "nope"}))
