@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ too, when run as written
+
 from judge_bench import KEY_ENV, make_rows, write_config, write_csv
 from perf_bench import cli, run_child
 
