@@ -7,7 +7,7 @@
    wheel from PyPI with what its TREC evaluator imports). Nothing of it is needed by the tests.
 2. The benchmark data of bench/judge_bench.py (seeded; one CSV, read by both tools: the same columns).
 3. Two simulated judges in this process at the same latency, one for each tool (vectara's asks for a JSON-schema
-   reply on every call: its judge answers with that JSON, as tests/recording_judge.py does).
+   reply on every call: its judge, tests/recording_judge.py's, answers with that JSON).
 4. Each pair runs ``open-rag-eval eval`` (``--concurrency``, a fresh cache, the trec evaluator with k 1, 3, 5) and
    vectara's TREC evaluator (bench/vectara_eval_driver.py: its ``run_eval`` for a TREC evaluator on a CSV, 5
    worker threads, HHEM stubbed) as child processes, the order alternating from pair to pair; ``--also DIR`` adds
@@ -22,7 +22,6 @@ The machine is shared: compare CPU seconds where the load differed, and read wal
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -37,28 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ too, w
 from judge_bench import KEY_ENV, make_rows, write_config, write_csv
 from perf_bench import cli, run_child
 
-from open_rag_eval.judge.sim_http import Request, Response
-from open_rag_eval.judge.simulated import RequestRecord, SimulatedJudgeServer, SimulatedServerConfig
-from tests.recording_judge import as_schema_reply
+from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+from tests.recording_judge import RecordingJudge
 from vectara_reference import make_venv
 
 BENCH = Path(__file__).resolve().parent
-
-
-class SchemaJudge(SimulatedJudgeServer):
-    """The simulated judge answering a JSON-schema request with that JSON (as tests/recording_judge.py)."""
-
-    async def _complete(self, request: Request, record: RequestRecord) -> Response | None:
-        body = json.loads(request.body)
-        response = await super()._complete(request, record)
-        wanted = body.get("response_format") or {}
-        if response is None or response.status != 200 or wanted.get("type") != "json_schema":
-            return response
-        reply = json.loads(response.body)
-        for choice in reply["choices"]:
-            choice["message"]["content"] = as_schema_reply(choice["message"]["content"],
-                                                           wanted["json_schema"]["schema"])
-        return Response(200, json.dumps(reply).encode(), response.headers)
 
 
 @dataclass
@@ -109,7 +91,7 @@ def line(label: str, run: Timed, concurrency: int) -> str:
 def pairs(args: argparse.Namespace, python: Path, work: Path) -> dict[str, list[Any]]:
     config = SimulatedServerConfig(latency_ms=args.latency_ms, jitter_ms=args.jitter_ms, seed=args.seed)
     found: dict[str, list[Any]] = {"ratio": [], "first": [], "over_floor": [], "cpu": [], "load": []}
-    with SimulatedJudgeServer(config) as judge, SchemaJudge(config) as peer:
+    with SimulatedJudgeServer(config) as judge, RecordingJudge(config) as peer:
         for pair in range(args.pairs):
             load = os.getloadavg()[0]
             steps = ["ours", "vectara"] if pair % 2 == 0 else ["vectara", "ours"]

@@ -29,8 +29,8 @@ def as_schema_reply(text: str, schema: dict[str, Any]) -> str:
 
 
 class RecordingJudge(SimulatedJudgeServer):
-    def __init__(self) -> None:
-        super().__init__(SimulatedServerConfig())
+    def __init__(self, config: SimulatedServerConfig | None = None) -> None:
+        super().__init__(config or SimulatedServerConfig())
         self.bodies: list[dict[str, Any]] = []
 
     async def _complete(self, request: Request, record: RequestRecord) -> Response | None:
