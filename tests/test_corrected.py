@@ -152,8 +152,8 @@ def _eval(tmp_path: Path, name: str, seed: int, *extra: str, labels_key: bool = 
 
 
 def test_eval_with_the_demo_labels_corrects_summary_report_and_compare(tmp_path: Path) -> None:
-    done = _eval(tmp_path, "a", 1, labels_key=True)  # the config's labels: key
-    assert done.returncode == 0, done.stderr
+    first = _eval(tmp_path, "a", 1, labels_key=True)  # the config's labels: key
+    assert first.returncode == 0, first.stderr
     done = _eval(tmp_path, "b", 2, "--labels", str(DEMO_LABELS / "umbrela_qrels.txt"),
                  "--labels", str(DEMO_LABELS / "citation_support.tsv"))
     assert done.returncode == 0, done.stderr
@@ -163,6 +163,10 @@ def test_eval_with_the_demo_labels_corrects_summary_report_and_compare(tmp_path:
     assert float(mean["corrected_mean"]) == pytest.approx(1.5)
     assert (mean["n_labelled"], mean["n_unlabelled"], mean["lambda"]) == ("6", "0", "0.0")
     assert rows["citation.f1"]["n_labelled"] == "5" and rows["umbrela.n_failed"]["corrected_mean"] == ""
+    # the console's headline: the corrected value with its interval beside the judged one
+    line = next(row for row in first.stdout.splitlines() if row.strip().startswith("umbrela.mean"))
+    assert f"{float(mean['mean']):.3f}  [{float(mean['ci95_low']):.3f}" in line
+    assert "corrected 1.500 [1.243, 1.757] (6 labelled)" in line
     report = (tmp_path / "a" / "report.html").read_text()
     assert "corrected 1.50 · 95% CI 1.24 – 1.76" in report and "corrected with human labels on 6 queries" in report
     saved = json.loads((tmp_path / "a" / "corrected.json").read_text())
@@ -175,6 +179,20 @@ def test_eval_with_the_demo_labels_corrects_summary_report_and_compare(tmp_path:
     # the same people's grades on both runs' passages: whatever the two judges said, no corrected difference
     assert float(diffs["umbrela.mean"]["corrected_diff"]) == 0.0 and diffs["umbrela.mean"]["n_labelled"] == "6"
     assert "corrected B - A" in compared.stdout
+    page = subprocess.run([sys.executable, "-m", "open_rag_eval", "report", str(tmp_path / "a"), str(tmp_path / "b"),
+                           "-o", str(tmp_path / "compare.html")], capture_output=True, text=True, timeout=300)
+    assert page.returncode == 0, page.stderr
+    html = (tmp_path / "compare.html").read_text()
+    # the page shows what compare_corrected.csv holds: each run's corrected mean, the corrected difference with its
+    # interval and the labels it rests on, in the headline table and in a table of every corrected metric
+    assert html.count("corrected 1.50 [1.24, 1.76]") == 2
+    assert "corrected Δ +0.000 [+0.000, +0.000] <span class=\"muted\">· corrected with people's labels on 6 queries" in html
+    section = html[html.index('id="corrected-compare"'):]
+    row = section[section.index('data-metric="citation.f1"'):].split("</tr>")[0]
+    f1 = diffs["citation.f1"]
+    cells = (f'{float(f1["corrected_diff"]):+.3f} [{float(f1["ci95_low"]):+.3f}, {float(f1["ci95_high"]):+.3f}]',
+             f'{float(f1["judge_diff"]):+.3f}', f'>{f1["n_labelled"]}<')
+    assert all(cell in row for cell in cells), (row, cells)
 
 
 def test_without_labels_nothing_changes_and_bad_labels_stop_before_any_call(tmp_path: Path) -> None:

@@ -576,7 +576,8 @@ def _coverage(figures: _RunFigures) -> None:
 
 
 def _headline(report: RunReport) -> None:
-    """The numbers to look at first (the report's headline panel): value, CI, direction, target."""
+    """The numbers to look at first (the report's headline panel): value, CI, the corrected value when the run has
+    people's labels, direction, target."""
     from open_rag_eval.report.headline import headline_metrics, report_options, status, target_for
     from open_rag_eval.health.rests import UNHEALTHY, unhealthy_metrics
     from open_rag_eval.core.missing import kind
@@ -588,7 +589,8 @@ def _headline(report: RunReport) -> None:
     if not metrics:
         return
     shaky = unhealthy_metrics(metrics, report.manifest.get("health"))
-    width = max(len(m) for m in metrics)
+    fixed = _corrected_cells(report.output_dir, metrics)
+    width, fixed_width = max(len(m) for m in metrics), max((len(c) for c in fixed.values()), default=0)
     _out("headline (the numbers to look at first; report.html shows them with their distributions):")
     for metric in metrics:
         a = stats[metric]
@@ -602,12 +604,33 @@ def _headline(report: RunReport) -> None:
             _out(f"  {metric:<{width}}  {'–':>7}  no value: {which} ({count} outputs; report.html says why)")
             continue
         ci = "" if a.ci95_low is None else f"[{a.ci95_low:.3f}, {a.ci95_high:.3f}]"
+        corrected = f"  {fixed.get(metric, ''):<{fixed_width}}" if fixed else ""
         goal = ""
         if target is not None or metric in shaky:
             verdict = (f"{UNHEALTHY} ({', '.join(shaky[metric])})" if metric in shaky  # never "met" on a sick judge
                        else {"good": "met", "near": "near", "below": "below"}[status(metric, a.mean, target)])
             goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}" if target is not None else verdict
-        _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}  {arrow}  {goal}".rstrip())
+        _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}{corrected}  {arrow}  {goal}".rstrip())
+    if fixed:
+        _out("  corrected: the PPI++ mean with people's labels on n queries (docs/calibration.md); the target is "
+             "judged on the judge's value")
+
+
+def _corrected_cells(output_dir: Path, metrics: Sequence[str]) -> dict[str, str]:
+    """metric -> "corrected x [lo, hi] (n labelled)" for the headline metrics a run with people's labels corrected
+    (corrected.json); an unreadable file is said, never fatal (the results are written)."""
+    from open_rag_eval.core.errors import InputError
+    from open_rag_eval.report.data import read_json
+    from open_rag_eval.run.corrected import CORRECTED_FILE
+
+    try:
+        rows = read_json(output_dir / CORRECTED_FILE).get("metrics") or []
+    except InputError as error:
+        log.warning("the headline shows no corrected values: %s", error)
+        return {}
+    return {r["metric"]: f"corrected {r['corrected_mean']:.3f} [{r['corrected_ci95_low']:.3f}, "
+                         f"{r['corrected_ci95_high']:.3f}] ({r['n_labelled']} labelled)"
+            for r in rows if isinstance(r, dict) and r.get("metric") in metrics and r.get("corrected_mean") is not None}
 
 
 def _accounting_line(snapshot: dict[str, Any] | None, info: RunInfo) -> None:

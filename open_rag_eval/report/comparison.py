@@ -2,7 +2,9 @@
 
 The first folder is the baseline. For each later one: its headline metrics beside the baseline's, and the
 paired difference over the queries both have (``report.compare``: bootstrap CI, permutation p, Holm within the
-headline metrics). Then every metric by family (folded) and a per-query table of the headline metrics.
+headline metrics); when runs were evaluated with people's labels, their corrected means and, when the baseline was
+too, the corrected differences (``run.corrected``: what ``compare`` writes to compare_corrected.csv). Then every
+metric by family (folded) and a per-query table of the headline metrics.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from open_rag_eval.report.loader import scan_results
 from open_rag_eval.report.paged import _Index, _load, _SetAside
 from open_rag_eval.core.catalogue import display_name, family, family_title, is_tally, lower_is_better, short_name
 from open_rag_eval.report.summary import no_value, value_text
+from open_rag_eval.run.corrected import CorrectedDifference, corrected_differences, read_corrected
 
 __all__ = ["render_comparison", "write_comparison"]
 
@@ -64,8 +67,70 @@ def _diff(row: dict[str, Any] | None, metric: str, reason: str | None) -> str:
             f'p {row["p_value"]:.3g} · n {row["n"]}</span> <b title="{esc(row["reason"])}">{esc(text)}</b></div>')
 
 
+Differences = dict[str, CorrectedDifference]  # metric -> a later run's corrected difference from the baseline
+
+
+def _corrected_differences(directories: Sequence[Path]) -> list[Differences | None]:
+    """Per later run, its corrected differences from the baseline when both runs were evaluated with people's
+    labels (corrected.json in both folders); None when either was not."""
+    base = read_corrected(Path(directories[0]))
+    found: list[Differences | None] = []
+    for directory in directories[1:]:
+        other = read_corrected(Path(directory))
+        found.append(None if base is None or other is None
+                     else {d.metric: d for d in corrected_differences(base, other)})
+    return found
+
+
+def _interval(value: float, low: float, high: float) -> str:
+    return f"{value:+.3f} [{low:+.3f}, {high:+.3f}]"
+
+
+def _corrected(metric: str, stat: dict[str, Any], diff: CorrectedDifference | None) -> str:
+    """A cell's corrected mean (people's labels) and, for a later run, its corrected difference from the baseline."""
+    mine = stat.get("corrected") or {}
+    text = ""
+    if mine.get("corrected_mean") is not None:
+        text = (f'<div class="corrected">corrected {value_text(metric, mine["corrected_mean"])} '
+                f'[{value_text(metric, mine["corrected_ci95_low"])}, {value_text(metric, mine["corrected_ci95_high"])}]'
+                '</div>')
+    if diff is not None and diff.diff is not None:
+        text += (f'<div class="corrected">corrected Δ {_interval(diff.diff.value, diff.diff.low, diff.diff.high)} '
+                 f'<span class="muted">· corrected with people\'s labels on {diff.n_labelled} queries</span></div>')
+    elif diff is not None:
+        text += f'<div class="corrected muted">not corrected: {esc(diff.note)}</div>'
+    return text
+
+
+def _corrected_table(labels: Sequence[str], found: Sequence[Differences | None]) -> str:
+    """Every corrected difference of each later run from the baseline (compare_corrected.csv's rows), or why there
+    are none when only some of the runs were evaluated with people's labels."""
+    rows, missing = [], [chr(66 + i) for i, diffs in enumerate(found) if diffs is None]
+    for i, diffs in enumerate(found):
+        for d in (diffs or {}).values():
+            cell = "–" if d.diff is None else _interval(d.diff.value, d.diff.low, d.diff.high)
+            rows.append(f'<tr data-metric="{esc(d.metric)}"><td>{chr(66 + i)} {esc(labels[i + 1])}</td>'
+                        f'<td>{esc(d.metric)}</td><td class="num">{cell}</td><td class="num">{"–" if d.p_value is None else f"{d.p_value:.3g}"}</td>'
+                        f'<td class="num">{"–" if d.judge_diff is None else f"{d.judge_diff:+.3f}"}</td>'
+                        f'<td class="num">{d.n_labelled}</td><td class="num">{d.n_unlabelled}</td>'
+                        f'<td>{esc(d.note)}</td></tr>')
+    if not rows:
+        return ""
+    note = (f'<p class="legend">Not corrected: run {", ".join(missing)} (evaluated without people\'s labels).</p>'
+            if missing else "")
+    return ('<h2>Corrected differences</h2><div class="scroll"><table id="corrected-compare"><thead><tr><th>run</th>'
+            '<th>metric</th><th class="num">corrected Δ [95% CI]</th><th class="num">p</th>'
+            '<th class="num">judge Δ</th><th class="num">labelled</th><th class="num">unlabelled</th><th>note</th>'
+            f'</tr></thead><tbody>{"".join(rows)}</tbody></table></div>{note}'
+            '<p class="legend">Each later run against A, corrected with people\'s labels (PPI++ on the per-query '
+            'differences, docs/calibration.md): the labelled queries are those labelled in both runs, the judge\'s '
+            'difference on the others is the prediction; judge Δ is the judge\'s own difference over the same '
+            'queries.</p>')
+
+
 def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Sequence[str],
-                    targets: dict[str, float], comparisons: Sequence[Comparison]) -> str:
+                    targets: dict[str, float], comparisons: Sequence[Comparison],
+                    corrected: Sequence[Differences | None]) -> str:
     head = "".join(f'<th>{chr(65 + i)} {esc(label)}</th>' for i, label in enumerate(labels))
     rows = []
     for metric in metrics:
@@ -76,15 +141,16 @@ def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Seq
             mean = stat.get("mean")
             ci = (f'<div class="muted">[{value_text(metric, stat["ci95_low"])}, '
                   f'{value_text(metric, stat["ci95_high"])}]</div>' if stat.get("ci95_low") is not None else "")
-            diff = ""
+            diff, fixed = "", None
             if i > 0:
                 found = next((r for r in comparisons[i - 1].rows if r["metric"] == metric), None)
                 diff = _diff(found, metric, comparisons[i - 1].skipped.get(metric))
+                fixed = (corrected[i - 1] or {}).get(metric)
             shown = value_text(metric, mean) if mean is not None else no_value(metric, run.missing)
             shaky = run.unhealthy.get(metric) if mean is not None else None  # never green on a sick judge
             state = "unhealthy" if shaky else status(metric, mean, target)
             sick = f'<div class="sick">{UNHEALTHY} ({esc(", ".join(shaky))})</div>' if shaky else ""
-            cells.append(f'<td class="cmp {state}"><b>{shown}</b>{sick}{ci}{diff}</td>')
+            cells.append(f'<td class="cmp {state}"><b>{shown}</b>{sick}{ci}{diff}{_corrected(metric, stat, fixed)}</td>')
         sign = "≤" if lower_is_better(metric) else "≥"
         goal = f"target {sign} {value_text(metric, target)}" if target is not None else "no target"
         rows.append(f'<tr data-metric="{esc(metric)}"><td><span class="mname">{esc(display_name(metric))}</span> '
@@ -172,11 +238,13 @@ def render_comparison(directories: Sequence[Path], *, seed: int = 0, resamples: 
             sets.append(scan_results(Path(directory)))
             stack.callback(sets[-1].close)
         comparisons = [compare(sets[0], other, metrics, seed=seed, resamples=resamples) for other in sets[1:]]
+        corrected = _corrected_differences(directories)
         per_output = {m for run in runs for m in run.items.per_output}
         banner = ('<p class="banner">At least one of these runs used the simulated judge: its numbers test the '
                   'pipeline, they are not real judgments.</p>') if any(r.simulated for r in runs) else ""
         body = (f'<h1>open-rag-eval comparison</h1>{banner}'
-                f'{_headline_table(runs, labels, metrics, targets, comparisons)}'
+                f'{_headline_table(runs, labels, metrics, targets, comparisons, corrected)}'
+                f'{_corrected_table(labels, corrected)}'
                 f'<h2>Runs</h2>{_runs_table(runs, labels)}'
                 f'<h2>All metrics</h2>{_families(runs, labels)}'
                 f'<h2>Queries</h2>{_queries(runs, indexes, [m for m in metrics if m in per_output])}')
