@@ -1,16 +1,13 @@
 """The SDK transport over the keep-alive pool: every call goes out as the request the ``openai`` SDK builds for it.
 
-The SDK builds the request of an endpoint and deadline once and each call sends it with its own body; a raw
-loopback server records the bytes of every request, and each must equal what the SDK builds for that very call
-(plain OpenAI and Azure: path, query, every header, the body), whatever the order of calls and deadlines.
-
-Before the SDK is imported, a plain endpoint's calls go out with the early head: the SDK's request less its
-``x-stainless-*`` diagnostic headers, byte for byte, built without the SDK while it imports in a thread."""
+The request of an endpoint and deadline is built once and each call sends it with its own body; a raw loopback
+server records the bytes of every request, and each must equal what the SDK builds for that very call (Azure:
+path, query, every header, the body; a plain endpoint: the same less the SDK's ``x-stainless-*`` diagnostic
+headers, built without importing the SDK), whatever the order of calls and deadlines."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import os
 import subprocess
@@ -57,7 +54,6 @@ def _calls() -> list[Call]:
 
 @pytest.mark.parametrize("azure", [False, True])
 def test_every_call_sends_the_request_the_sdk_builds_for_that_call(azure: bool) -> None:
-    importlib.import_module("openai")  # imported: every call is the SDK's own (before: the early head, below)
     seen: list[bytes] = []
 
     async def main() -> list[tuple[Call, bytes]]:
@@ -85,10 +81,14 @@ def test_every_call_sends_the_request_the_sdk_builds_for_that_call(azure: bool) 
         start, headers, body = _parsed(wire)
         want_start, want_headers, want_body = _parsed(built)
         assert start == want_start and body == want_body
+        if not azure:  # a plain endpoint: the SDK's request less its diagnostic headers
+            assert any(name.startswith(b"x-stainless-") for name, _ in want_headers)
+            want_headers = [h for h in want_headers if not h[0].startswith(b"x-stainless-")]
         assert [h for h in headers if h[0] != b"accept-encoding"] == want_headers  # only the pool's own added
         assert (b"accept-encoding", b"gzip, deflate") in headers
-        timeout = b"7.5" if call.deadline_s else b"30.0"
-        assert (b"x-stainless-read-timeout", timeout) in headers  # the template of the call's own deadline
+        if azure:
+            timeout = b"7.5" if call.deadline_s else b"30.0"
+            assert (b"x-stainless-read-timeout", timeout) in headers  # the template of the call's own deadline
     start, headers, body = _parsed(seen[1])
     if azure:
         assert start == b"POST /openai/deployments/judge-dep/chat/completions?api-version=2024-10-21 HTTP/1.1"
@@ -103,7 +103,7 @@ def test_every_call_sends_the_request_the_sdk_builds_for_that_call(azure: bool) 
 @pytest.mark.parametrize("base_url", ["http://127.0.0.1:9/v1", "http://127.0.0.1:9/v1/", "https://api.example.com/v1",
                                       "http://judge:80/a/b", "http://judge"])
 @pytest.mark.parametrize("deadline_s", [None, 7.5])
-def test_the_early_head_is_the_sdks_request_less_its_diagnostic_headers(base_url: str, deadline_s: float | None,
+def test_the_plain_head_is_the_sdks_request_less_its_diagnostic_headers(base_url: str, deadline_s: float | None,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("OPENAI_")]:
         monkeypatch.delenv(name)
@@ -112,18 +112,18 @@ def test_the_early_head_is_the_sdks_request_less_its_diagnostic_headers(base_url
     async def main() -> None:
         pooled = transport._pooled()
         assert pooled is not None
-        early = transport.early_head(0, deadline_s, pooled)
+        plain = transport.plain_head(0, deadline_s, pooled)
         built = await transport.request(0, deadline_s, b"")
         kept = [(name, value) for name, value in built.headers.raw if not name.startswith(b"x-stainless-")]
         assert len(kept) < len(built.headers.raw)  # the SDK does send diagnostic headers
-        assert early is not None and early.head == Http11Pool.head(built.url.raw_path, kept)
-        assert early.deadline_s == read_deadline(built) and early.pool is pooled.pool(built.url)
+        assert plain is not None and plain.head == Http11Pool.head(built.url.raw_path, kept)
+        assert plain.deadline_s == read_deadline(built) and plain.pool is pooled.pool(built.url)
         await transport.aclose()
 
     asyncio.run(main())
 
 
-def test_no_early_head_where_the_sdks_request_could_differ_in_more(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_plain_head_where_the_sdks_request_could_differ_in_more(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("OPENAI_")]:
         monkeypatch.delenv(name)
     targets = [Target("http://judge/v1", KEY), Target("http://judge", KEY, "2024-10-21", "dep"),
@@ -131,17 +131,17 @@ def test_no_early_head_where_the_sdks_request_could_differ_in_more(monkeypatch: 
     transport = SdkTransport(targets, model="m", timeout_s=30.0, max_reply_bytes=1 << 20)
     pooled = transport._pooled()
     assert pooled is not None
-    assert [transport.early_head(i, None, pooled) is not None for i in range(4)] == [True, False, False, False]
+    assert [transport.plain_head(i, None, pooled) is not None for i in range(4)] == [True, False, False, False]
     monkeypatch.setenv("OPENAI_ORG_ID", "org-1")  # the SDK would send it as OpenAI-Organization
-    assert transport.early_head(0, None, pooled) is None
+    assert transport.plain_head(0, None, pooled) is None
     monkeypatch.setenv("OPENAI_API_KEY", "sk-other")
     monkeypatch.delenv("OPENAI_ORG_ID")
-    assert transport.early_head(0, None, pooled) is not None  # a key given to the SDK: the environment's is unread
+    assert transport.plain_head(0, None, pooled) is not None  # a key given to the SDK: the environment's is unread
 
 
 FRESH = """
-import asyncio, json, sys, threading
-from open_rag_eval.judge.transports import Call, SdkTransport, Target, sdk_ready
+import asyncio, json, sys
+from open_rag_eval.judge.transports import Call, SdkTransport, Target
 OK = b'{"choices":[{"message":{"role":"assistant","content":"2"},"finish_reason":"stop"}]}'
 seen = []
 
@@ -154,7 +154,7 @@ async def serve(reader, writer):
         length = next(int(line.split(b":")[1]) for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:"))
         await reader.readexactly(length)
         names = sorted(line.split(b":")[0].decode().lower() for line in head.split(b"\\r\\n")[1:])
-        seen.append({"sdk_imported": sdk_ready(), "headers": names})
+        seen.append({"sdk_imported": "openai" in sys.modules, "headers": names})
         writer.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: " + str(len(OK)).encode() + b"\\r\\n\\r\\n" + OK)
         await writer.drain()
 
@@ -164,10 +164,7 @@ async def main():
     transport = SdkTransport([Target(url, "sk-fresh")], model="m", timeout_s=30.0, max_reply_bytes=1 << 20)
     call = Call("k", "umbrela", (("user", "grade"),), {})
     await transport.send(call)
-    for thread in threading.enumerate():
-        if thread.name == "import-openai":
-            thread.join()
-    await transport.send(call)
+    await transport.send(Call("k", "umbrela", (("user", "grade"),), {}, deadline_s=7.5))
     await transport.aclose()
     server.close()
     print(json.dumps(seen))
@@ -177,20 +174,21 @@ asyncio.run(main())
 
 
 @pytest.mark.parametrize("org", [None, "org-test"])
-def test_a_fresh_process_sends_its_first_request_before_the_sdk_is_imported(org: str | None) -> None:
+def test_a_plain_endpoint_never_imports_the_sdk(org: str | None) -> None:
     env = {name: value for name, value in os.environ.items() if not name.startswith("OPENAI_")}
     if org is not None:
-        env["OPENAI_ORG_ID"] = org  # a header only the SDK knows: no early head
+        env["OPENAI_ORG_ID"] = org  # a header only the SDK knows: every request is the SDK's
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(FRESH)], env=env, capture_output=True, text=True,
                           timeout=120, check=True)
     first, second = json.loads(done.stdout)
-    assert second["sdk_imported"] and "x-stainless-lang" in second["headers"]  # later: the SDK's own request
-    assert ("openai-organization" in second["headers"]) == (org is not None)
     if org is None:
-        assert not first["sdk_imported"] and not any(h.startswith("x-stainless-") for h in first["headers"])
-        assert [h for h in second["headers"] if not h.startswith("x-stainless-")] == first["headers"]
+        for seen in (first, second):
+            assert not seen["sdk_imported"] and not any(h.startswith("x-stainless-") for h in seen["headers"])
+        assert [name for name in first["headers"] if name] == ["accept", "accept-encoding", "authorization", "content-length", "content-type",
+                                    "host", "user-agent"]
     else:
-        assert first == second
+        assert first["sdk_imported"] and "x-stainless-lang" in first["headers"]
+        assert "openai-organization" in first["headers"] and first == second
 
 
 @pytest.mark.parametrize("deadline_s, expected", [(None, 5.0), (7.5, 7.5)])

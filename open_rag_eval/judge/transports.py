@@ -3,9 +3,10 @@
 The judge client (``judge.client``) owns the policy -- cache, slots, retries, accounting -- and hands each attempt,
 a ``Call``, to its ``Transport``. Three implement it:
 
-- ``SdkTransport`` (here): the request is built by the official ``openai`` SDK (``AsyncOpenAI``, or
-  ``AsyncAzureOpenAI`` for ``judge.azure``: deployment paths, ``api-version``, the ``api-key`` header), with SDK
-  retries off, and sent by the judge's keep-alive HTTP/1.1 pool (``judge.http11``) of ``PooledTransport``, the
+- ``SdkTransport`` (here): the request the official ``openai`` SDK builds (``AsyncOpenAI``, or
+  ``AsyncAzureOpenAI`` for ``judge.azure``: deployment paths, ``api-version``, the ``api-key`` header; for a plain
+  endpoint the same request built without importing the SDK, less its diagnostic headers), with SDK retries off,
+  sent by the judge's keep-alive HTTP/1.1 pool (``judge.http11``) of ``PooledTransport``, the
   SDK's ``httpx2`` transport, bounded like every request of the project (a total deadline, a bound on the reply's
   size, no redirect followed). The SDK builds the request of an endpoint and deadline once; each call sends it
   with its own body (see ``SdkTransport``). With a proxy in the environment, or an ``httpx2`` client given, the
@@ -20,13 +21,9 @@ An attempt ends with one ``Answer``: the raw HTTP ``Reply`` (the client reads it
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
 import os
 import ssl
-import sys
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, Union
@@ -45,7 +42,7 @@ if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
 __all__ = ["TRANSPORT_ERRORS", "Answer", "Call", "PooledTransport", "SdkTransport", "Target", "Transport",
-           "failure_of", "import_sdk_aside", "safe_url", "sdk_ready"]
+           "failure_of", "safe_url"]
 
 # what sending may raise; ``failure_of`` turns each into a ``Failure``
 TRANSPORT_ERRORS = (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused, RecursionError)
@@ -144,8 +141,8 @@ class _DirectClient(httpx2.AsyncClient):
 
 @dataclass(frozen=True, slots=True)
 class _Head:
-    """The request the SDK builds for a chat completion on one endpoint with one deadline, encoded up to its body's
-    length, and the pool that sends it (``Http11Pool.head``)."""
+    """The request of a chat completion on one endpoint with one deadline (``SdkTransport.plain_head`` or the SDK's),
+    encoded up to its body's length, and the pool that sends it (``Http11Pool.head``)."""
 
     pool: Http11Pool
     head: bytes
@@ -161,12 +158,12 @@ class SdkTransport:
     chat completion's request differs from call to call only in its body, which the SDK sends as given. Building
     it anew for each call cost more client CPU than the exchange itself (``bench/perf_bench.py --part cpu``).
 
-    Importing the SDK takes half a second of CPU, more than everything else before a run's first request. So the
-    first calls to a plain endpoint (not Azure, over the pool, no ``OPENAI_*`` setting in the environment that the
-    SDK would turn into a header) leave without it, with ``early_head``: the SDK's request less its ``x-stainless-*``
-    diagnostic headers (same method, path, Host, authorization, accept, content type and user agent), while the SDK
-    is imported in a thread of its own (``import_sdk_aside``); once it is imported, every later call sends the
-    SDK's own request."""
+    A plain endpoint (not Azure, over the pool, no query in its base URL, a key, no ``OPENAI_*`` setting in the
+    environment that the SDK would turn into a header) never imports the SDK: its request is ``plain_head``, the
+    SDK's own less its ``x-stainless-*`` diagnostic headers (same method, path, Host, authorization, accept, content
+    type and user agent; tests/test_judge_transports.py holds the two together). Importing the SDK costs half a
+    second of CPU or more, more than everything else before a run's first request, and a run that imported it
+    beside its first requests paid that CPU while its event loop waited for the interpreter lock."""
 
     caches = False
 
@@ -178,7 +175,6 @@ class SdkTransport:
         self._http: httpx2.AsyncClient | None = http_client
         self._clients: list[AsyncOpenAI | None] = [None] * len(self.targets)
         self._heads: dict[tuple[int, float | None], _Head] = {}
-        self._early: dict[tuple[int, float | None], _Head | None] = {}
 
     async def send(self, call: Call) -> Answer:
         try:
@@ -212,24 +208,18 @@ class SdkTransport:
         return request
 
     async def _head(self, call: Call, pooled: PooledTransport) -> _Head:
-        """The SDK's head of ``call``'s endpoint and deadline, built once; the early head while the SDK imports."""
-        if not sdk_ready():
-            key = (call.endpoint, call.deadline_s)
-            if key not in self._early:
-                self._early[key] = self.early_head(call.endpoint, call.deadline_s, pooled)
-            early = self._early[key]
-            if early is not None:
-                import_sdk_aside()
-                return early
-        request = await self.request(call.endpoint, call.deadline_s, b"")
-        head = _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
-                     read_deadline(request))
+        """The head of ``call``'s endpoint and deadline, built once: our own for a plain endpoint, else the SDK's."""
+        head = self.plain_head(call.endpoint, call.deadline_s, pooled)
+        if head is None:
+            request = await self.request(call.endpoint, call.deadline_s, b"")
+            head = _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
+                         read_deadline(request))
         self._heads[(call.endpoint, call.deadline_s)] = head
         return head
 
-    def early_head(self, endpoint: int, deadline_s: float | None, pooled: PooledTransport) -> _Head | None:
+    def plain_head(self, endpoint: int, deadline_s: float | None, pooled: PooledTransport) -> _Head | None:
         """The request the SDK builds for ``endpoint`` and ``deadline_s`` less its ``x-stainless-*`` headers, built
-        here without importing the SDK (None where the SDK's request could differ in more: Azure, a base URL with a
+        here without the SDK (None where the SDK's request could differ in more: Azure, a base URL with a
         query, no key, an ``OPENAI_*`` setting the SDK reads from the environment). tests/test_judge_transports.py
         holds it against the SDK's."""
         target = self.targets[endpoint]
@@ -276,33 +266,12 @@ class SdkTransport:
 
 
 _SDK_IGNORES = frozenset({"OPENAI_API_KEY", "OPENAI_BASE_URL"})  # both given to the SDK, which then ignores them
-_importing: list[threading.Thread] = []  # the thread importing the SDK, once per process
 
 
 def _sdk_settings() -> bool:
     """Whether the environment holds an ``OPENAI_*`` setting the SDK may turn into a header (organization,
     project, another key...): then every request waits for the SDK."""
     return any(name.startswith("OPENAI_") and name not in _SDK_IGNORES for name in os.environ)
-
-
-def sdk_ready() -> bool:
-    """Whether the ``openai`` package is imported (and not still being imported by another thread)."""
-    spec = getattr(sys.modules.get("openai"), "__spec__", None)
-    return spec is not None and not getattr(spec, "_initializing", False)
-
-
-def import_sdk_aside() -> None:
-    """Import the ``openai`` SDK in a thread of its own, once per process, while the first requests are out: the
-    thread mostly runs while the event loop waits for the judge. Its failure is left to the import that needs it."""
-    if _importing or sdk_ready():
-        return
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            importlib.import_module("openai")
-
-    _importing.append(threading.Thread(target=load, name="import-openai", daemon=True))
-    _importing[0].start()
 
 
 def _user_agent() -> str:
