@@ -49,7 +49,7 @@ class Template:
 def manifest() -> tuple[dict[str, str], ...]:
     """The manifest entries, in file order."""
     raw = resources.files(_PACKAGE).joinpath("templates.yaml").read_text(encoding="utf-8")
-    entries = yaml.safe_load(raw)
+    entries = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # libyaml's: a tenth of the CPU
     return tuple({key: str(value) for key, value in entry.items()} for entry in entries)
 
 
