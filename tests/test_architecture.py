@@ -96,6 +96,98 @@ def test_no_private_name_is_imported_across_packages(tmp_path: Path) -> None:
     assert [line.split(": ", 1)[1] for line in _private_imports(tmp_path)] == ["open_rag_eval.run.pipeline _limit"]
 
 
+# Judge task names that are also other words of the project: there a literal is no task, and only a literal in a
+# task's place counts (a request's task, a comparison with a task, a collection of tasks)
+SHARED_NAMES = {
+    "umbrela": "the metric family and its details section",
+    "no_answer": "the metric family and its details section",
+    "support": "a nugget assignment label; a diagnosis area",
+    "context_relevance": "a generation metric and its details section",
+    "rubric": "a generation metric and its details section",
+    "answer_relevance": "a generation metric and its details section",
+    "criteria": "the evaluator type, its metric family and its details section",
+}
+_TASK_CALLS = {"chat", "JudgeRequest", "Reply", "Control", "structured_params", "reply_schema", "labels_of",
+               "_request", "Item", "_item"}  # calls whose first argument is a judge task
+_TASK_NAMES = {"task", "kind"}  # variables holding a judge task
+
+
+def _name(node: ast.AST) -> str:
+    return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _in_task_place(tree: ast.AST, tasks: set[str]) -> set[int]:
+    """The ids of the string constants of a shared name that stand where a judge task goes: a task call's first
+    argument, a side of a comparison with a task variable or a task, a member of a collection holding a task."""
+    def taskish(node: ast.AST) -> bool:
+        return (isinstance(node, ast.Attribute) and _name(node.value) == "Tasks") or (
+            isinstance(node, ast.Constant) and node.value in tasks and node.value not in SHARED_NAMES)
+
+    def opened(nodes: list[ast.AST]) -> list[ast.AST]:  # a collection's members, tuples inside opened once
+        return [e for n in nodes for e in (n.elts if isinstance(n, (ast.Tuple, ast.List, ast.Set)) else [n])]
+
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        groups: list[tuple[list[ast.AST], bool]] = []  # (members, whether they stand for tasks whatever else)
+        if isinstance(node, ast.Call) and _name(node.func) in _TASK_CALLS and node.args:
+            groups.append(([node.args[0]], True))
+        elif isinstance(node, ast.Compare):
+            sides = [node.left, *node.comparators]
+            groups.append((opened(sides), any(_name(side) in _TASK_NAMES for side in sides)))
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            groups.append((list(node.elts), False))
+        elif isinstance(node, ast.Dict):
+            groups += [([k for k in node.keys if k is not None], False), (opened(list(node.values)), False)]
+        for members, forced in groups:
+            if forced or any(taskish(m) for m in members):
+                found |= {id(m) for m in members if isinstance(m, ast.Constant) and m.value in SHARED_NAMES}
+    return found
+
+
+def _task_literals(root: Path) -> list[str]:
+    """Each judge task's name written outside its table (core/judge_tasks.py), docstrings aside: every literal of
+    a name only tasks have, and a shared name's literal standing where a task goes."""
+    from open_rag_eval.core.judge_tasks import TABLE
+
+    tasks = set(TABLE)
+    found = []
+    for path in sorted((root / "open_rag_eval").rglob("*.py")):
+        if path.relative_to(root).as_posix() == "open_rag_eval/core/judge_tasks.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+        placed = _in_task_place(tree, tasks)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and node.value in tasks and id(node) not in docs \
+                    and (node.value not in SHARED_NAMES or id(node) in placed):
+                found.append(f"{path.relative_to(root).as_posix()}:{node.lineno}: {node.value}")
+    return sorted(found)
+
+
+def test_each_judge_task_is_named_in_its_table_only(tmp_path: Path) -> None:
+    """A judge task's name is written once, in core/judge_tasks.py; everywhere else it is ``Tasks.X``. The check
+    fails on a copy of the package with names put back: a name only a task has, a request's task, a comparison
+    with a task and a member of a collection of tasks."""
+    from open_rag_eval.core.judge_tasks import TABLE
+
+    assert set(SHARED_NAMES) <= set(TABLE)
+    assert _task_literals(ROOT) == []
+    shutil.copytree(PACKAGE, tmp_path / "open_rag_eval", ignore=shutil.ignore_patterns("__pycache__"))
+    back = {"judge/rehearsal.py": "if request.task == Tasks.NUGGET_CREATE:",
+            "metrics/umbrela.py": "return JudgeRequest.chat(Tasks.UMBRELA,",
+            "health/controls.py": "if c.task == Tasks.SUPPORT and",
+            "health/check.py": "Tasks.SUPPORT,\n              Tasks.NO_ANSWER)"}
+    for name, line in back.items():
+        path = tmp_path / "open_rag_eval" / name
+        text = path.read_text(encoding="utf-8")
+        assert text.count(line) == 1, (name, line)
+        put = line.replace("Tasks.NUGGET_CREATE", '"nugget_create"').replace("Tasks.UMBRELA", '"umbrela"')
+        path.write_text(text.replace(line, put.replace("Tasks.SUPPORT", '"support"')), encoding="utf-8")
+    found = [entry.split(":")[0] + ":" + entry.split(": ")[1] for entry in _task_literals(tmp_path)]
+    assert found == ["open_rag_eval/health/check.py:support", "open_rag_eval/health/controls.py:support",
+                     "open_rag_eval/judge/rehearsal.py:nugget_create", "open_rag_eval/metrics/umbrela.py:umbrela"]
+
+
 def test_no_loose_modules_join_the_package_root() -> None:
     root = {p.stem for p in PACKAGE.glob("*.py")}
     assert root <= {"__init__", "__main__", "_version", "registry", "transport", "testing"}, (

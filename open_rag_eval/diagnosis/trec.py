@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.diagnosis.rules import rule_named
 from open_rag_eval.core.types import EvalResult
@@ -21,8 +22,9 @@ __all__ = ["TASKS", "adjusted_means", "answer_evidence", "diagnose", "doubt", "o
 Means = Mapping[str, float | None]
 Threshold = Callable[[str, str], float]  # (rule, check) -> threshold
 # the judge tasks each hint area rests on
-TASKS = {"retrieval": ("umbrela",), "generation": ("umbrela", "nugget_create", "nugget_importance", "nugget_assign"),
-         "citations": ("support",), "no answer": ("no_answer", "umbrela")}
+TASKS = {"retrieval": (Tasks.UMBRELA,),
+         "generation": (Tasks.UMBRELA, Tasks.NUGGET_CREATE, Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN),
+         "citations": (Tasks.SUPPORT,), "no answer": (Tasks.NO_ANSWER, Tasks.UMBRELA)}
 
 
 def _get(means: Means, metric: str) -> float | None:

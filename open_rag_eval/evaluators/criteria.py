@@ -29,6 +29,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from open_rag_eval.core.errors import JudgeError
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.types import EvalResult, RAGOutput
 from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Retest
 from open_rag_eval.judge.base import Judge
@@ -141,7 +142,7 @@ class CriteriaEvaluator:
                         answer_metrics=tuple(column(c.name) for c in self.options.criteria), needs_judge=True,
                         judge_tasks=tuple(self.reask_bounds()), window_runs=None,
                         graders=self._graders(), retest=Retest("criteria", self.judge_labels),
-                        waits={"criteria": ("criteria_steps",)})  # a criterion's steps come before its grades
+                        waits={Tasks.CRITERIA: (Tasks.CRITERIA_STEPS,)})  # a criterion's steps come before its grades
 
     def _graders(self) -> Graders | None:
         """The criteria the judge-health controls ask (those not set ``controls: false``)."""
@@ -160,7 +161,7 @@ class CriteriaEvaluator:
         return Plan(requests=judge.requests, reasks=self.reask_bounds())
 
     def reask_bounds(self) -> dict[str, int]:
-        return dict.fromkeys(("criteria", "criteria_steps"), TRIALS - 1)
+        return dict.fromkeys((Tasks.CRITERIA, Tasks.CRITERIA_STEPS), TRIALS - 1)
 
     def _session(self, judge: Judge, sample: int = 0) -> CriteriaSession:
         return CriteriaSession(judge, steps_on=self.options.evaluation_steps,
@@ -195,7 +196,7 @@ class CriteriaEvaluator:
     # ------------------------------------------------------------ judge test-retest (retest: [criteria])
 
     def retest_kinds(self) -> list[str]:
-        return ["criteria"]
+        return [Tasks.CRITERIA]
 
     async def judge_labels(self, output: RAGOutput, judge: Judge, sample: int) -> dict[str, dict[str, Any]]:
         """Each criterion's grade on 0..10 (rounded) as judged with sample index ``sample``; None when it failed.
@@ -213,4 +214,4 @@ class CriteriaEvaluator:
                     round(10 * normalise(spec.scale, reply.value[0]))
         finally:
             session.cancel()
-        return {"criteria": labels}
+        return {Tasks.CRITERIA: labels}

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from open_rag_eval.core.errors import JudgeError
+from open_rag_eval.core.judge_tasks import FAMILY_TASKS, Tasks
 from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan
 from open_rag_eval.evaluators import generation_options
 from open_rag_eval.evaluators.generation_options import DEFAULT_METRICS, METRICS, SIMILARITY, GenerationOptions
@@ -33,13 +34,12 @@ from open_rag_eval.core.types import EvalResult, RAGOutput, Score
 __all__ = ["DEFAULT_METRICS", "METRICS", "SIMILARITY", "GenerationEvaluator", "GenerationOptions"]
 
 # the judge tasks each metric asks (answer similarity: embeddings only)
+_CLAIMS = (Tasks.CLAIM_EXTRACT, Tasks.CLAIM_VERIFY)
 JUDGE_TASKS: dict[str, tuple[str, ...]] = {
-    "faithfulness": ("claim_extract", "claim_verify"), "context_precision": ("context_useful",),
-    "context_recall": ("claim_extract", "claim_verify"), "context_relevance": ("context_relevance",),
-    "answer_correctness": ("claim_extract", "claim_verify"), "rubric": ("rubric",), "answer_similarity": (),
-    "answer_relevance": ("answer_questions", "answer_relevance"),
-    "rag_guide": ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims", "rag_guide_verify",
-                  "rag_guide_answer_relevance", "rag_guide_correctness"),
+    "faithfulness": _CLAIMS, "context_precision": (Tasks.CONTEXT_USEFUL,), "context_recall": _CLAIMS,
+    "context_relevance": (Tasks.CONTEXT_RELEVANCE,), "answer_correctness": _CLAIMS, "rubric": (Tasks.RUBRIC,),
+    "answer_similarity": (), "answer_relevance": (Tasks.ANSWER_QUESTIONS, Tasks.ANSWER_RELEVANCE),
+    "rag_guide": FAMILY_TASKS["rag_guide"],
 }
 
 
@@ -52,7 +52,7 @@ def _build(name: str, options: GenerationOptions) -> GenerationMetric:
 
 # the order of its judge tasks (the console's time left, core.eta): claims are verified once extracted, the answer's
 # relevance rated on the questions it was asked to answer
-TASK_WAITS = {"claim_verify": ("claim_extract",), "answer_relevance": ("answer_questions",)}
+TASK_WAITS = {Tasks.CLAIM_VERIFY: (Tasks.CLAIM_EXTRACT,), Tasks.ANSWER_RELEVANCE: (Tasks.ANSWER_QUESTIONS,)}
 
 
 class GenerationEvaluator:
@@ -107,8 +107,8 @@ class GenerationEvaluator:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
         from open_rag_eval.metrics.rag_guide import TASKS  # noqa: PLC0415
 
-        return dict.fromkeys(("claim_extract", "claim_verify", "context_useful", "context_relevance", "rubric",
-                              "answer_questions", "answer_relevance", *TASKS), TRIALS - 1)
+        return dict.fromkeys((Tasks.CLAIM_EXTRACT, Tasks.CLAIM_VERIFY, Tasks.CONTEXT_USEFUL, Tasks.CONTEXT_RELEVANCE,
+                              Tasks.RUBRIC, Tasks.ANSWER_QUESTIONS, Tasks.ANSWER_RELEVANCE, *TASKS), TRIALS - 1)
 
     def contract(self) -> Contract:
         """Output by output, so a run may be evaluated window by window (whole queries, cut as ``query_chunks``

@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.metrics.interface import expects_refusal, reference_of
 from open_rag_eval.metrics.claims import ClaimSession, Extracted
 from open_rag_eval.metrics.rubric import REFUSAL_JUDGED
@@ -54,13 +55,13 @@ def retest_kinds(options: GenerationOptions) -> list[str]:
     metrics = set(options.metrics)
     answer, reference = _extracts(options)
     chosen = {
-        "claim_extract": answer or reference,
+        Tasks.CLAIM_EXTRACT: answer or reference,
         "claim_refusal": answer,
-        "claim_verify": bool(metrics & {"faithfulness", "context_recall", "answer_correctness"}),
-        "context_useful": "context_precision" in metrics,
-        "context_relevance": "context_relevance" in metrics,
-        "rubric": "rubric" in metrics,
-        "answer_relevance": "answer_relevance" in metrics and "judged" in options.answer_relevance.variants,
+        Tasks.CLAIM_VERIFY: bool(metrics & {"faithfulness", "context_recall", "answer_correctness"}),
+        Tasks.CONTEXT_USEFUL: "context_precision" in metrics,
+        Tasks.CONTEXT_RELEVANCE: "context_relevance" in metrics,
+        Tasks.RUBRIC: "rubric" in metrics,
+        Tasks.ANSWER_RELEVANCE: "answer_relevance" in metrics and "judged" in options.answer_relevance.variants,
     }
     return [kind for kind, on in chosen.items() if on]
 
@@ -101,7 +102,7 @@ def _from_claims(answer: Extracted | None, reference: Extracted | None, labels: 
         if extracted is None or extracted.status == "empty":
             continue
         failed = extracted.status == "failed"
-        labels["claim_extract"][item] = None if failed else len(extracted.claims)
+        labels[Tasks.CLAIM_EXTRACT][item] = None if failed else len(extracted.claims)
         if item == "answer":
             labels["claim_refusal"][item] = None if failed else extracted.refusal
 
@@ -115,24 +116,24 @@ def _from_details(details: Sequence[Detail], labels: Labels) -> None:
     for detail in details:
         data, section = detail.data, detail.section
         if section == "faithfulness" and data.get("verification_status") in ("ok", "failed"):
-            _rows(data["claims"], "faithfulness", "supported", labels["claim_verify"])
+            _rows(data["claims"], "faithfulness", "supported", labels[Tasks.CLAIM_VERIFY])
         elif section == "context_recall" and "note" not in data:
-            _rows(data.get("claims", []), "recall", "supported", labels["claim_verify"])
+            _rows(data.get("claims", []), "recall", "supported", labels[Tasks.CLAIM_VERIFY])
         elif section == "correctness" and "expected" not in data:
             for side in ("answer", "reference"):
-                _rows(data[side].get("claims", []), f"correctness.{side}", "supported", labels["claim_verify"])
+                _rows(data[side].get("claims", []), f"correctness.{side}", "supported", labels[Tasks.CLAIM_VERIFY])
         elif section == "context_precision":
             for variant, row in data.items():
                 for passage in row.get("passages", []):
                     useful = passage["useful"]
-                    labels["context_useful"][f"{variant}:{passage['passage_id']}"] = \
+                    labels[Tasks.CONTEXT_USEFUL][f"{variant}:{passage['passage_id']}"] = \
                         None if useful is None else int(useful)
         elif section == "context_relevance":
             for judged in data["judges"]:
-                labels["context_relevance"][judged["prompt"]] = judged["rating"]
+                labels[Tasks.CONTEXT_RELEVANCE][judged["prompt"]] = judged["rating"]
         elif section == "rubric":
             for row in data["rubrics"]:
                 if row["status"] != "refusal":
-                    labels["rubric"][row["rubric"]] = row.get("score")
+                    labels[Tasks.RUBRIC][row["rubric"]] = row.get("score")
         elif section == "answer_relevance" and "judged_status" in data and not data.get("judged_refusal"):
-            labels["answer_relevance"]["judged"] = data.get("judged_rating")
+            labels[Tasks.ANSWER_RELEVANCE]["judged"] = data.get("judged_rating")

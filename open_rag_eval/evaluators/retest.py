@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from open_rag_eval.core.errors import ConfigError, JudgeError, JudgeUnavailable
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.notices import note
 from open_rag_eval.evaluators.base import Context, Labeller
 from open_rag_eval.scoring.dispersion import (
@@ -38,26 +39,26 @@ PREFIX = "consistency.judge"
 
 # judgment type -> (Krippendorff level, the verdict's threshold: True on its positive side, its description)
 RETEST: dict[str, tuple[str, Callable[[Any], bool], str]] = {
-    "umbrela": ("ordinal", lambda grade: int(grade) >= 2, "grade >= 2 (relevant)"),
-    "support": ("nominal", lambda label: label in ("FS", "PS"), "FS or PS (at least partially supported)"),
+    Tasks.UMBRELA: ("ordinal", lambda grade: int(grade) >= 2, "grade >= 2 (relevant)"),
+    Tasks.SUPPORT: ("nominal", lambda label: label in ("FS", "PS"), "FS or PS (at least partially supported)"),
     "nugget_assignment": ("nominal", lambda label: label in ("support", "partial_support"),
                           "support or partial_support"),
-    "no_answer": ("nominal", lambda label: label == "yes", "yes (the answer attempts an answer)"),
+    Tasks.NO_ANSWER: ("nominal", lambda label: label == "yes", "yes (the answer attempts an answer)"),
 }
 # the generation evaluator's judgment types (judge tasks; items in open_rag_eval.evaluators.generation_labels)
 GENERATION: dict[str, tuple[str, Callable[[Any], bool], str]] = {
-    "claim_extract": ("ordinal", lambda n: int(n) >= 1, "at least one claim extracted"),
+    Tasks.CLAIM_EXTRACT: ("ordinal", lambda n: int(n) >= 1, "at least one claim extracted"),
     "claim_refusal": ("nominal", lambda refusal: refusal is True, "a refusal"),
-    "claim_verify": ("nominal", lambda supported: supported is True, "supported"),
-    "context_useful": ("nominal", lambda useful: int(useful) == 1, "useful (1)"),
-    "context_relevance": ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (some relevant context)"),
-    "rubric": ("ordinal", lambda score: int(score) >= 5, "score >= 5 of 10"),
-    "answer_relevance": ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (addresses the question at least "
+    Tasks.CLAIM_VERIFY: ("nominal", lambda supported: supported is True, "supported"),
+    Tasks.CONTEXT_USEFUL: ("nominal", lambda useful: int(useful) == 1, "useful (1)"),
+    Tasks.CONTEXT_RELEVANCE: ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (some relevant context)"),
+    Tasks.RUBRIC: ("ordinal", lambda score: int(score) >= 5, "score >= 5 of 10"),
+    Tasks.ANSWER_RELEVANCE: ("ordinal", lambda rating: int(rating) >= 1, "rating >= 1 (addresses the question at least "
                                                                       "in part)"),
 }
 # the criteria evaluator's judgments (retest: [criteria]): each criterion's grade rescaled to 0..10 and rounded
 CRITERIA: dict[str, tuple[str, Callable[[Any], bool], str]] = {
-    "criteria": ("ordinal", lambda grade: int(grade) >= 5, "grade at least half the scale (rescaled 0-10 >= 5)"),
+    Tasks.CRITERIA: ("ordinal", lambda grade: int(grade) >= 5, "grade at least half the scale (rescaled 0-10 >= 5)"),
 }
 KINDS = {**RETEST, **GENERATION, **CRITERIA}
 RETEST_STATS = ("flip_rate", "alpha", "crossing")

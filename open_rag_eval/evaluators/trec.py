@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from open_rag_eval import profiles
 from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.core.errors import JudgeError
+from open_rag_eval.core.judge_tasks import FAMILY_TASKS, Tasks
 from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Read, Retest
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import (
@@ -174,14 +175,13 @@ def _metric_names(families: Sequence[str], k_values: Sequence[int]) -> list[str]
 
 
 # the judge tasks of each family (hhem is a model, not the judge)
-JUDGE_TASKS = {"umbrela": ("umbrela",), "nuggets": ("nugget_create", "nugget_importance", "nugget_assign"),
-               "citation": ("support",), "no_answer": ("no_answer",)}
+JUDGE_TASKS = {family: FAMILY_TASKS[family] for family in ("umbrela", "nuggets", "citation", "no_answer")}
 
 
 # the order of its judge tasks (the console's time left, core.eta): a nugget list waits for its passages' grades, its
 # importance for the list, each output's assignment for both; one query's list grows passage window after window
-TASK_WAITS = {"nugget_create": ("umbrela",), "nugget_importance": ("nugget_create",),
-              "nugget_assign": ("nugget_importance",)}
+TASK_WAITS = {Tasks.NUGGET_CREATE: (Tasks.UMBRELA,), Tasks.NUGGET_IMPORTANCE: (Tasks.NUGGET_CREATE,),
+              Tasks.NUGGET_ASSIGN: (Tasks.NUGGET_IMPORTANCE,)}
 
 
 class TrecEvaluator:
@@ -211,7 +211,7 @@ class TrecEvaluator:
             answer_metrics=tuple(m for m in metrics if m != "umbrela"),
             needs_judge=True,
             judge_tasks=tuple(task for m in metrics for task in JUDGE_TASKS.get(m, ())),
-            waits=TASK_WAITS, in_turn=("nugget_create",), order="query",
+            waits=TASK_WAITS, in_turn=(Tasks.NUGGET_CREATE,), order="query",
             model_metrics=("hhem",) if "hhem" in metrics else (),
             window_runs=0,
             graders=Graders(umbrela=self.umbrela if "umbrela" in metrics else None,
@@ -264,7 +264,8 @@ class TrecEvaluator:
         """Per task, the most extra attempts one request takes when its replies do not parse."""
         extra = self.options.nuggets.max_trials - 1  # re-asked at temperature 0.2: each re-ask can differ
         # no-answer asks greedily with a fixed seed: its re-ask would be byte-identical, so it is not sent
-        return {"nugget_create": extra, "nugget_importance": extra, "nugget_assign": extra, "no_answer": 0}
+        return {Tasks.NUGGET_CREATE: extra, Tasks.NUGGET_IMPORTANCE: extra, Tasks.NUGGET_ASSIGN: extra,
+                Tasks.NO_ANSWER: 0}
 
     async def evaluate(self, outputs: Sequence[RAGOutput], ctx: Context) -> EvalResult:
         """All outputs, in chunks of whole queries: every judge call of a chunk is issued at once, so chunks bound
@@ -401,11 +402,11 @@ class TrecEvaluator:
         finally:
             session.cancel()
         return {
-            "umbrela": {g.passage_id: g.grade for g in grades},
-            "support": {f"{i}:{j.passage_id}": j.label for i, row in enumerate(support) for j in row},
+            Tasks.UMBRELA: {g.passage_id: g.grade for g in grades},
+            Tasks.SUPPORT: {f"{i}:{j.passage_id}": j.label for i, row in enumerate(support) for j in row},
             "nugget_assignment": {n.text: (a.assignment if a.status == "ok" else None)
                                   for n, a in zip(nuggets.nuggets, assigned)},
-            "no_answer": {"answered": answered.value},
+            Tasks.NO_ANSWER: {"answered": answered.value},
         }
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from open_rag_eval import prompts
 from open_rag_eval.core.errors import JudgeCallError
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.generation.corpus import CorpusPassage
 from open_rag_eval.inputs.contexts import derived_query_id
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
@@ -25,7 +26,7 @@ from open_rag_eval.core.parsing import parse_json_object
 __all__ = ["NEAR_DUPLICATE", "TASK", "Generated", "Outcome", "generate", "jaccard", "normalise", "parse_reply",
            "request_for", "sample"]
 
-TASK = "generate_query"
+TASK = Tasks.GENERATE_QUERY
 NEAR_DUPLICATE = 0.8
 PARAMS = {"temperature": 0, "max_tokens": 300}
 _WORD = re.compile(r"\w+")

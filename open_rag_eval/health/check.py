@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLASSES, ECHO, FAILED, FALLBACK, INVALID
 from open_rag_eval.core.recording import HealthRecorder
 from open_rag_eval.judge.thresholds import HealthThresholds
@@ -27,7 +28,8 @@ HEALTH_PREFIX = "health."
 MIN_PAIRS = 4  # controls: with fewer judged pairs even a judge that tells none apart cannot be shown to fail
 PASS, WEAK, FAIL, INCONCLUSIVE = "pass", "weak", "fail", "inconclusive"  # the verdicts of a task's controls
 RATES = (*CLASSES, "reasked")  # clean, fallback, echo, invalid, failed, reasked
-TASK_ORDER = ("umbrela", "nugget_create", "nugget_importance", "nugget_assign", "support", "no_answer")
+TASK_ORDER = (Tasks.UMBRELA, Tasks.NUGGET_CREATE, Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN, Tasks.SUPPORT,
+              Tasks.NO_ANSWER)
 
 
 _LIMITS = {FALLBACK: "max_fallback_rate", INVALID: "max_invalid_rate", ECHO: "max_echo_rate",
@@ -138,8 +140,8 @@ class HealthReport:
                    or (self._degenerate(row) and self._controls_verdict(task) != PASS)]
         flagged += [task for task, summary in self.controls.items()
                     if (self._controls_failed(task) or _unasked(summary)) and task not in flagged]
-        if self.low_labelled and "support" not in flagged:
-            flagged.append("support")
+        if self.low_labelled and Tasks.SUPPORT not in flagged:
+            flagged.append(Tasks.SUPPORT)
         return flagged
 
     def snapshot(self) -> dict[str, Any]:

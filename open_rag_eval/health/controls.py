@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.types import AnswerPart, Passage, RAGOutput
 from open_rag_eval.health.check import FAIL, INCONCLUSIVE, MIN_PAIRS, PASS, WEAK
 from open_rag_eval.judge.base import Judge, guard_calls
@@ -85,11 +86,11 @@ def is_criterion(task: str) -> bool:
 
 def _side(task: str, label: str) -> str:
     """Which side a label is on: high or low (or neither: a partial label, the wrong side for both items)."""
-    if task == "umbrela":
+    if task == Tasks.UMBRELA:
         return "high" if label in ("2", "3") else "low"
-    if task == "support":
+    if task == Tasks.SUPPORT:
         return {"FS": "high", "NS": "low"}.get(label, "neither")
-    if task in ("no_answer", "context_useful"):
+    if task in (Tasks.NO_ANSWER, Tasks.CONTEXT_USEFUL):
         return {"yes": "high", "no": "low"}.get(label, "neither")
     return {"support": "high", "not_support": "low"}.get(label, "neither")
 
@@ -216,9 +217,9 @@ def _umbrela_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Contro
     if found is None:
         return []
     qid, low = found
-    return [Control("umbrela", n, "high", q.query_id, q.query, f"{q.query} {q.answer}",
+    return [Control(Tasks.UMBRELA, n, "high", q.query_id, q.query, f"{q.query} {q.answer}",
                     built="the query followed by the system's answer to it"),
-            Control("umbrela", n, "low", q.query_id, q.query, low.text,
+            Control(Tasks.UMBRELA, n, "low", q.query_id, q.query, low.text,
                     built=f"passage {low.id} of query {qid}, sharing few words with the query",
                     source=(qid, low.id))]
 
@@ -233,9 +234,9 @@ def _support_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Contro
         if found is None:
             return []
         qid, low = found
-        return [Control("support", n, "high", q.query_id, q.query, passage.text, statement,
+        return [Control(Tasks.SUPPORT, n, "high", q.query_id, q.query, passage.text, statement,
                         f"the first sentence of passage {passage.id}, against that passage", (q.query_id, passage.id)),
-                Control("support", n, "low", q.query_id, q.query, low.text, statement,
+                Control(Tasks.SUPPORT, n, "low", q.query_id, q.query, low.text, statement,
                         f"the same sentence against passage {low.id} of query {qid}", (qid, low.id))]
     return []
 
@@ -243,8 +244,9 @@ def _support_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Contro
 def _no_answer_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
     if not q.answer:
         return []
-    return [Control("no_answer", n, "high", q.query_id, q.query, q.answer, built="the system's answer (not a refusal)"),
-            Control("no_answer", n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
+    return [Control(Tasks.NO_ANSWER, n, "high", q.query_id, q.query, q.answer,
+                    built="the system's answer (not a refusal)"),
+            Control(Tasks.NO_ANSWER, n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
 
 
 def _assign_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
@@ -259,9 +261,9 @@ def _assign_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control
         return []
     qid, low = found
     absent = absent_from(low)
-    return [Control("nugget_assign", n, "high", q.query_id, q.query, q.answer, quoted,
+    return [Control(Tasks.NUGGET_ASSIGN, n, "high", q.query_id, q.query, q.answer, quoted,
                     "a nugget quoted verbatim from the answer"),
-            Control("nugget_assign", n, "low", q.query_id, q.query, q.answer, absent,
+            Control(Tasks.NUGGET_ASSIGN, n, "low", q.query_id, q.query, q.answer, absent,
                     f"a sentence of passage {low.id} of query {qid}, absent from the answer", (qid, low.id))]
 
 
@@ -270,9 +272,9 @@ def _useful_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control
     if found is None:
         return []
     qid, low = found
-    return [Control("context_useful", n, "high", q.query_id, q.query, q.answer, q.answer,
+    return [Control(Tasks.CONTEXT_USEFUL, n, "high", q.query_id, q.query, q.answer, q.answer,
                     "the answer itself as the passage"),
-            Control("context_useful", n, "low", q.query_id, q.query, low.text, q.answer,
+            Control(Tasks.CONTEXT_USEFUL, n, "low", q.query_id, q.query, low.text, q.answer,
                     f"passage {low.id} of query {qid}, sharing few words with the answer", (qid, low.id))]
 
 
@@ -296,18 +298,18 @@ def _criterion_pair(task: str, q: _Query, queries: Sequence[_Query], n: int, use
                     source=(other.query_id, "answer"))]
 
 
-_BUILDERS = {"umbrela": _umbrela_pair, "support": _support_pair, "no_answer": _no_answer_pair,
-             "nugget_assign": _assign_pair, "context_useful": _useful_pair}
+_BUILDERS = {Tasks.UMBRELA: _umbrela_pair, Tasks.SUPPORT: _support_pair, Tasks.NO_ANSWER: _no_answer_pair,
+             Tasks.NUGGET_ASSIGN: _assign_pair, Tasks.CONTEXT_USEFUL: _useful_pair}
 
 
 # -- asking (through the run's judge) ----------------------------------------------------------------------
 
 async def run_controls(judge: Judge, controls: Sequence[Control], graders: Graders) -> list[Outcome]:
     """Every control, concurrently, through ``judge`` with the run's graders; a nugget pair is one request."""
-    singles = [c for c in controls if c.task != "nugget_assign"]
+    singles = [c for c in controls if c.task != Tasks.NUGGET_ASSIGN]
     assign: dict[tuple[str, int], list[Control]] = {}
     for c in controls:
-        if c.task == "nugget_assign":
+        if c.task == Tasks.NUGGET_ASSIGN:
             assign.setdefault((c.query_id, c.pair), []).append(c)
     session = graders.criteria_session(judge) if graders.criteria_session is not None else None
     jobs: list[Awaitable[Outcome | list[Outcome]]] = [_ask_one(judge, c, graders, session) for c in singles]
@@ -340,20 +342,20 @@ def _ordered_pairs(outcomes: list[Outcome]) -> list[Outcome]:
 async def _ask_one(judge: Judge, c: Control, graders: Graders, session: CriteriaSession | None = None) -> Outcome:
     if is_criterion(c.task) and session is not None:
         return await _ask_criterion(c, graders, session)
-    if c.task == "umbrela" and graders.umbrela is not None:
+    if c.task == Tasks.UMBRELA and graders.umbrela is not None:
         grade = await graders.umbrela.grade(judge, c.query, Passage(id="control", text=c.text))
         ok = grade.grade is not None and grade.valid
         return Outcome(c, str(grade.grade) if ok else None, None if ok else (grade.reason or "no grade"))
-    if c.task == "support" and graders.citation is not None:
+    if c.task == Tasks.SUPPORT and graders.citation is not None:
         output = RAGOutput(query_id=c.query_id, query=c.query, passages=(Passage(id="control", text=c.text),),
                            answer=(AnswerPart(text=c.statement, citations=("control",)),))
         (judged, *_), *_ = await graders.citation.judge_output(judge, output)
         return Outcome(c, judged.label, judged.reason)
-    if c.task == "no_answer" and graders.no_answer is not None:
+    if c.task == Tasks.NO_ANSWER and graders.no_answer is not None:
         output = RAGOutput(query_id=c.query_id, query=c.query, answer=(AnswerPart(text=c.text),))
         reply = await graders.no_answer.classify(judge, output)
         return Outcome(c, reply.value, reply.reason)
-    if c.task == "context_useful" and graders.useful is not None:
+    if c.task == Tasks.CONTEXT_USEFUL and graders.useful is not None:
         useful = await graders.useful(judge, c.query, c.statement, c.text)
         return Outcome(c, None if useful.value is None else ("yes" if useful.value else "no"), useful.reason)
     return Outcome(c, None, "the run does not judge this task")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from open_rag_eval.core.errors import InputError
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.inputs.jsonl import json_object_lines
 from open_rag_eval.inputs.trec_files import read_qrels
 
@@ -37,15 +38,15 @@ __all__ = ["LABELS", "ORDINAL", "SCORE", "Item", "judged_items", "nugget_key", "
 
 # each task's labels in order (ordinal tasks low to high)
 LABELS: dict[str, tuple[Hashable, ...]] = {
-    "umbrela": (0, 1, 2, 3),
-    "nugget_importance": ("okay", "vital"),
+    Tasks.UMBRELA: (0, 1, 2, 3),
+    Tasks.NUGGET_IMPORTANCE: ("okay", "vital"),
     "nugget_support": ("not_support", "partial_support", "support"),
     "citation_support": ("NS", "PS", "FS"),
 }
-ORDINAL = frozenset({"umbrela", "nugget_support", "citation_support"})
+ORDINAL = frozenset({Tasks.UMBRELA, "nugget_support", "citation_support"})
 # a label's value when ranking systems (the methods' own credit for each label)
 SCORE: dict[str, Mapping[Hashable, float]] = {
-    "umbrela": {0: 0.0, 1: 1.0, 2: 2.0, 3: 3.0},
+    Tasks.UMBRELA: {0: 0.0, 1: 1.0, 2: 2.0, 3: 3.0},
     "nugget_support": {"not_support": 0.0, "partial_support": 0.5, "support": 1.0},
     "citation_support": {"NS": 0.0, "PS": 0.5, "FS": 1.0},
 }
@@ -75,9 +76,9 @@ def nugget_key(text: str) -> str:
 
 def _item(task: str, query_id: str, run: int | None, *, passage_id: str = "", nugget: str = "",
           statement: int | None = None) -> Item:
-    if task == "umbrela":
+    if task == Tasks.UMBRELA:
         return Item(task, query_id, None, passage_id)
-    if task == "nugget_importance":
+    if task == Tasks.NUGGET_IMPORTANCE:
         return Item(task, query_id, None, nugget_key(nugget))
     if task == "nugget_support":
         return Item(task, query_id, run, nugget_key(nugget))
@@ -129,10 +130,10 @@ def _from_qrels(path: Path) -> dict[Item, Hashable]:
     labels: dict[Item, Hashable] = {}
     for qid, grades in read_qrels(path).items():
         for docid, grade in grades.items():
-            if grade not in LABELS["umbrela"]:
+            if grade not in LABELS[Tasks.UMBRELA]:
                 raise InputError(f"grade {grade} is not an UMBRELA grade 0-3 (query '{qid}', passage '{docid}')",
                                  file=str(path))
-            labels[Item("umbrela", qid, None, docid)] = grade
+            labels[Item(Tasks.UMBRELA, qid, None, docid)] = grade
     return labels
 
 
@@ -162,13 +163,13 @@ def _labelled(row: Mapping[str, Any], file: str, line: int) -> tuple[Item, Hasha
     query_id = text("query_id")
     run = _int(text("run", required=False) or "1", file, line, "run") if task in _PER_RUN else None
     statement = _int(text("statement"), file, line, "statement") if task == "citation_support" else None
-    item = _item(task, query_id, run, passage_id=text("passage_id") if task in ("umbrela", "citation_support")
+    item = _item(task, query_id, run, passage_id=text("passage_id") if task in (Tasks.UMBRELA, "citation_support")
                  else "", nugget=text("nugget") if task.startswith("nugget") else "", statement=statement)
     return item, _label(task, text("label"), file, line)
 
 
 def _label(task: str, raw: str, file: str, line: int) -> Hashable:
-    if task == "umbrela":
+    if task == Tasks.UMBRELA:
         value: Hashable = _int(raw, file, line, "label")
     else:
         words = " ".join(raw.replace("_", " ").split()).casefold()
@@ -204,10 +205,10 @@ def judged_items(results: Mapping[str, Any], source: str = "") -> Iterator[Judge
         system = f"{source}#run{run}" if source else f"run{run}"
         details = output.get("details") or {}
         for grade in (details.get("umbrela") or {}).get("grades", []):
-            yield Judged(_item("umbrela", query_id, run, passage_id=str(grade["passage_id"])),
+            yield Judged(_item(Tasks.UMBRELA, query_id, run, passage_id=str(grade["passage_id"])),
                          grade.get("grade"), system)
         for nugget in (details.get("nuggets") or {}).get("nuggets", []):
-            yield Judged(_item("nugget_importance", query_id, run, nugget=nugget["text"]),
+            yield Judged(_item(Tasks.NUGGET_IMPORTANCE, query_id, run, nugget=nugget["text"]),
                          nugget.get("importance"), system)
             assignment = nugget.get("assignment") if nugget.get("assignment_status", "ok") == "ok" else None
             yield Judged(_item("nugget_support", query_id, run, nugget=nugget["text"]), assignment, system)

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.base import Completion, JudgeRequest
 from open_rag_eval.judge.tokens import chat_tokens, count_tokens
 
@@ -48,7 +49,7 @@ T = TypeVar("T")
 NUGGETS_PER_PASSAGE = 1
 _NUGGET = "nugget {} states one atomic fact about eight words"
 _EXPLANATION = "The passage is related to the query and partly answers it, with some extra information.\n2"
-_LABELS = {"nugget_importance": "vital", "nugget_assign": "partial_support"}
+_LABELS = {Tasks.NUGGET_IMPORTANCE: "vital", Tasks.NUGGET_ASSIGN: "partial_support"}
 _INITIAL = re.compile(r"Initial Nugget List Length: ([0-9]+)")
 _CAP = re.compile(r"at most ([0-9]+) nuggets")
 _SEGMENT = re.compile(r"^\[[0-9]+\] ", re.MULTILINE)
@@ -56,13 +57,13 @@ _COUNT = re.compile(r"label each of the ([0-9]+) nuggets")
 _SENTENCE = re.compile(r"^\[([0-9]+)\] (.*)$", re.MULTILINE)
 _CRITERIA_SCALE = re.compile(r"Score the answer from ([0-9]+) to ([0-9]+) on this criterion only")
 _CLAIM = re.compile(r"^\(([0-9]+)\) ", re.MULTILINE)
-_FIXED = {"context_useful": '{"useful": 1}', "context_relevance": '{"rating": 2}',
-          "rubric": '{"reason": "The answer addresses the question and its statements follow from the sources, '
+_FIXED = {Tasks.CONTEXT_USEFUL: '{"useful": 1}', Tasks.CONTEXT_RELEVANCE: '{"rating": 2}',
+          Tasks.RUBRIC: '{"reason": "The answer addresses the question and its statements follow from the sources, '
                     'with one minor gap.", "score": 7}'}
 
 # the RAG guide's prompts (metrics: [rag_guide]): a number, a 0/1, a YES; claims are the answer's sentences
-_GUIDE = {"rag_guide_context_relevance": "7", "rag_guide_context_precision": "1", "rag_guide_claims": "",
-          "rag_guide_verify": "YES", "rag_guide_answer_relevance": "7", "rag_guide_correctness": "7"}
+_GUIDE = {Tasks.GUIDE_CONTEXT_RELEVANCE: "7", Tasks.GUIDE_CONTEXT_PRECISION: "1", Tasks.GUIDE_CLAIMS: "",
+          Tasks.GUIDE_VERIFY: "YES", Tasks.GUIDE_ANSWER_RELEVANCE: "7", Tasks.GUIDE_CORRECTNESS: "7"}
 
 
 @dataclass(frozen=True)
@@ -96,9 +97,9 @@ def context_need(request: JudgeRequest, cap: int = 0) -> int:
 def expected_reply(request: JudgeRequest) -> str:
     """The reply the method asks for, of its expected size (see the module docstring)."""
     user = request.messages[-1][1]
-    if request.task == "umbrela":
+    if request.task == Tasks.UMBRELA:
         return _EXPLANATION if user.rstrip().endswith("Explanation:") else "##final score: 2"
-    if request.task == "nugget_create":
+    if request.task == Tasks.NUGGET_CREATE:
         initial = _INITIAL.search(user)
         cap = _CAP.search(user)
         count = (int(initial.group(1)) if initial else 0) + NUGGETS_PER_PASSAGE * len(_SEGMENT.findall(user))
@@ -107,44 +108,44 @@ def expected_reply(request: JudgeRequest) -> str:
     if request.task in _LABELS:
         labels = _COUNT.search(user)
         return repr([_LABELS[request.task]] * (int(labels.group(1)) if labels else 0))
-    if request.task == "support":
+    if request.task == Tasks.SUPPORT:
         return "Full Support"
-    if request.task == "no_answer":
+    if request.task == Tasks.NO_ANSWER:
         return "yes"
-    if request.task == "claim_extract":
+    if request.task == Tasks.CLAIM_EXTRACT:
         sentences = _SENTENCE.findall(user)
         if [text.strip() for _, text in sentences] == ["NO_ANSWER"]:
             return json.dumps({"refusal": True, "claims": []})
         return json.dumps({"refusal": False, "claims": [{"sentence": int(n), "claim": text} for n, text in sentences]})
-    if request.task == "claim_verify":
+    if request.task == Tasks.CLAIM_VERIFY:
         verdicts = [{"claim": int(n), "supported": True, "sources": [1]} for n in _CLAIM.findall(user)]
         return json.dumps({"verdicts": verdicts})
-    if request.task == "criteria":
+    if request.task == Tasks.CRITERIA:
         scale = _CRITERIA_SCALE.search(user)
         score: str | int = "yes" if scale is None else (int(scale.group(1)) + int(scale.group(2)) + 1) // 2
         return json.dumps({"reason": "The answer meets the criterion in most respects, with one minor gap.",
                            "score": score})
-    if request.task == "criteria_steps":
+    if request.task == Tasks.CRITERIA_STEPS:
         return json.dumps({"steps": ["Read the criterion and note what it asks of the answer.",
                                      "Find the parts of the answer that bear on it.",
                                      "Decide how fully the answer meets it, on the criterion's scale."]})
     if request.task in _FIXED:
         return _FIXED[request.task]
-    if request.task == "answer_questions":
+    if request.task == Tasks.ANSWER_QUESTIONS:
         answer = re.search(r"Answer: (.*)", user)
         if answer and answer.group(1).strip() == "NO_ANSWER":
             return json.dumps({"refusal": True, "noncommittal": False, "questions": []})
         asked = re.search(r"Write ([0-9]+) different questions", user)
         questions = [" ".join(["word"] * 12) + "?"] * (int(asked.group(1)) if asked else 3)
         return json.dumps({"refusal": False, "noncommittal": False, "questions": questions})
-    if request.task == "answer_relevance":
+    if request.task == Tasks.ANSWER_RELEVANCE:
         answer = re.search(r"Answer: (.*)", user)
         refusal = bool(answer and answer.group(1).strip() == "NO_ANSWER")
         return json.dumps({"refusal": refusal, "rating": None if refusal else 2})
     if request.task in _GUIDE:
-        return _GUIDE[request.task] if request.task != "rag_guide_claims" else "\n".join(
+        return _GUIDE[request.task] if request.task != Tasks.GUIDE_CLAIMS else "\n".join(
             s for s in re.split(r"(?<=[.!?])\s+", user.strip()) if s)  # one claim per sentence of the answer
-    if request.task == "generate_query":
+    if request.task == Tasks.GENERATE_QUERY:
         reply = {"question": " ".join(["word"] * 15)}
         return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)
     return ""

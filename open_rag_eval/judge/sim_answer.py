@@ -44,6 +44,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.tokens import count_tokens
 
 __all__ = [
@@ -77,32 +78,32 @@ _DOTALL = re.DOTALL
 
 # (kind, phrase) in the order tried; phrases are matched on whitespace-normalised text
 _MARKERS: tuple[tuple[str, str], ...] = (
-    ("nugget_create", "Update the list of atomic nuggets"),
-    ("nugget_importance", "nuggets either a vital or okay"),
-    ("nugget_importance", "nuggets either as vital or okay"),  # vectara's wording
-    ("nugget_assign", "nuggets either as support"),
-    ("umbrela", "you must provide a score on an integer scale of 0 to 3"),
+    (Tasks.NUGGET_CREATE, "Update the list of atomic nuggets"),
+    (Tasks.NUGGET_IMPORTANCE, "nuggets either a vital or okay"),
+    (Tasks.NUGGET_IMPORTANCE, "nuggets either as vital or okay"),  # vectara's wording
+    (Tasks.NUGGET_ASSIGN, "nuggets either as support"),
+    (Tasks.UMBRELA, "you must provide a score on an integer scale of 0 to 3"),
     ("umbrela_basic", "You are an expert judge of a content"),
-    ("support", "evaluate whether each statement is supported by its corresponding citations"),
-    ("no_answer", "the answer is an attempt to answer the query"),
-    ("generate_query", "You write test questions for evaluating"),
-    ("claim_extract", "You split an answer into atomic claims"),
-    ("claim_verify", "You check claims against numbered source texts"),
-    ("context_useful", "You judge whether a retrieved passage was useful for arriving at an answer"),
-    ("context_relevance", "You rate how relevant a retrieved context is for answering a question"),
-    ("context_relevance", "As an expert assessing the relevance of a Context to a Question"),
-    ("rubric", "You grade one answer of a question-answering system on one criterion"),
-    ("criteria_steps", "You write the steps a careful grader follows to judge answers"),
-    ("criteria", "against one criterion that its developers wrote"),
-    ("answer_questions", "You write the questions that an answer answers"),
-    ("answer_relevance", "You rate how well an answer addresses a question"),
+    (Tasks.SUPPORT, "evaluate whether each statement is supported by its corresponding citations"),
+    (Tasks.NO_ANSWER, "the answer is an attempt to answer the query"),
+    (Tasks.GENERATE_QUERY, "You write test questions for evaluating"),
+    (Tasks.CLAIM_EXTRACT, "You split an answer into atomic claims"),
+    (Tasks.CLAIM_VERIFY, "You check claims against numbered source texts"),
+    (Tasks.CONTEXT_USEFUL, "You judge whether a retrieved passage was useful for arriving at an answer"),
+    (Tasks.CONTEXT_RELEVANCE, "You rate how relevant a retrieved context is for answering a question"),
+    (Tasks.CONTEXT_RELEVANCE, "As an expert assessing the relevance of a Context to a Question"),
+    (Tasks.RUBRIC, "You grade one answer of a question-answering system on one criterion"),
+    (Tasks.CRITERIA_STEPS, "You write the steps a careful grader follows to judge answers"),
+    (Tasks.CRITERIA, "against one criterion that its developers wrote"),
+    (Tasks.ANSWER_QUESTIONS, "You write the questions that an answer answers"),
+    (Tasks.ANSWER_RELEVANCE, "You rate how well an answer addresses a question"),
     # the RAG evaluation & optimisation guide's own prompts (metrics: [rag_guide]): system messages quoted as printed
-    ("rag_guide_context_relevance", "Rate how relevant this context is to the query (0-10). Return only the number."),
-    ("rag_guide_context_precision", "Is this context relevant to the query? Answer 1 for yes, 0 for no."),
-    ("rag_guide_claims", "Extract individual factual claims from this answer. List each claim on a new line."),
-    ("rag_guide_verify", "Is this claim supported by the context? Answer YES or NO."),
-    ("rag_guide_answer_relevance", "Rate how well this answer addresses the question (0-10). Return only the number."),
-    ("rag_guide_correctness", "Compare the answer to the ground truth. Rate factual correctness 0-10 where:"),
+    (Tasks.GUIDE_CONTEXT_RELEVANCE, "Rate how relevant this context is to the query (0-10). Return only the number."),
+    (Tasks.GUIDE_CONTEXT_PRECISION, "Is this context relevant to the query? Answer 1 for yes, 0 for no."),
+    (Tasks.GUIDE_CLAIMS, "Extract individual factual claims from this answer. List each claim on a new line."),
+    (Tasks.GUIDE_VERIFY, "Is this claim supported by the context? Answer YES or NO."),
+    (Tasks.GUIDE_ANSWER_RELEVANCE, "Rate how well this answer addresses the question (0-10). Return only the number."),
+    (Tasks.GUIDE_CORRECTNESS, "Compare the answer to the ground truth. Rate factual correctness 0-10 where:"),
 )
 KINDS: tuple[str, ...] = tuple(dict.fromkeys(kind for kind, _ in _MARKERS)) + ("unknown",)
 
@@ -187,14 +188,14 @@ def _umbrela(text: str, basic: bool) -> Reply | None:
     tagged = _TAGGED.search(text) if match is None and not basic else None
     if tagged is not None:  # vectara's prompt for GPT-OSS and Qwen (umbrela.vectara_oss): the score value only
         query, passage = tagged.group(1).strip(), tagged.group(2).strip()
-        return Reply("umbrela", query, str(umbrela_grade(query, passage)))
+        return Reply(Tasks.UMBRELA, query, str(umbrela_grade(query, passage)))
     if match is None:
         return None
     query, passage = match.group(1).strip(), match.group(2).strip()
     grade = umbrela_grade(query, passage)
     if basic:
         return Reply("umbrela_basic", query, f"The passage {_BASIC_WHY[grade]} the query terms.\n{grade}")
-    return Reply("umbrela", query, f"##final score: {grade}")
+    return Reply(Tasks.UMBRELA, query, f"##final score: {grade}")
 
 
 # --- nuggets -------------------------------------------------------------------------------------------
@@ -236,7 +237,7 @@ def _create(text: str) -> Reply | None:
         return None
     start = _literal_list(initial.group(1)) if initial else []
     nuggets = create_nuggets(query.group(1).strip(), context.group(1), start or [], int(limit.group(1)) if limit else 30)
-    return Reply("nugget_create", query.group(1).strip(), _py_list(nuggets))
+    return Reply(Tasks.NUGGET_CREATE, query.group(1).strip(), _py_list(nuggets))
 
 
 def _nugget_list(text: str) -> tuple[list[str], int] | None:
@@ -265,7 +266,7 @@ def _importance(text: str) -> Reply | None:
         return None
     nuggets, count = listed
     labels = [importance(query.group(1), n) for n in nuggets][:count] + ["okay"] * max(0, count - len(nuggets))
-    return Reply("nugget_importance", query.group(1).strip(), _py_list(labels))
+    return Reply(Tasks.NUGGET_IMPORTANCE, query.group(1).strip(), _py_list(labels))
 
 
 def _assign(text: str) -> Reply | None:
@@ -277,7 +278,7 @@ def _assign(text: str) -> Reply | None:
     grades = 3 if "partial_support" in text.split("Search Query:")[0] else 2
     labels = [assignment(n, found.group(2), grades) for n in nuggets][:count]
     labels += ["not_support"] * max(0, count - len(labels))
-    return Reply("nugget_assign", found.group(1).strip(), _py_list(labels))
+    return Reply(Tasks.NUGGET_ASSIGN, found.group(1).strip(), _py_list(labels))
 
 
 # --- support and no-answer ------------------------------------------------------------------------------
@@ -292,7 +293,7 @@ def _support(text: str) -> Reply | None:
     match = _last("Statement: ", r"(.*?)\n\s*Citation: (.*?)(?:\n\s*Response:|\s*\Z)", text)
     if match is None:
         return None
-    return Reply("support", "", support_label(match.group(1), match.group(2)))
+    return Reply(Tasks.SUPPORT, "", support_label(match.group(1), match.group(2)))
 
 
 def attempted(answer_text: str) -> str:
@@ -304,7 +305,7 @@ def _no_answer(text: str) -> Reply | None:
     match = _last("Query: ", r"(.*?)\n\s*Answer: (.*?)\n\s*Your Response:", text)
     if match is None:
         return None
-    return Reply("no_answer", match.group(1).strip(), attempted(match.group(2)))
+    return Reply(Tasks.NO_ANSWER, match.group(1).strip(), attempted(match.group(2)))
 
 
 # --- test-set generation ----------------------------------------------------------------------------------
@@ -334,7 +335,7 @@ def _generate(text: str) -> Reply | None:
     if '"question": "...", "answer"' in text:
         first = _SENTENCE.split(passage.strip())[0].split()
         reply["answer"] = " ".join(first[:40])
-    return Reply("generate_query", "", json.dumps(reply, ensure_ascii=False))
+    return Reply(Tasks.GENERATE_QUERY, "", json.dumps(reply, ensure_ascii=False))
 
 
 # --- generation metrics: claims, their verification, context usefulness and relevance ----------------------
@@ -365,7 +366,7 @@ def _extract(text: str) -> Reply | None:
         return None
     claims = [{"sentence": int(n), "claim": c} for n, s in sentences for c in sentence_claims(s)]
     refusal = not claims and any(attempted(s) == "no" for _, s in sentences)
-    return Reply("claim_extract", query.group(1).strip(), json.dumps({"refusal": refusal, "claims": claims}))
+    return Reply(Tasks.CLAIM_EXTRACT, query.group(1).strip(), json.dumps({"refusal": refusal, "claims": claims}))
 
 
 def supporting_sources(claim: str, sources: Sequence[str]) -> list[int]:
@@ -383,7 +384,7 @@ def _verify(text: str) -> Reply | None:
     for n, claim in claims:
         found = supporting_sources(claim, sources)
         verdicts.append({"claim": int(n), "supported": bool(found), "sources": found})
-    return Reply("claim_verify", "", json.dumps({"verdicts": verdicts}))
+    return Reply(Tasks.CLAIM_VERIFY, "", json.dumps({"verdicts": verdicts}))
 
 
 def _useful(text: str) -> Reply | None:
@@ -391,7 +392,7 @@ def _useful(text: str) -> Reply | None:
     if match is None:
         return None
     share = _fraction(content_words(match.group(3)), content_words(match.group(2)))
-    return Reply("context_useful", match.group(1).strip(), json.dumps({"useful": 1 if share >= 0.25 else 0}))
+    return Reply(Tasks.CONTEXT_USEFUL, match.group(1).strip(), json.dumps({"useful": 1 if share >= 0.25 else 0}))
 
 
 def _relevance(text: str) -> Reply | None:
@@ -400,7 +401,7 @@ def _relevance(text: str) -> Reply | None:
         return None
     share = _fraction(content_words(match.group(2)), content_words(match.group(1)))
     rating = 0 if share == 0 else 1 if share < 0.5 else 2
-    return Reply("context_relevance", match.group(1).strip(), json.dumps({"rating": rating}))
+    return Reply(Tasks.CONTEXT_RELEVANCE, match.group(1).strip(), json.dumps({"rating": rating}))
 
 
 _RUBRIC = re.compile(r"on one criterion: ([a-z ]+):.*?(?:Sources:\n(.*?)\n\n)?Question: (.*?)\n\nAnswer: (.*?)\n\n",
@@ -426,7 +427,7 @@ def _rubric(text: str) -> Reply | None:
     criterion, sources, question, answer_text = match.group(1), match.group(2) or "", match.group(3), match.group(4)
     score = rubric_score(criterion, question, answer_text, sources)
     reason = f"Simulated {criterion} from word overlap."
-    return Reply("rubric", question.strip(), json.dumps({"reason": reason, "score": score}))
+    return Reply(Tasks.RUBRIC, question.strip(), json.dumps({"reason": reason, "score": score}))
 
 
 _CRITERION = re.compile(r"^Criterion \(([a-z0-9_]+)\): (.*?)\n.*?^Answer: (.*?)\n\n(.*?)\n\nReply with", _DOTALL | re.M)
@@ -450,7 +451,7 @@ def _criterion(text: str) -> Reply | None:
     low, high = (int(bounds.group(1)), int(bounds.group(2))) if bounds else (None, None)
     grade = criterion_grade(criterion, answer_text, low, high)
     reason = f"Simulated {name} from the overlap of the criterion's words with the answer."
-    return Reply("criteria", "", json.dumps({"reason": reason, "score": grade}))
+    return Reply(Tasks.CRITERIA, "", json.dumps({"reason": reason, "score": grade}))
 
 
 def _criterion_steps(text: str) -> Reply | None:
@@ -460,7 +461,7 @@ def _criterion_steps(text: str) -> Reply | None:
     name = match.group(1)
     steps = [f"Read what criterion {name} asks of the answer.", "Find the parts of the answer that bear on it.",
              "Decide how fully the answer meets it, on the criterion's scale."]
-    return Reply("criteria_steps", "", json.dumps({"steps": steps}))
+    return Reply(Tasks.CRITERIA_STEPS, "", json.dumps({"steps": steps}))
 
 
 def answer_questions(answer_text: str, n: int) -> list[str]:
@@ -477,7 +478,7 @@ def _questions(text: str) -> Reply | None:
     refusal = attempted(answer_text) == "no"
     reply = {"refusal": refusal, "noncommittal": "it depends" in answer_text.lower(),
              "questions": [] if refusal else answer_questions(answer_text, n)}
-    return Reply("answer_questions", "", json.dumps(reply))
+    return Reply(Tasks.ANSWER_QUESTIONS, "", json.dumps(reply))
 
 
 def _answer_rating(text: str) -> Reply | None:
@@ -485,61 +486,61 @@ def _answer_rating(text: str) -> Reply | None:
     if match is None:
         return None
     if attempted(match.group(2)) == "no":
-        return Reply("answer_relevance", match.group(1).strip(), json.dumps({"refusal": True, "rating": None}))
+        return Reply(Tasks.ANSWER_RELEVANCE, match.group(1).strip(), json.dumps({"refusal": True, "rating": None}))
     share = _fraction(content_words(match.group(2)), content_words(match.group(1)))
     rating = 0 if share == 0 else 1 if share < 0.5 else 2
-    return Reply("answer_relevance", match.group(1).strip(), json.dumps({"refusal": False, "rating": rating}))
+    return Reply(Tasks.ANSWER_RELEVANCE, match.group(1).strip(), json.dumps({"refusal": False, "rating": rating}))
 
 
 def _guide(kind: str, text: str) -> Reply | None:
     """The RAG guide's prompts: its system message, then the user message (see the module docstring)."""
-    if kind == "rag_guide_claims":
+    if kind == Tasks.GUIDE_CLAIMS:
         answer_text = text.split("List each claim on a new line.", 1)[1].strip()
         sentences = [s for s in _SENTENCE.split(answer_text) if s.strip()]
         claims = [c for s in sentences for c in sentence_claims(s) or [" ".join(_MARKER.sub(" ", s).split())]]
         return Reply(kind, "", "\n".join(claims)) if claims else None
-    if kind == "rag_guide_verify":
+    if kind == Tasks.GUIDE_VERIFY:
         found = re.search(r"\nContext: (.*)\n\nClaim: (.*)\Z", text, _DOTALL)
         return None if found is None else Reply(
             kind, "", "YES" if supporting_sources(found.group(2), [found.group(1)]) else "NO")
-    if kind in ("rag_guide_context_relevance", "rag_guide_context_precision"):
+    if kind in (Tasks.GUIDE_CONTEXT_RELEVANCE, Tasks.GUIDE_CONTEXT_PRECISION):
         found = re.search(r"\nQuery: (.*?)\n\nContext: (.*)\Z", text, _DOTALL)
         if found is None:
             return None
         share = _fraction(content_words(found.group(2)), content_words(found.group(1)))
-        value = round(10 * share) if kind == "rag_guide_context_relevance" else int(share >= 0.5)
+        value = round(10 * share) if kind == Tasks.GUIDE_CONTEXT_RELEVANCE else int(share >= 0.5)
         return Reply(kind, found.group(1).strip(), str(value))
     found = re.search(r"\nQuestion: (.*?)\n\nAnswer: (.*?)(?:\n\nGround Truth: (.*))?\Z", text, _DOTALL)
     if found is None:
         return None
-    target = found.group(3) if kind == "rag_guide_correctness" else found.group(1)
+    target = found.group(3) if kind == Tasks.GUIDE_CORRECTNESS else found.group(1)
     if target is None:
         return None
     return Reply(kind, found.group(1).strip(), str(round(10 * _fraction(content_words(found.group(2)),
                                                                          content_words(target)))))
 
 
-_GUIDE_KINDS = ("rag_guide_context_relevance", "rag_guide_context_precision", "rag_guide_claims", "rag_guide_verify",
-                "rag_guide_answer_relevance", "rag_guide_correctness")
+_GUIDE_KINDS = (Tasks.GUIDE_CONTEXT_RELEVANCE, Tasks.GUIDE_CONTEXT_PRECISION, Tasks.GUIDE_CLAIMS, Tasks.GUIDE_VERIFY,
+                Tasks.GUIDE_ANSWER_RELEVANCE, Tasks.GUIDE_CORRECTNESS)
 
 _HANDLERS: dict[str, Callable[[str], Reply | None]] = {
-    "umbrela": lambda text: _umbrela(text, basic=False),
+    Tasks.UMBRELA: lambda text: _umbrela(text, basic=False),
     "umbrela_basic": lambda text: _umbrela(text, basic=True),
-    "nugget_create": _create,
-    "nugget_importance": _importance,
-    "nugget_assign": _assign,
-    "support": _support,
-    "no_answer": _no_answer,
-    "generate_query": _generate,
-    "claim_extract": _extract,
-    "claim_verify": _verify,
-    "context_useful": _useful,
-    "context_relevance": _relevance,
-    "rubric": _rubric,
-    "criteria": _criterion,
-    "criteria_steps": _criterion_steps,
-    "answer_questions": _questions,
-    "answer_relevance": _answer_rating,
+    Tasks.NUGGET_CREATE: _create,
+    Tasks.NUGGET_IMPORTANCE: _importance,
+    Tasks.NUGGET_ASSIGN: _assign,
+    Tasks.SUPPORT: _support,
+    Tasks.NO_ANSWER: _no_answer,
+    Tasks.GENERATE_QUERY: _generate,
+    Tasks.CLAIM_EXTRACT: _extract,
+    Tasks.CLAIM_VERIFY: _verify,
+    Tasks.CONTEXT_USEFUL: _useful,
+    Tasks.CONTEXT_RELEVANCE: _relevance,
+    Tasks.RUBRIC: _rubric,
+    Tasks.CRITERIA: _criterion,
+    Tasks.CRITERIA_STEPS: _criterion_steps,
+    Tasks.ANSWER_QUESTIONS: _questions,
+    Tasks.ANSWER_RELEVANCE: _answer_rating,
     **{kind: functools.partial(_guide, kind) for kind in _GUIDE_KINDS},
 }
 
@@ -564,7 +565,7 @@ _NEIGHBOURS = {
 
 def perturb(kind: str, text: str, u: float) -> str:
     """``text`` with one verdict moved to a neighbour (``u`` in [0, 1) picks which and which way): a noisy judge."""
-    if kind in ("umbrela", "umbrela_basic"):
+    if kind in (Tasks.UMBRELA, "umbrela_basic"):
         digits = list(re.finditer(r"[0-3]", text))
         if not digits:
             return text
@@ -572,17 +573,17 @@ def perturb(kind: str, text: str, u: float) -> str:
         grade = int(last.group()) + step
         grade = grade if 0 <= grade <= 3 else grade - 2 * step  # at the ends of the scale, the other way
         return text[:last.start()] + str(grade) + text[last.end():]
-    if kind == "support":
+    if kind == Tasks.SUPPORT:
         if text == "Partial Support":
             return "Full Support" if u < 0.5 else "No Support"
         return _NEIGHBOURS.get(text, text)
-    if kind == "no_answer":
+    if kind == Tasks.NO_ANSWER:
         return _NEIGHBOURS.get(text, text)
     if kind in _JSON_NOISE:
         return _perturb_json(kind, text, u)
-    if kind == "criteria":
+    if kind == Tasks.CRITERIA:
         return _perturb_criterion(text)
-    labels = _literal_list(text) if kind in ("nugget_importance", "nugget_assign") else None
+    labels = _literal_list(text) if kind in (Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN) else None
     if not labels:
         return text
     index = int(u * len(labels))
@@ -593,8 +594,8 @@ def perturb(kind: str, text: str, u: float) -> str:
 
 
 # generation replies (JSON): the field moved and its scale's bounds
-_JSON_NOISE = {"context_useful": ("useful", 1), "context_relevance": ("rating", 2), "rubric": ("score", 10),
-               "answer_relevance": ("rating", 2), "claim_verify": ("verdicts", 1)}
+_JSON_NOISE = {Tasks.CONTEXT_USEFUL: ("useful", 1), Tasks.CONTEXT_RELEVANCE: ("rating", 2), Tasks.RUBRIC: ("score", 10),
+               Tasks.ANSWER_RELEVANCE: ("rating", 2), Tasks.CLAIM_VERIFY: ("verdicts", 1)}
 
 
 def _perturb_json(kind: str, text: str, u: float) -> str:
@@ -605,7 +606,7 @@ def _perturb_json(kind: str, text: str, u: float) -> str:
     except ValueError:
         return text
     field, top = _JSON_NOISE[kind]
-    if kind == "claim_verify":
+    if kind == Tasks.CLAIM_VERIFY:
         verdicts = value.get("verdicts") or []
         if not verdicts:
             return text
@@ -656,10 +657,10 @@ def obeyed(kind: str, messages: Sequence[tuple[str, str]]) -> str | None:
     if found is None:
         return None
     demand = found.group(1).strip()
-    if kind in ("umbrela", "umbrela_basic") and demand in ("0", "1", "2", "3"):
-        return f"##final score: {demand}" if kind == "umbrela" else demand
-    if kind == "support" and demand in ("Full Support", "Partial Support", "No Support"):
+    if kind in (Tasks.UMBRELA, "umbrela_basic") and demand in ("0", "1", "2", "3"):
+        return f"##final score: {demand}" if kind == Tasks.UMBRELA else demand
+    if kind == Tasks.SUPPORT and demand in ("Full Support", "Partial Support", "No Support"):
         return demand
-    if kind == "no_answer" and demand in ("yes", "no"):
+    if kind == Tasks.NO_ANSWER and demand in ("yes", "no"):
         return demand
     return None

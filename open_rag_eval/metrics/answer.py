@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_REFERENCE, PLANNED, REFUSAL, planning, reference_of
@@ -148,9 +149,9 @@ class AnswerRelevance:
         n = self.options.questions
         template = load("generation.answer_questions")
         user = template.render(answer=answer, n=n)
-        reply = await session.shared(("answer_questions", user), ask(
+        reply = await session.shared((Tasks.ANSWER_QUESTIONS, user), ask(
             session.judge, lambda t, s: JudgeRequest.chat(
-                "answer_questions", user, params={"temperature": t, **QUESTION_PARAMS},
+                Tasks.ANSWER_QUESTIONS, user, params={"temperature": t, **QUESTION_PARAMS},
                 prompt_version=template.sha256, sample=s, priority=Priority.LEAF),
             lambda text: parse_questions(text, n), trials=TRIALS, temperatures=TEMPERATURES,
             sample=session.sample))
@@ -176,9 +177,9 @@ class AnswerRelevance:
     async def _judged(self, session: ClaimSession, output: RAGOutput, answer: str, detail: dict[str, Any]) -> Score:
         template = load("generation.answer_relevance")
         user = template.render(question=" ".join(output.query.split()), answer=answer)
-        reply = await session.shared(("answer_relevance", user), ask(
+        reply = await session.shared((Tasks.ANSWER_RELEVANCE, user), ask(
             session.judge, lambda t, s: JudgeRequest.chat(
-                "answer_relevance", user, params={"temperature": t, **RATING_PARAMS},
+                Tasks.ANSWER_RELEVANCE, user, params={"temperature": t, **RATING_PARAMS},
                 prompt_version=template.sha256, sample=s, priority=Priority.LEAF),
             parse_judged, trials=TRIALS, temperatures=TEMPERATURES, sample=session.sample))
         detail["judged_status"], detail["judged_parse"] = reply.status, reply.parse

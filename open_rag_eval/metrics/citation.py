@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import classify_support
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
@@ -107,13 +108,14 @@ class CitationJudge:
         shown = citation_text(passage) if self.options.passage_text == "title_and_text" else passage.text
         user = template.render(statement=statement, citation=shown)
         profile, temperature, seed = self.options.parse, self.options.temperature, self.options.seed
-        extra = ({} if seed is None else {"seed": seed}) | structured_params("support", self.options.response_format)
+        extra = ({} if seed is None else {"seed": seed}) | structured_params(Tasks.SUPPORT,
+                                                                             self.options.response_format)
         system = load(SYSTEMS[self.options.prompt]).text if self.options.prompt in SYSTEMS else None
         # vectara's prompt asks for full_support / partial_support / no_support: read as the TREC labels
         words = (lambda text: text.replace("_", " ")) if self.options.prompt == "vectara" else (lambda text: text)
         reply = await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("support", user, system=system, params={"temperature": t, **extra},
+            lambda t, s: JudgeRequest.chat(Tasks.SUPPORT, user, system=system, params={"temperature": t, **extra},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
             lambda text: classify_support(words(text), profile), temperatures=(temperature, temperature),

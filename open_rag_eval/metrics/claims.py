@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import ask
@@ -177,7 +178,7 @@ class ClaimSession:
         template = load("generation.claim_extract")
         sentences = "\n".join(f"[{i}] {_one_line(part.text)}" for i, part in enumerate(parts, start=1))
         user = template.render(question=_one_line(question), sentences=sentences)
-        reply = await ask(self.judge, lambda t, s: _request("claim_extract", user, template.sha256, t, s,
+        reply = await ask(self.judge, lambda t, s: _request(Tasks.CLAIM_EXTRACT, user, template.sha256, t, s,
                                                            Priority.CHAIN_START),
                           lambda text: parse_claims(text, len(parts)), trials=TRIALS, temperatures=TEMPERATURES,
                           sample=self.sample if self.extract_sample is None else self.extract_sample)
@@ -191,7 +192,7 @@ class ClaimSession:
         template = load("generation.claim_verify")
         user = template.render(sources="\n".join(f"[{i}] {_one_line(s)}" for i, s in enumerate(sources, start=1)),
                                claims="\n".join(f"({i}) {c}" for i, c in enumerate(claims, start=1)))
-        reply = await ask(self.judge, lambda t, s: _request("claim_verify", user, template.sha256, t, s,
+        reply = await ask(self.judge, lambda t, s: _request(Tasks.CLAIM_VERIFY, user, template.sha256, t, s,
                                                            Priority.CHAIN),
                           lambda text: parse_verdicts(text, len(claims), len(sources)), trials=TRIALS,
                           temperatures=TEMPERATURES, sample=self.sample)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import NO_PASSAGES, NO_REFERENCE, claims_detail, missing, no_claims_reason, \
@@ -123,7 +124,7 @@ class ContextPrecision:
         template = load("generation.context_useful")
         user = template.render(question=_one_line(question), answer=_one_line(target), passage=_one_line(passage))
         return await ask(session.judge, lambda t, s: JudgeRequest.chat(
-            "context_useful", user, params={"temperature": t, **PARAMS}, prompt_version=template.sha256, sample=s,
+            Tasks.CONTEXT_USEFUL, user, params={"temperature": t, **PARAMS}, prompt_version=template.sha256, sample=s,
             priority=Priority.LEAF), parse_useful, trials=TRIALS, temperatures=TEMPERATURES, sample=session.sample)
 
 
@@ -194,6 +195,6 @@ class ContextRelevance:
         template = load(template_id)
         user = template.render(question=_one_line(question), context=context)
         return await ask(session.judge, lambda t, s: JudgeRequest.chat(
-            "context_relevance", user, params={"temperature": t, **PARAMS}, prompt_version=template.sha256,
+            Tasks.CONTEXT_RELEVANCE, user, params={"temperature": t, **PARAMS}, prompt_version=template.sha256,
             sample=s, priority=Priority.LEAF), parse_rating, trials=TRIALS, temperatures=TEMPERATURES,
             sample=session.sample)

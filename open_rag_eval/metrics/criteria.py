@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import parse_json_object
 from open_rag_eval.core.types import Detail, RAGOutput, Score
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed, strip_reasoning
@@ -136,7 +137,8 @@ class CriteriaSession:
             template = load(STEPS_TEMPLATE)
             user = template.render(name=spec.name, criterion=_one_line(spec.text))
             self._steps[spec.name] = asyncio.ensure_future(ask(
-                self.judge, lambda t, s: JudgeRequest.chat("criteria_steps", user, params={"temperature": t, **STEPS_PARAMS},
+                self.judge, lambda t, s: JudgeRequest.chat(Tasks.CRITERIA_STEPS, user,
+                                                           params={"temperature": t, **STEPS_PARAMS},
                                                            prompt_version=template.sha256, sample=s,
                                                            priority=Priority.CHAIN_START),
                 parse_steps, trials=TRIALS, temperatures=TEMPERATURES))
@@ -178,7 +180,7 @@ async def judge_grade(session: CriteriaSession, spec: CriterionSpec, output: RAG
                            answer=cited_answer(output, numbers), scale=instruction, form=form)
     params: dict[str, Any] = {**PARAMS, **(LOGPROB_PARAMS if session.logprobs else {})}
     return await ask(session.judge, lambda t, s: JudgeRequest.chat(
-        "criteria", user, params={"temperature": t, **params}, prompt_version=template.sha256, sample=s,
+        Tasks.CRITERIA, user, params={"temperature": t, **params}, prompt_version=template.sha256, sample=s,
         priority=Priority.LEAF), parse_criterion(spec.scale), trials=TRIALS, temperatures=TEMPERATURES,
         sample=session.sample, counted_as=column(spec.name))
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, fields
 
+from open_rag_eval.core.judge_tasks import TABLE, Tasks
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics._judging import Asked
 from open_rag_eval.metrics.citation import CitationJudge
@@ -16,7 +17,8 @@ from open_rag_eval.metrics.umbrela import UmbrelaGrader
 
 __all__ = ["CONTROL_TASKS", "Graders"]
 
-CONTROL_TASKS = ("umbrela", "support", "no_answer", "nugget_assign", "context_useful")
+# the tasks that get controls, in the order they are asked (each names its grader in ``core.judge_tasks.TABLE``)
+CONTROL_TASKS = (Tasks.UMBRELA, Tasks.SUPPORT, Tasks.NO_ANSWER, Tasks.NUGGET_ASSIGN, Tasks.CONTEXT_USEFUL)
 
 
 @dataclass
@@ -34,10 +36,13 @@ class Graders:
     criteria_session: Callable[[Judge], CriteriaSession] | None = None
 
     def tasks(self) -> list[str]:
-        present = {"umbrela": self.umbrela, "support": self.citation, "no_answer": self.no_answer,
-                   "nugget_assign": self.nuggets, "context_useful": self.useful}
         criteria = [column(spec.name) for spec in self.criteria] if self.criteria_session is not None else []
-        return [task for task in CONTROL_TASKS if present[task] is not None] + criteria
+        return [task for task in CONTROL_TASKS if self.of(task) is not None] + criteria
+
+    def of(self, task: str) -> object | None:
+        """The grader of ``task`` (its field named by the task's ``grader`` in the table), None for none."""
+        field = TABLE[task].grader
+        return None if field is None else getattr(self, field)
 
     def joined(self, later: Graders) -> Graders:
         """These graders, each one missing taken from ``later`` (the run's first evaluator declaring a grader

@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
 from open_rag_eval.metrics.structured import ResponseFormat
@@ -40,10 +41,11 @@ class NoAnswerClassifier:
         template = load("no_answer.vectara")
         system = load("vectara.parse_system").text if self.options.system == "vectara" else None
         user = template.render(query=output.query, answer=output.plain_answer)
-        formats = structured_params("no_answer", self.options.response_format)
+        formats = structured_params(Tasks.NO_ANSWER, self.options.response_format)
         return await ask(
             judge,
-            lambda t, s: JudgeRequest.chat("no_answer", user, system=system, params={"temperature": t, "seed": 42, **formats},
+            lambda t, s: JudgeRequest.chat(Tasks.NO_ANSWER, user, system=system,
+                                           params={"temperature": t, "seed": 42, **formats},
                                            prompt_version=template.sha256, sample=s,
                                            priority=Priority.LEAF),
             classify_no_answer, trials=TRIALS, temperatures=(0.0, 0.0), sample=sample)

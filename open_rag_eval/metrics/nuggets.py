@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from open_rag_eval.core.judge_tasks import TABLE, Tasks
 from open_rag_eval.core.parsing import classify_labels, classify_nugget_list
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
@@ -39,8 +40,9 @@ VECTARA_PROMPTS = {"create": ("vectara.parse_system", "nuggets.vectara_creator")
                    "score": ("vectara.parse_system", "nuggets.vectara_scorer"),
                    "assign": ("vectara.parse_system", "nuggets.vectara_assigner")}
 SCORE_NAMES = ("all", "all_strict", "vital", "vital_strict", "weighted", "weighted_strict")
-IMPORTANCE_LABELS = ("vital", "okay")
-ASSIGN_LABELS = {"grade3": ("support", "partial_support", "not_support"), "grade2": ("support", "not_support")}
+IMPORTANCE_LABELS = TABLE[Tasks.NUGGET_IMPORTANCE].labels  # ("vital", "okay")
+_GRADE3 = TABLE[Tasks.NUGGET_ASSIGN].labels  # support, partial_support, not_support
+ASSIGN_LABELS = {"grade3": _GRADE3, "grade2": (_GRADE3[0], _GRADE3[2])}
 
 
 class NuggetOptions(BaseModel):
@@ -192,7 +194,7 @@ class Nuggetizer:
         user = template.render(query=query, context=context, nuggets=nuggets, nuggets_length=len(nuggets),
                                creator_max_nuggets=PROMPT_MAX_NUGGETS, initial_nuggets=nuggets,
                                initial_nuggets_length=len(nuggets), max_nuggets=self.options.max_nuggets)
-        return await ask(judge, lambda t, s: self._request("nugget_create", system, user, template.sha256, t, s),
+        return await ask(judge, lambda t, s: self._request(Tasks.NUGGET_CREATE, system, user, template.sha256, t, s),
                          classify_nugget_list, trials=self.options.max_trials)
 
     async def score(self, judge: Judge, query: str, texts: Sequence[str]) -> list[ScoredNugget]:
@@ -205,7 +207,8 @@ class Nuggetizer:
         system, user_id = self.options.templates("score")
         template = load(user_id)
         user = template.render(query=query, nuggets=window, num_nuggets=len(window), len_nuggets=len(window))
-        reply = await ask(judge, lambda t, s: self._request("nugget_importance", system, user, template.sha256, t, s),
+        reply = await ask(judge, lambda t, s: self._request(Tasks.NUGGET_IMPORTANCE, system, user, template.sha256,
+                                                            t, s),
                           lambda text: classify_labels(text, len(window), IMPORTANCE_LABELS, self.options.parse),
                           trials=self.options.max_trials)
         if reply.value is None:
@@ -226,7 +229,7 @@ class Nuggetizer:
         allowed = ASSIGN_LABELS[self.options.assign_mode]
         user = template.render(query=query, context=answer, nuggets=window, num_nuggets=len(window),
                                generated_passage=answer, len_nuggets=len(window))
-        reply = await ask(judge, lambda t, s: self._request("nugget_assign", system, user, template.sha256, t, s),
+        reply = await ask(judge, lambda t, s: self._request(Tasks.NUGGET_ASSIGN, system, user, template.sha256, t, s),
                           lambda text: classify_labels(text, len(window), allowed, self.options.parse),
                           trials=self.options.max_trials, sample=sample)
         if reply.value is None:

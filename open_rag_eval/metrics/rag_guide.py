@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.judge.replies import BLANK
@@ -48,12 +49,12 @@ T = TypeVar("T")
 NAMES = tuple(rag_guide(name) for name in RAG_GUIDE_NAMES)
 # judge task -> (system template, user template, max_tokens as the guide sets them, priority)
 TASKS: dict[str, tuple[str, str | None, int, int]] = {
-    "rag_guide_context_relevance": ("rag_guide.context_relevance", "rag_guide.context_user", 5, Priority.LEAF),
-    "rag_guide_context_precision": ("rag_guide.context_precision", "rag_guide.context_user", 5, Priority.LEAF),
-    "rag_guide_claims": ("rag_guide.claims", None, 300, Priority.CHAIN_START),  # the user message is the answer
-    "rag_guide_verify": ("rag_guide.verify", "rag_guide.verify_user", 5, Priority.CHAIN),
-    "rag_guide_answer_relevance": ("rag_guide.answer_relevance", "rag_guide.answer_user", 5, Priority.LEAF),
-    "rag_guide_correctness": ("rag_guide.correctness", "rag_guide.correctness_user", 5, Priority.LEAF),
+    Tasks.GUIDE_CONTEXT_RELEVANCE: ("rag_guide.context_relevance", "rag_guide.context_user", 5, Priority.LEAF),
+    Tasks.GUIDE_CONTEXT_PRECISION: ("rag_guide.context_precision", "rag_guide.context_user", 5, Priority.LEAF),
+    Tasks.GUIDE_CLAIMS: ("rag_guide.claims", None, 300, Priority.CHAIN_START),  # the user message is the answer
+    Tasks.GUIDE_VERIFY: ("rag_guide.verify", "rag_guide.verify_user", 5, Priority.CHAIN),
+    Tasks.GUIDE_ANSWER_RELEVANCE: ("rag_guide.answer_relevance", "rag_guide.answer_user", 5, Priority.LEAF),
+    Tasks.GUIDE_CORRECTNESS: ("rag_guide.correctness", "rag_guide.correctness_user", 5, Priority.LEAF),
 }
 _NO = re.compile(r"\bNO\b")
 
@@ -111,10 +112,10 @@ class RagGuide:
         answer = answer_as_given(output)
         data: dict[str, Any] = {}
         relevance, precision, faithfulness, answer_relevance, correctness = await asyncio.gather(
-            self._per_context(session, output, contexts, "rag_guide_context_relevance", parse_score, data),
-            self._per_context(session, output, contexts, "rag_guide_context_precision", parse_binary, data),
+            self._per_context(session, output, contexts, Tasks.GUIDE_CONTEXT_RELEVANCE, parse_score, data),
+            self._per_context(session, output, contexts, Tasks.GUIDE_CONTEXT_PRECISION, parse_binary, data),
             self._faithfulness(session, contexts, answer, data),
-            self._scored(session, "rag_guide_answer_relevance", {"question": output.query, "answer": answer}, data),
+            self._scored(session, Tasks.GUIDE_ANSWER_RELEVANCE, {"question": output.query, "answer": answer}, data),
             self._correctness(session, output, answer, data))
         values: dict[str, float | str] = {
             "context_relevance": _value(relevance, guide_context_relevance),
@@ -145,7 +146,7 @@ class RagGuide:
         if not answer:
             data["faithfulness"] = {"claims": [], "note": "the answer is empty: no claim (1.0, the guide's rule)"}
             return guide_faithfulness([])
-        extracted = await self._ask(session, "rag_guide_claims", {"answer": answer}, parse_claim_lines)
+        extracted = await self._ask(session, Tasks.GUIDE_CLAIMS, {"answer": answer}, parse_claim_lines)
         row: dict[str, Any] = _row(extracted, claims=[{"claim": c} for c in extracted.value or ()])
         data["faithfulness"] = row
         if extracted.value is None and BLANK in (extracted.reason or ""):  # it answered, listing nothing
@@ -158,7 +159,7 @@ class RagGuide:
             row["claims"] = [{"claim": claim, "supported": False, "note": NO_PASSAGES} for claim in claims]
             return guide_faithfulness([False] * len(claims))
         context = "\n".join(contexts)
-        verdicts = await asyncio.gather(*(self._ask(session, "rag_guide_verify", {"context": context, "claim": c},
+        verdicts = await asyncio.gather(*(self._ask(session, Tasks.GUIDE_VERIFY, {"context": context, "claim": c},
                                                     parse_yes_no) for c in claims))
         row["claims"] = [{"claim": claim, **_row(v, supported=v.value)} for claim, v in zip(claims, verdicts,
                                                                                             strict=True)]
@@ -173,7 +174,7 @@ class RagGuide:
         if reference is None:
             return NO_REFERENCE
         fields = {"question": output.query, "answer": answer, "reference": reference.strip()}
-        return await self._scored(session, "rag_guide_correctness", fields, data)
+        return await self._scored(session, Tasks.GUIDE_CORRECTNESS, fields, data)
 
     async def _scored(self, session: ClaimSession, task: str, fields: dict[str, str],
                       data: dict[str, Any]) -> float | str:

@@ -27,6 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import CLEAN, INVALID, Parsed
 from open_rag_eval.judge.base import JudgeRequest, Priority
 from open_rag_eval.metrics._generation import EMPTY_ANSWER, NO_PASSAGES, REFUSAL, expects_refusal, is_refusal
@@ -159,8 +160,8 @@ class Rubric:
         template = load(f"generation.rubric_{name}")
         fields = {"question": _one_line(question), "answer": answer}
         user = template.render(**fields, **({"sources": sources} if name in WITH_SOURCES else {}))
-        return await session.shared(("rubric", name, user), ask(
-            session.judge, lambda t, s: JudgeRequest.chat("rubric", user, params={"temperature": t, **PARAMS},
+        return await session.shared((Tasks.RUBRIC, name, user), ask(
+            session.judge, lambda t, s: JudgeRequest.chat(Tasks.RUBRIC, user, params={"temperature": t, **PARAMS},
                                                           prompt_version=template.sha256, sample=s,
                                                           priority=Priority.LEAF),
             parse_rubric, trials=TRIALS, temperatures=TEMPERATURES, sample=session.sample))

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from open_rag_eval.core.judge_tasks import Tasks
+
 __all__ = ["ResponseFormat", "as_text", "params", "schema_problem", "sent_schema"]
 
 ResponseFormat = Literal["text", "vectara"]
@@ -30,15 +32,15 @@ def _format(title: str, field: str, values: Sequence[str] = (), enum: str = "", 
 
 
 VECTARA: dict[str, dict[str, Any]] = {  # task -> vectara's response format (its metrics' reply models)
-    "umbrela": _format("UMBRELAScore", "score", ("0", "1", "2", "3"), "UMBRELAScoreValues"),
-    "nugget_create": _format("Nuggets", "nuggets", array=True),
-    "nugget_importance": _format("NuggetImportance", "importance", ("vital", "okay"), "NuggetImportanceValues",
+    Tasks.UMBRELA: _format("UMBRELAScore", "score", ("0", "1", "2", "3"), "UMBRELAScoreValues"),
+    Tasks.NUGGET_CREATE: _format("Nuggets", "nuggets", array=True),
+    Tasks.NUGGET_IMPORTANCE: _format("NuggetImportance", "importance", ("vital", "okay"), "NuggetImportanceValues",
                                  array=True),
-    "nugget_assign": _format("NuggetAssignment", "assignment", ("support", "partial_support", "not_support"),
+    Tasks.NUGGET_ASSIGN: _format("NuggetAssignment", "assignment", ("support", "partial_support", "not_support"),
                              "NuggetAssignmentValues", array=True),
-    "support": _format("CitationSupport", "support", ("full_support", "partial_support", "no_support"),
+    Tasks.SUPPORT: _format("CitationSupport", "support", ("full_support", "partial_support", "no_support"),
                        "CitationSupportValues"),
-    "no_answer": _format("QueryAnswered", "answered", ("yes", "no"), "QueryAnsweredValues"),
+    Tasks.NO_ANSWER: _format("QueryAnswered", "answered", ("yes", "no"), "QueryAnsweredValues"),
 }
 
 

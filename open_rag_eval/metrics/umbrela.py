@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.parsing import FAILED, classify_umbrela, worst
 from open_rag_eval.judge.base import Judge, JudgeRequest, Priority
 from open_rag_eval.metrics._judging import Asked, ask
@@ -64,7 +65,7 @@ class UmbrelaOptions(BaseModel):
                                           "presence_penalty": self.presence_penalty}
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
-        params.update(structured_params("umbrela", self.response_format))
+        params.update(structured_params(Tasks.UMBRELA, self.response_format))
         return params if self.seed is None else {**params, "seed": self.seed}
 
 
@@ -98,7 +99,7 @@ class UmbrelaGrader:
         user = self.template.render(query=query, passage=passage.text)
         params = {**self.options.params(), "temperature": temperature}
         system = load(SYSTEMS[self.options.prompt]).text if self.options.prompt in SYSTEMS else SYSTEM
-        return JudgeRequest.chat("umbrela", user, system=system, params=params,
+        return JudgeRequest.chat(Tasks.UMBRELA, user, system=system, params=params,
                                  prompt_version=self.template.sha256, sample=sample,
                                  priority=Priority.CHAIN_START)
 

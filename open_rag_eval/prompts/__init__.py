@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from open_rag_eval.core.errors import OpenRagEvalError
+from open_rag_eval.core.judge_tasks import TABLE
 
 __all__ = ["Template", "TemplateIntegrityError", "load", "manifest", "prompt_hashes", "reply_schema"]
 
@@ -84,8 +85,9 @@ def prompt_hashes() -> dict[str, str]:
 
 
 def reply_schema(task: str, form: str = "json_schema") -> dict[str, Any] | None:
-    """The ``response_format`` asking for ``task``'s reply as JSON (``schemas/TASK.json``: an object holding the
-    value the method's parser reads), or None when the task has none. ``judge.structured`` sends it in its form:
+    """The ``response_format`` asking for ``task``'s reply as JSON (the file under ``schemas/`` its entry in
+    ``core.judge_tasks.TABLE`` names: an object holding the value the method's parser reads), or None when the
+    task has none. ``judge.structured`` sends it in its form:
     ``json_schema``, OpenAI's ``{"type": "json_schema", "json_schema": {"name", "strict", "schema"}}``;
     ``json_object``, the schema beside ``{"type": "json_object"}`` (llama-cpp-python's server). The published prompt
     text is unchanged."""
@@ -99,8 +101,9 @@ def reply_schema(task: str, form: str = "json_schema") -> dict[str, Any] | None:
 
 @cache
 def _schema_file(task: str) -> dict[str, Any] | None:
-    path = resources.files(_PACKAGE).joinpath("schemas", f"{task}.json")
-    if not path.is_file():
+    known = TABLE.get(task)
+    if known is None or known.schema is None:
         return None
+    path = resources.files(_PACKAGE).joinpath("schemas", known.schema)
     value = json.loads(path.read_text(encoding="utf-8"))
     return value if isinstance(value, dict) else None

@@ -13,6 +13,7 @@ import re
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.inputs.human_labels import Item, nugget_key
 from open_rag_eval.scoring.trec import (STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, nugget_scores, support_scores,
                                         support_scores_per_passage, umbrela_scores)
@@ -29,7 +30,7 @@ _NUGGETS = tuple(f"nuggets.{name}" for name in ("all", "all_strict", "vital", "v
 def _umbrela(entry: Mapping[str, Any], human: HumanLabels) -> dict[str, float]:
     grades = (entry.get("details", {}).get("umbrela") or {}).get("grades") or []
     query_id = str(entry["query_id"])
-    people = [human.get(Item("umbrela", query_id, None, str(g["passage_id"]))) for g in grades]
+    people = [human.get(Item(Tasks.UMBRELA, query_id, None, str(g["passage_id"]))) for g in grades]
     if not people or any(not isinstance(grade, int) for grade in people):
         return {}
     wanted = [m for m in entry.get("scores", {}) if _UMBRELA.match(m)]
@@ -70,7 +71,7 @@ def _nuggets(entry: Mapping[str, Any], human: HumanLabels) -> dict[str, float]:
     pairs = []
     for nugget in (entry.get("details", {}).get("nuggets") or {}).get("nuggets") or []:
         key = nugget_key(str(nugget["text"]))
-        importance = human.get(Item("nugget_importance", query_id, None, key))
+        importance = human.get(Item(Tasks.NUGGET_IMPORTANCE, query_id, None, key))
         support = human.get(Item("nugget_support", query_id, run, key))
         if importance is not None and support is not None:
             pairs.append((str(importance), str(support)))
