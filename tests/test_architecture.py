@@ -219,3 +219,29 @@ def test_the_type_check_fails_on_a_type_error(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stdout
     assert 'Incompatible return value type (got "str", expected "int")' in done.stdout
     assert 'Unexpected keyword argument "colour" for "Passage"' in done.stdout
+
+
+RUN_FUNCTION_LINES = 60  # issue 36: the run's centre stays a composition of short functions
+
+
+def _long_functions(folder: Path, limit: int) -> list[str]:
+    """Every function (methods and nested ones included) of the modules in ``folder`` longer than ``limit`` lines,
+    decorators and docstring included."""
+    found = []
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                if (node.end_lineno or node.lineno) - first + 1 > limit:
+                    found.append(f"{path.name}:{node.name}")
+    return found
+
+
+def test_no_function_in_run_is_over_60_lines(tmp_path: Path) -> None:
+    """``run/`` (the one run loop, ``arun`` included) has no function over 60 lines; and the check fails on one."""
+    assert _long_functions(PACKAGE / "run", RUN_FUNCTION_LINES) == []
+    long = tmp_path / "long.py"
+    long.write_text("def long() -> int:\n    x = 0\n" + "    x += 1\n" * 58 + "    return x\n", encoding="utf-8")
+    assert _long_functions(tmp_path, RUN_FUNCTION_LINES) == ["long.py:long"]
+    long.write_text("def short() -> int:\n    x = 0\n" + "    x += 1\n" * 57 + "    return x\n", encoding="utf-8")
+    assert _long_functions(tmp_path, RUN_FUNCTION_LINES) == []

@@ -19,7 +19,7 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.inputs import output_to_json, read_outputs
 from open_rag_eval.inputs.csv_layout import read_csv_outputs
 from open_rag_eval.inputs.csv_stream import csv_query_groups, csv_query_sizes
-from open_rag_eval.run import pipeline, source
+from open_rag_eval.run import evaluation, pipeline, source, start
 from open_rag_eval.run.spill import Spill
 from tests.test_run_windows import write_config
 
@@ -52,7 +52,7 @@ def _csv(rows: list[list[str]]) -> str:
 def _run(config: Path, window: int, monkeypatch: pytest.MonkeyPatch, whole: bool = False
          ) -> tuple[dict[str, bytes], int]:
     """The run's files and its number of windows; ``whole``: the outputs read at once, as before streaming."""
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", window)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", window)
     added: list[int] = []
     real_add = Spill.add
     monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (added.append(len(outputs)),
@@ -169,7 +169,7 @@ def test_an_undecodable_byte_late_in_a_csv_stops_the_run_before_anything_is_writ
     offset = path.read_bytes().index(b"\xff")
     config = write_config(tmp_path, path, "late")
     asked = []
-    monkeypatch.setattr(pipeline, "_judge_for", lambda *a: asked.append(a))  # never reached
+    monkeypatch.setattr(pipeline, "judge_for", lambda *a: asked.append(a))  # never reached
     code = main(["-q", "eval", "--config", str(config)])
     assert code == 3 and asked == []
     with pytest.raises(InputError) as whole:
@@ -194,8 +194,8 @@ def test_a_bad_row_in_a_late_window_fails_the_run_with_exit_3_and_publishes_noth
     real_add = Spill.add
     monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (windows_read.append(len(outputs)),
                                                                       real_add(self, outputs, parts))[1])
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 5)
-    monkeypatch.setattr(pipeline, "CONTROL_OUTPUTS", 4)  # controls of fewer outputs than the run: its first window
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 5)
+    monkeypatch.setattr(start, "CONTROL_OUTPUTS", 4)  # controls of fewer outputs than the run: its first window
     code = main(["-q", "eval", "--config", str(config)])
     # three windows were evaluated; the fourth (q6 q7) failed as q8's rows were read to see where it ends
     assert code == 3 and windows_read == [5, 5, 5]
@@ -215,7 +215,7 @@ def test_a_csv_source_keeps_the_limit_and_reads_a_file_of_interleaved_queries_at
     first = source.CsvSource(path, limit=3)
     assert (first.n_queries, first.n_outputs, first.fewest_answered) == (3, 7, 2)
     assert [len(window) for window in first.windows(5)] == [5, 2]  # q0 q1 | q2
-    assert [o for window in first.windows(5) for o in window] == pipeline._limit(read_csv_outputs(path), 3)
+    assert [o for window in first.windows(5) for o in window] == source.limit_queries(read_csv_outputs(path), 3)
     interleaved = Path(__file__).parent / "data" / "contexts_layout.csv"  # a query's rows apart: one window
     whole = source.CsvSource(interleaved)
     assert not whole.contiguous and list(whole.windows(1)) == [read_csv_outputs(interleaved)]

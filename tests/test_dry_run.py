@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import pipeline, planning
 from open_rag_eval.cli import main
 from open_rag_eval.config import load_config
 
@@ -183,7 +183,7 @@ def test_a_large_input_is_planned_on_a_sample_of_queries_and_scaled(tmp_path: Pa
     outputs = [o.model_copy(update={"query_id": f"{o.query_id}-{i}", "query": f"{o.query} ({i})"})
                for i in range(8) for o in base]  # 48 distinct queries
     full = pipeline.plan(loaded, outputs)
-    monkeypatch.setattr(pipeline, "REHEARSED_QUERIES", 12)
+    monkeypatch.setattr(planning, "REHEARSED_QUERIES", 12)
     sampled = pipeline.plan(loaded, outputs)
     assert sampled.notes[0].startswith("planned on a random sample of 12 of the 48 queries (seed 0, ")
     assert sampled.scale > 2 and len(sampled.requests) < len(full.requests) / 2

@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from open_rag_eval.config import load_config
 from open_rag_eval.core.types import AnswerPart, Labels, Passage, RAGOutput
 from open_rag_eval.run import journal as journal_module
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import evaluation, pipeline, start
 from open_rag_eval.run.journal import OutputJournal
 from open_rag_eval.run.spill import Spill
 
@@ -84,7 +84,7 @@ def _count_windows(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 def test_fetched_outputs_in_windows_give_the_files_of_the_same_outputs_in_memory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 4)
     sizes = _count_windows(monkeypatch)
     ScriptedConnector.asked.clear()
     monkeypatch.setattr(ScriptedConnector, "fail", {"q5"})
@@ -107,21 +107,21 @@ def test_fetched_outputs_in_windows_give_the_files_of_the_same_outputs_in_memory
 
 def test_a_resumed_fetch_evaluates_the_saved_and_the_new_outputs_in_the_order_of_the_queries(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 4)
     failing = _config(tmp_path, "resumed", "{}")
     monkeypatch.setattr(ScriptedConnector, "fail", {"q1", "q5"})
-    real_loop = pipeline._run_loop
+    real_loop = pipeline.run_loop
 
     async def stop(*args: object, **kwargs: object) -> None:
         raise RuntimeError("stopped")  # the run stops once every output is fetched and saved
 
-    monkeypatch.setattr(pipeline, "_run_loop", stop)
+    monkeypatch.setattr(pipeline, "run_loop", stop)
     ScriptedConnector.asked.clear()
     with pytest.raises(RuntimeError, match="stopped"):
         pipeline.run(load_config(failing))
     partial = tmp_path / ".resumed-out.partial"
     assert sorted(p.name for p in partial.iterdir()) == [".open-rag-eval-connector.json", "outputs.jsonl"]
-    monkeypatch.setattr(pipeline, "_run_loop", real_loop)
+    monkeypatch.setattr(pipeline, "run_loop", real_loop)
     monkeypatch.setattr(ScriptedConnector, "fail", set())
     sizes = _count_windows(monkeypatch)
     ScriptedConnector.asked.clear()
@@ -143,7 +143,7 @@ def test_a_resumed_fetch_evaluates_the_saved_and_the_new_outputs_in_the_order_of
 
 def test_a_large_connector_run_reads_its_outputs_back_from_its_files(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(pipeline, "CONTROL_OUTPUTS", 10)  # more outputs than that: not kept for the caller
+    monkeypatch.setattr(start, "CONTROL_OUTPUTS", 10)  # more outputs than that: not kept for the caller
     report = pipeline.run(load_config(_config(tmp_path, "large", "{}")))
     assert report._outputs is None
     assert _in_query_order(report.outputs) == [(f"q{q}", run) for q in range(8) for run in (2, 1)]

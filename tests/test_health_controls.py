@@ -474,12 +474,12 @@ def test_the_run_s_controls_are_built_at_once_and_its_outputs_not_kept_while_the
 
 def test_a_sampled_dry_run_counts_the_controls_once_not_scaled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from open_rag_eval.config import load_config
-    from open_rag_eval.run import pipeline
+    from open_rag_eval.run import pipeline, planning
 
     config = tmp_path / "c.yaml"
     base = f"input: {DEMO}\njudge:\n  model: simulated-judge\n  simulated: {{}}\n  cache: false\n"
     tail = "evaluators:\n  - type: trec\n    metrics: [umbrela, citation, no_answer]\n"
-    monkeypatch.setattr(pipeline, "REHEARSED_QUERIES", 3)
+    monkeypatch.setattr(planning, "REHEARSED_QUERIES", 3)
     planned = {}
     for name, extra in (("on", ""), ("off", "  health: {controls: false}\n")):
         config.write_text(base + extra + tail, encoding="utf-8")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from open_rag_eval.run.pipeline import GC_THRESHOLDS, fewer_collections
+from open_rag_eval.run.memory import GC_THRESHOLDS, fewer_collections
 
 
 def test_a_run_raises_the_collector_thresholds_and_the_last_overlapping_run_restores_them() -> None:
@@ -30,7 +30,7 @@ def test_the_thresholds_come_back_when_a_run_fails() -> None:
 def test_releasing_memory_collects_cyclic_garbage() -> None:
     import weakref
 
-    from open_rag_eval.run.pipeline import release_memory
+    from open_rag_eval.run.memory import release_memory
 
     class Node:
         pass

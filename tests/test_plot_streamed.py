@@ -16,7 +16,7 @@ from open_rag_eval.core.errors import InputError
 from open_rag_eval.report import columns, loader, plots
 from open_rag_eval.report.data import ResultSet, Row
 from open_rag_eval.report.loader import load_results
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import evaluation, pipeline
 from open_rag_eval.run.spill import Spill
 from open_rag_eval.store.csv_cells import read_cell
 
@@ -45,7 +45,7 @@ def _windowed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "  - {type: trec, k_values: [1, 2], metrics: [umbrela, citation, no_answer]}\n"
         "  - {type: golden, k_values: [1, 2]}\n"
         "  - {type: consistency, metrics: [rouge, dispersion], judge_repeats: 2}\n", encoding="utf-8")
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 4)
     windows: list[int] = []
     real_add = Spill.add
     monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (windows.append(len(outputs)),

@@ -15,7 +15,7 @@ import pytest
 
 from open_rag_eval.config import load_config
 from open_rag_eval.core.types import RAGOutput
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import evaluation, pipeline, start
 from open_rag_eval.run.spill import Spill
 from tests.test_run_windows import _config, _outputs
 
@@ -26,7 +26,7 @@ def _output(query_id: str, run: int) -> RAGOutput:
 
 def _first(windows: list[list[RAGOutput]], size: int, limit: int) -> list[RAGOutput] | None:
     async def main() -> list[RAGOutput] | None:
-        first = pipeline.FirstOutputs(limit)
+        first = start.FirstOutputs(limit)
         for window in windows:
             first.add(window, size)
         return first.ready.result() if first.ready.done() else None
@@ -50,14 +50,14 @@ def test_the_controls_start_once_the_first_judge_request_is_out(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config(tmp_path, "start", _outputs())
     seen: list[tuple[bool, int]] = []
-    real = pipeline.run_controls_of
+    real = start.run_controls_of
 
     def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
         seen.append((judge.asked.is_set(), len(outputs)))
         return real(evaluators, outputs, judge, *args)
 
-    monkeypatch.setattr(pipeline, "run_controls_of", controls_of)
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 5)
+    monkeypatch.setattr(start, "run_controls_of", controls_of)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 5)
     report = pipeline.run(load_config(config))
     assert seen == [(True, 22)]  # after the first request; every output of a run smaller than CONTROL_OUTPUTS
     health = json.loads((report.output_dir / "manifest.json").read_text(encoding="utf-8"))["health"]
@@ -71,13 +71,13 @@ def test_a_run_that_sends_no_request_still_asks_its_controls(tmp_path: Path,
     config.write_text(text, encoding="utf-8")
     pipeline.run(load_config(config))  # fills the cache
     states: list[bool] = []
-    real = pipeline.run_controls_of
+    real = start.run_controls_of
 
     def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
         states.append(judge.asked.is_set())
         return real(evaluators, outputs, judge, *args)
 
-    monkeypatch.setattr(pipeline, "run_controls_of", controls_of)
+    monkeypatch.setattr(start, "run_controls_of", controls_of)
     report = pipeline.run(load_config(config))  # every judgment cached: the judge is never asked
     assert states == [False]
     health = json.loads((report.output_dir / "manifest.json").read_text(encoding="utf-8"))["health"]
@@ -89,7 +89,7 @@ def test_a_run_evaluated_as_one_window_asks_its_controls_beside_it(tmp_path: Pat
     config = _config(tmp_path, "whole", _outputs(skipped=True))  # consistency skips q2 and q6: one window
     spilled: list[int] = []
     seen: list[int] = []
-    real_add, real = Spill.add, pipeline.run_controls_of
+    real_add, real = Spill.add, start.run_controls_of
 
     def add(self: Spill, outputs: Any, parts: Any) -> None:
         spilled.append(len(outputs))
@@ -100,6 +100,6 @@ def test_a_run_evaluated_as_one_window_asks_its_controls_beside_it(tmp_path: Pat
         return real(evaluators, outputs, judge, *args)
 
     monkeypatch.setattr(Spill, "add", add)
-    monkeypatch.setattr(pipeline, "run_controls_of", controls_of)
+    monkeypatch.setattr(start, "run_controls_of", controls_of)
     pipeline.run(load_config(config))
     assert spilled == [20] and seen == [0]  # the one window: its controls while it was evaluated, not after

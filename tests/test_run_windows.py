@@ -11,7 +11,7 @@ from open_rag_eval.config import load_config
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.types import EvalResult, Score
 from open_rag_eval.inputs.jsonl import jsonl_query_groups, jsonl_query_sizes, read_jsonl_outputs
-from open_rag_eval.run import pipeline, source
+from open_rag_eval.run import evaluation, pipeline, source
 from open_rag_eval.run.spill import Spill
 
 FILES = ("results.csv", "results.json", "summary.csv", "outputs.jsonl")
@@ -57,7 +57,7 @@ def write_config(tmp_path: Path, data: Path, name: str) -> Path:
 
 
 def _run(config: Path, window: int, monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, bytes], int]:
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", window)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", window)
     added = []
     real_add = Spill.add
     monkeypatch.setattr(Spill, "add", lambda self, outputs, parts: (added.append(len(outputs)),
@@ -227,7 +227,7 @@ def test_the_spill_keeps_each_metric_in_order_and_the_reasons_of_a_metric_withou
 
 def test_a_run_report_reads_its_result_back_from_its_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config(tmp_path, "data", _outputs())
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 4)
     report = pipeline.run(load_config(config))
     scores = {(s.query_id, s.run, s.metric): s for s in report.result.scores}
     assert scores[("q5", 3, "umbrela.p@1")].error == "no output: timeout"
@@ -240,7 +240,7 @@ def test_outputs_given_in_memory_with_interleaved_queries_say_they_are_one_windo
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     config = _config(tmp_path, "given", sorted(_outputs(), key=lambda line: line["run"]))
     outputs = read_jsonl_outputs(tmp_path / "given.jsonl")
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", 4)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 4)
     with caplog.at_level("WARNING"):
         pipeline.run(load_config(config), outputs=outputs)
     said = [r.getMessage() for r in caplog.records if "one window" in r.getMessage()]

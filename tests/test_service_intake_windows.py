@@ -10,7 +10,7 @@ import pytest
 
 from open_rag_eval.config import load_config_text
 from open_rag_eval.core.errors import InputError
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import outputs as run_outputs
 from open_rag_eval.service import intake
 
 N = 2_500  # more than two windows
@@ -37,7 +37,7 @@ def _never_read_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     def whole(*args: object, **kwargs: object) -> None:
         raise AssertionError("the intake read the whole input")
 
-    monkeypatch.setattr(pipeline, "load_outputs", whole)
+    monkeypatch.setattr(run_outputs, "load_outputs", whole)
 
 
 def test_counts_every_output_and_the_limits_queries(tmp_path: Path) -> None:

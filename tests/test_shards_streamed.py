@@ -14,7 +14,7 @@ from open_rag_eval.config import load_config
 from open_rag_eval.executors import array
 from open_rag_eval.executors.shards import split_by_query
 from open_rag_eval.inputs.jsonl import read_jsonl_outputs
-from open_rag_eval.run import pipeline
+from open_rag_eval.run import evaluation, pipeline
 from open_rag_eval.run.spill import Spill
 from tests.test_run_windows import FILES, _config as _local_config, _outputs, write_config
 
@@ -34,7 +34,7 @@ def _config(tmp_path: Path, name: str, lines: list[dict], hhem: Path | None = No
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], list[int]]:
     """The window size set small; the sizes of the windows spilled and of those the shards evaluated."""
-    monkeypatch.setattr(pipeline, "WINDOW_OUTPUTS", WINDOW)
+    monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", WINDOW)
     spilled: list[int] = []
     evaluated: list[int] = []
     real_add, real_evaluate = Spill.add, array.evaluate_all

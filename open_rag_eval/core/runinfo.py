@@ -1,6 +1,6 @@
 """What a run's files say about the run itself: whether its judge was simulated, the config's digest, the version.
 
-``run/`` decides it once, when the run's judge has answered (``run.pipeline.run_info``), and hands it to every
+``run/`` decides it once, when the run's judge has answered (``run.session.run_info``), and hands it to every
 writer below; nothing else decides whether a run was simulated."""
 
 from __future__ import annotations

@@ -43,8 +43,10 @@ from open_rag_eval.judge.cache import CACHE_DB, CachedCompletion, JudgeCache, ca
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.inputs.validate import Tap, file_stamp
 from open_rag_eval.run.manifest import file_digest
-from open_rag_eval.run.pipeline import (Evaluated, evaluate_all, judge_session, load_outputs, or_empty, own_rows,
-                                       windowed)
+from open_rag_eval.run.evaluation import evaluate_all, or_empty, own_rows, windowed
+from open_rag_eval.run.loop import Evaluated
+from open_rag_eval.run.outputs import load_outputs
+from open_rag_eval.run.session import judge_session
 from open_rag_eval.run.source import contiguous, fewest_answered
 from open_rag_eval.store.fileio import atomic_stream
 from open_rag_eval.store.sqlite import connect
@@ -93,10 +95,10 @@ class _TeeCache:
 
 
 def window_size() -> int:
-    """The run's window (``pipeline.WINDOW_OUTPUTS``, read when used: a test sets it small)."""
-    from open_rag_eval.run import pipeline
+    """The run's window (``run.evaluation.WINDOW_OUTPUTS``, read when used: a test sets it small)."""
+    from open_rag_eval.run import evaluation
 
-    return pipeline.WINDOW_OUTPUTS
+    return evaluation.WINDOW_OUTPUTS
 
 
 @dataclass
@@ -115,7 +117,7 @@ class ShardInput:
 
 def window_ids(sizes: Iterable[int], size: int | None = None) -> Iterator[int]:
     """The run's window of each query (each query's number of outputs in order), cut as ``source.windows`` cuts
-    (``size``: the run's window, ``pipeline.WINDOW_OUTPUTS``)."""
+    (``size``: the run's window, ``run.evaluation.WINDOW_OUTPUTS``)."""
     size = window_size() if size is None else size
     window, filled = 0, 0
     for n in sizes:

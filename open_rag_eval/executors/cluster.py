@@ -34,7 +34,8 @@ from open_rag_eval.executors.shards import (ShardResult, Stages, evaluate_rest, 
                                             merge_results, needs_judge, split_by_query, stages)
 from open_rag_eval.judge.accounting import price_for
 from open_rag_eval.judge.cache import cache_path
-from open_rag_eval.run.pipeline import Evaluated, judge_session
+from open_rag_eval.run.loop import Evaluated
+from open_rag_eval.run.session import judge_session
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.core.types import EvalResult, RAGOutput
 

@@ -236,7 +236,7 @@ class ShardWorker:
 
     async def run(self, loaded: LoadedConfig, outputs: Sequence[Any], index: int) -> Any:
         from open_rag_eval.executors.shards import evaluate_shard, needs_judge
-        from open_rag_eval.run.pipeline import judge_session
+        from open_rag_eval.run.session import judge_session
 
         if not needs_judge(loaded.evaluators):
             return await evaluate_shard(loaded, outputs, None, index)

@@ -133,7 +133,7 @@ class ShardResult:
 async def evaluate_shard(loaded: LoadedConfig, outputs: Sequence[RAGOutput], judge: Judge | None, index: int = 0,
                          output_dir: Path | None = None) -> ShardResult:
     """Run every evaluator of ``loaded`` on ``outputs`` (one shard) with ``judge``, as a local run does."""
-    from open_rag_eval.run.pipeline import evaluate_all
+    from open_rag_eval.run.evaluation import evaluate_all
 
     evaluators = [spec.build() for spec in stages(loaded).shards]
     with recording() as recorder:
@@ -164,7 +164,7 @@ async def evaluate_rest_parts(loaded: LoadedConfig, results: Sequence[ShardResul
                               ) -> tuple[list[EvalResult], dict[str, dict[str, Any]]]:
     """``evaluate_rest`` evaluator by evaluator (``outputs`` may be one window of the run's whole queries)."""
     from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
-    from open_rag_eval.run.pipeline import evaluate_all
+    from open_rag_eval.run.evaluation import evaluate_all
 
     evaluators = [spec.build() for spec in loaded.evaluators]
     for shard in results:

@@ -30,15 +30,31 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from open_rag_eval.core.errors import InputError, StorageError
+from open_rag_eval.core.errors import ConfigError, InputError, StorageError
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS
 from open_rag_eval.inputs.validate import Tap, file_stamp
 
 __all__ = ["CsvSource", "FileSource", "JsonlSource", "ListSource", "OutputSource", "Spool", "SpooledSource",
-           "WINDOW_OUTPUTS", "check_unchanged", "contiguous", "query_groups", "windows"]
+           "WINDOW_OUTPUTS", "check_limit", "check_unchanged", "contiguous", "limit_queries", "query_groups",
+           "windows"]
 
 WINDOW_OUTPUTS = CHUNK_OUTPUTS
+
+
+def limit_queries(outputs: list[RAGOutput], limit: int | None) -> list[RAGOutput]:
+    """The outputs of the first ``limit`` queries (all of them when ``limit`` is None)."""
+    if check_limit(limit) is None:
+        return outputs
+    kept = set(list(dict.fromkeys(o.query_id for o in outputs))[:limit])
+    return [o for o in outputs if o.query_id in kept]
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``limit`` (``--limit``), refused unless None or a whole number of at least 1."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ConfigError(f"limit must be a whole number of at least 1, got {limit!r}", path="--limit")
+    return limit
 
 
 class OutputSource(Protocol):
@@ -187,9 +203,8 @@ class FileSource:
         if self._everything is not None:
             return self._everything
         from open_rag_eval.inputs import read_outputs
-        from open_rag_eval.run.pipeline import _limit
 
-        return _limit(read_outputs(self.path), self.limit)
+        return limit_queries(read_outputs(self.path), self.limit)
 
 
 class JsonlSource(FileSource):

@@ -1,6 +1,6 @@
 """The run's judge work as the console's time left needs it (``core.eta.Workload``), planned beside the run.
 
-The plan is the dry run's (``pipeline.plan``: every evaluator's requests rehearsed) on a random sample of
+The plan is the dry run's (``run.planning.plan``: every evaluator's requests rehearsed) on a random sample of
 ``PLANNED_QUERIES`` queries of the outputs the controls are drawn from, scaled to the whole run (a query's requests
 are the unit a plan scales by), with the controls' own requests as they are; the evaluators' contracts declare
 which of their judge tasks wait for which (``waits``) and which ask one query's requests one after another
@@ -37,7 +37,7 @@ START_WAIT_S = 30.0  # at most this long for the judge's first answer before pla
 def workload(loaded: LoadedConfig, outputs: Sequence[RAGOutput], n_outputs: int) -> Workload:
     """The judge work of a run of ``n_outputs`` whose first outputs are ``outputs``: the requests of a sample of
     their queries, scaled to the run, plus the controls' fixed requests, unscaled."""
-    from open_rag_eval.run.pipeline import plan  # noqa: PLC0415 (the pipeline starts this module)
+    from open_rag_eval.run.planning import plan  # noqa: PLC0415 (the run loop starts this module)
 
     queries = list(dict.fromkeys(o.query_id for o in outputs))
     chosen = set(random.Random(0).sample(queries, min(PLANNED_QUERIES, len(queries))))
