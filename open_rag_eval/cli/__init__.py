@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
+import gc
 import importlib
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from open_rag_eval._version import __version__
@@ -109,6 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     _setup_logging(args.verbose, args.quiet)
+    args.whole_process = argv is None  # the program itself: the process is the command's alone
     code = _run(args)
     if argv is None and args.command in QUICK_EXIT:
         _end_process(code)
@@ -116,6 +119,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 QUICK_EXIT = frozenset({"eval"})  # commands whose work is all done, written and closed when they return
+
+
+@contextlib.contextmanager
+def loading(whole_process: bool) -> Iterator[None]:
+    """Python's cyclic collector off while a command imports its modules and loads its config: long-lived objects
+    by the hundred thousand (modules, classes, schemas), scanned again and again for nothing. On leaving, in the
+    program's own process (``whole_process``), what was loaded is moved out of the collector's sight
+    (``gc.freeze``), so the run's collections, and the full one before its report, scan only the run's objects."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if whole_process:
+            gc.freeze()
+        if enabled:
+            gc.enable()
 
 
 def _end_process(code: int) -> NoReturn:

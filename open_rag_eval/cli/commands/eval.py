@@ -57,7 +57,7 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    from open_rag_eval.cli import judge_kept
+    from open_rag_eval.cli import judge_kept, loading
     from open_rag_eval.cli.console import ProgressDisplay, print_plan, print_summary
     from open_rag_eval.core.progress import Progress
 
@@ -75,10 +75,11 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     progress.begin("read", "config")
     with ProgressDisplay(progress, stream=sys.stderr):  # on screen before the imports below take their time
-        from open_rag_eval.run import pipeline
-        from open_rag_eval.config import load_config
+        with loading(args.whole_process):
+            from open_rag_eval.run import pipeline
+            from open_rag_eval.config import load_config
 
-        loaded = load_config(args.config)
+            loaded = load_config(args.config)
         if args.labels:
             loaded.config.labels = [str(path.resolve()) for path in args.labels]
         args.judge_cached = judge_kept(loaded.judge)  # what a stopped run leaves to resume from
