@@ -1,18 +1,24 @@
 """The console of a run as a person sees it, and how true its ETA is.
 
-    python bench/console_bench.py [--outputs 30 80 400] [--latency-ms 150] [--change 300] [--width 110] [--shots]
+    python bench/console_bench.py [--outputs 30 80 400] [--latency-ms 150] [--change 200 300] [--load N]
+                                  [--width 110] [--shots]
 
 Runs the trec evaluator (umbrela, nuggets, citation, no_answer) on each ``--outputs`` count of synthetic outputs
 (one run per query, three passages each, two cited statements) against the simulated judge with ``--latency-ms`` per
-reply; with ``--change MS``, one more run of the last count whose judge answers in MS per reply from the moment half
-of the run's planned judge requests have been sent. Four times a second (as the live display refreshes) it reads
-what the display shows as the ETA (the time until the run's judge work is done); when the run has ended, it prints
-each sample beside the true time left until the judge's last reply, their ratio and whether the sample is within
-x0.67-x1.5 of the truth (``ok``), says unknown (``unknown``: no number, e.g. while the plan is made) or is outside
-(``OUT``), and beside the time left until the run ended (writing the results, which the ETA does not model, comes
-after the judging); samples in the first 20% of the run, and those after the judging, are listed but not judged.
+reply; with ``--change MS ...``, one more run of the last count per MS whose judge answers in MS per reply from the
+moment half of the run's planned judge requests have been sent. Four times a second (as the live display refreshes)
+it reads what the display shows as the ETA (the time until the run's judge work is done); when the run has ended, it
+prints each sample beside the true time left until the judge's last reply, their ratio and whether the sample is
+within x0.67-x1.5 of the truth (``ok``; "ETA <1s", the console's least, is ok while the truth is under 1.5 s), says
+unknown (``unknown``: no number, e.g. while the plan is made) or is outside (``OUT``), and beside the time left
+until the run ended (writing the results, which the ETA does not model, comes after the judging); samples in the
+first 20% of the run, and those after the judging, are listed but not judged.
 ``--shots`` also prints the live display at the start, the middle and the end of each run. The machine's load
-average is printed first: run it niced on a shared machine.
+average is printed before and after, and each run's mean load (one-minute average, sampled) beside it: run it niced
+on a shared machine. ``--load N`` runs N busy processes beside each run (at the bench's own nice level, so on a shared
+machine they take their CPU from the bench, not from other work) to see the ETA on a loaded machine. A summary
+line per run ends the output; a miss before a midway change of latency is counted apart (no model knows a slowdown
+before it comes).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import multiprocessing
 import os
 import re
 import tempfile
@@ -52,14 +59,17 @@ def _render(display: Any, width: int) -> str:
     return "\n".join(line.rstrip() for line in console.export_text().splitlines())
 
 
-_ETA = re.compile(r"ETA (unknown|measuring|(?:(\d+)h)?(?:(\d+)m)?(?:([\d.]+)s)?)")
+_ETA = re.compile(r"ETA (unknown|measuring|<1s|(?:(\d+)h)?(?:(\d+)m)?(?:([\d.]+)s)?)")
+UNDER = 1.0  # "ETA <1s": the console's least number; within the band while the truth is under UNDER x 1.5 s
 
 
 def _seconds(shown: str) -> float | None:
-    """The number of seconds an ETA text says (None: unknown)."""
+    """The number of seconds an ETA text says (None: unknown; "<1s" reads as 1 s, a bound)."""
     found = _ETA.search(shown)
     if found is None or found.group(1) in ("unknown", "measuring"):
         return None
+    if found.group(1) == "<1s":
+        return UNDER
     hours, minutes, seconds = (float(g) if g else 0.0 for g in found.groups()[1:])
     return hours * 3600 + minutes * 60 + seconds
 
@@ -85,10 +95,19 @@ def _capture_servers() -> list[Any]:
     return servers
 
 
-def run_once(n: int, latency_ms: float, change_ms: float | None, width: int,
-             servers: list[Any]) -> tuple[list[Sample], float, float, list[tuple[str, str]], str]:
-    """One run: its samples, how long it took, when its judge work ended (seconds from its start), the display at
-    the start, middle and end, and when the judge's latency changed."""
+@dataclass
+class Run:
+    samples: list[Sample]
+    took: float  # seconds the run took
+    judged_end: float  # when its judge work ended (the judge's last reply), seconds from its start
+    shots: list[tuple[str, str]]  # the display at the start, middle and end
+    changed: str  # when the judge's latency changed ("" when it did not)
+    changed_at: float | None
+    load: float  # the mean one-minute load average over the run's samples
+
+
+def run_once(n: int, latency_ms: float, change_ms: float | None, width: int, servers: list[Any]) -> Run:
+    """One run of ``n`` outputs, sampled four times a second as the live display refreshes."""
     from open_rag_eval.cli.console import ProgressDisplay
     from open_rag_eval.config import load_config
     from open_rag_eval.core.progress import Progress
@@ -111,7 +130,7 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int,
         worker.start()
         samples: list[Sample] = []
         shots: list[tuple[str, str]] = []
-        changed = ""
+        changed, changed_at, loads = "", None, []
         while worker.is_alive():
             now = time.monotonic()
             _render(display, width)  # as the live display does, four times a second
@@ -122,15 +141,17 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int,
                                   if found else ""))
             if change_ms is not None and not changed and _half_sent(progress) and servers:
                 servers[0].config = servers[0].config.model_copy(update={"latency_ms": change_ms})
-                changed = f"latency {latency_ms:g} -> {change_ms:g} ms at {now - started:.2f}s"
+                changed, changed_at = f"latency {latency_ms:g} -> {change_ms:g} ms at {now - started:.2f}s", now - started
             if len(shots) < 2 and _shot_due(progress, n, len(shots)):
                 shots.append((("start", "middle")[len(shots)], _render(display, width)))
+            loads.append(os.getloadavg()[0])
             time.sleep(0.25)
         worker.join()
         shots.append(("end", _render(display, width)))
         # the judge's work ends with its last reply (the stage then scores what it got, in this process)
         judged_end = max(ended for ended, _ in progress.judge.timing._done) - started
-        return samples, time.monotonic() - started, judged_end, shots, changed
+        return Run(samples, time.monotonic() - started, judged_end, shots, changed, changed_at,
+                   sum(loads) / max(1, len(loads)))
 
 
 def _half_sent(progress: Any) -> bool:
@@ -148,63 +169,93 @@ def _shot_due(progress: Any, n: int, taken: int) -> bool:
     return bool(counts) and sum(counts) / len(counts) >= n / 2
 
 
-def table(samples: list[Sample], took: float, judged_end: float) -> tuple[list[str], int, int, int, int]:
-    """The rows of the samples' table and the judged samples: (rows, ok, unknown, out, out against the run's end).
-    The ETA is the time until the run's judge work is done (the judge's last reply): its truth; the ratio to the
-    run's own end (scoring the last replies and writing the results, which the ETA does not model) beside it."""
+@dataclass
+class Tally:
+    ok: int = 0
+    unknown: int = 0
+    out: int = 0
+    out_before_change: int = 0  # of ``out``: samples before the judge's latency changed
+    out_run: int = 0  # numbers outside the band against the run's own end
+
+    def line(self) -> str:
+        before = f" ({self.out_before_change} of them before the change)" if self.out_before_change else ""
+        return (f"{self.ok + self.unknown} of {self.ok + self.unknown + self.out} in band or unknown: {self.ok} ok, "
+                f"{self.unknown} unknown, {self.out} outside x{BAND[0]}-x{BAND[1]}{before}")
+
+
+def table(run: Run) -> tuple[list[str], Tally]:
+    """The rows of the samples' table and the tally of the judged samples. The ETA is the time until the run's judge
+    work is done (the judge's last reply): its truth; the ratio to the run's own end (scoring the last replies and
+    writing the results, which the ETA does not model) beside it."""
     rows = [f"{'t (s)':>6}  {'run':>4}  {'displayed':<40}  {'judging left':>12}  {'ratio':>6}  {'run left':>8}  "
             f"{'ratio':>6}  verdict"]
-    ok = unknown = out = out_run = 0
-    for sample in samples:
-        left, run_left = judged_end - sample.at, took - sample.at
+    tally = Tally()
+    for sample in run.samples:
+        left, run_left = run.judged_end - sample.at, run.took - sample.at
         shown = _seconds(sample.shown)
         ratio = "" if shown is None or left <= 0 else f"{shown / left:.2f}"
         run_ratio = "" if shown is None else f"{shown / run_left:.2f}"
-        if sample.at < JUDGED_AFTER * took:
+        if sample.at < JUDGED_AFTER * run.took:
             verdict = "(first 20%)"
         elif left <= 0:
             verdict = "(judging done: writing)"
         elif shown is None:
-            verdict, unknown = "unknown", unknown + 1
-        elif BAND[0] <= shown / left <= BAND[1]:
-            verdict, ok = "ok", ok + 1
+            verdict, tally.unknown = "unknown", tally.unknown + 1
+        elif BAND[0] <= shown / left <= BAND[1] or ("<1s" in sample.shown and left < UNDER * BAND[1]):
+            verdict, tally.ok = "ok", tally.ok + 1
         else:
-            verdict, out = "OUT", out + 1
-        if verdict in ("ok", "OUT") and not BAND[0] <= shown / run_left <= BAND[1]:  # type: ignore[operator]
-            out_run += 1
-        rows.append(f"{sample.at:>6.2f}  {sample.at / took:>4.0%}  {sample.shown or '(none shown)':<40}  "
+            verdict, tally.out = "OUT", tally.out + 1
+            if run.changed_at is not None and sample.at < run.changed_at:
+                verdict, tally.out_before_change = "OUT (before the change)", tally.out_before_change + 1
+        if shown is not None and verdict in ("ok", "OUT") and not BAND[0] <= shown / run_left <= BAND[1]:
+            tally.out_run += 1
+        rows.append(f"{sample.at:>6.2f}  {sample.at / run.took:>4.0%}  {sample.shown or '(none shown)':<40}  "
                     f"{max(left, 0):>11.2f}s  {ratio:>6}  {run_left:>7.2f}s  {run_ratio:>6}  {verdict}")
-    return rows, ok, unknown, out, out_run
+    return rows, tally
+
+
+def _hog() -> None:
+    while True:
+        pass
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--outputs", type=int, nargs="+", default=[30, 80, 400])
     parser.add_argument("--latency-ms", type=float, default=150.0)
-    parser.add_argument("--change", type=float, default=300.0, metavar="MS",
-                        help="the latency of the last run's judge once half its requests are sent (0: no such run)")
+    parser.add_argument("--change", type=float, nargs="*", default=[200.0, 300.0], metavar="MS",
+                        help="one more run of the last count per MS, whose judge answers in MS once half its requests "
+                             "are sent (none: no such run)")
+    parser.add_argument("--load", type=int, default=0, metavar="N", help="N busy processes beside each run")
     parser.add_argument("--width", type=int, default=110)
     parser.add_argument("--shots", action="store_true", help="print the live display at the start, middle, end")
     args = parser.parse_args()
 
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())} (cpus: {os.cpu_count()}, "
-          f"nice {os.nice(0)})")
+          f"nice {os.nice(0)}, {args.load} busy processes beside each run)")
     servers = _capture_servers()
-    runs = [(n, None) for n in args.outputs] + ([(args.outputs[-1], args.change)] if args.change else [])
+    runs = [(n, None) for n in args.outputs] + [(args.outputs[-1], change) for change in args.change]
     summary = []
     for n, change in runs:
-        samples, took, judged_end, shots, changed = run_once(n, args.latency_ms, change, args.width, servers)
-        rows, ok, unknown, out, out_run = table(samples, took, judged_end)
-        name = f"{n} outputs, judge {args.latency_ms:g} ms" + (f"; {changed}" if changed else "")
-        print(f"\n=== {name}: the run took {took:.2f}s, its judge work {judged_end:.2f}s; judged samples (after 20%, "
-              f"before the judging ends): {ok} ok, {unknown} unknown, {out} outside x{BAND[0]}-x{BAND[1]} "
-              f"({out_run} outside against the run's own end)")
+        hogs = [multiprocessing.Process(target=_hog, daemon=True) for _ in range(args.load)]
+        for hog in hogs:
+            hog.start()
+        try:
+            run = run_once(n, args.latency_ms, change, args.width, servers)
+        finally:
+            for hog in hogs:
+                hog.terminate()
+                hog.join()
+        rows, tally = table(run)
+        name = f"{n} outputs, judge {args.latency_ms:g} ms" + (f"; {run.changed}" if run.changed else "")
+        head = (f"{name}: run {run.took:.2f}s, judging {run.judged_end:.2f}s, load {run.load:.1f}; samples after 20% "
+                f"and before the judging ends: {tally.line()} ({tally.out_run} numbers outside against the run's end)")
+        print(f"\n=== {head}")
         print("\n".join(rows))
         if args.shots:
-            for label, text in shots:
+            for label, text in run.shots:
                 print(f"--- {label}\n{text}")
-        summary.append(f"{name}: run {took:.2f}s, judging {judged_end:.2f}s; {ok} ok, {unknown} unknown, {out} "
-                       f"outside ({out_run} against the run's end)")
+        summary.append(head)
     print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print("\n".join(summary))
 

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 import pytest
 
 from open_rag_eval.cli.console import ProgressDisplay
-from open_rag_eval.core.eta import CallClock, Workload, estimate, remaining_depth, requests_per_wave
+from open_rag_eval.cli.console import _duration
+from open_rag_eval.core.eta import CallClock, Pace, Workload, blend, estimate, paced, remaining_depth, requests_per_wave
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.judge.accounting import Accounting
 
@@ -211,3 +212,81 @@ def test_old_requests_in_flight_are_no_stall_while_replies_still_come() -> None:
     assert timing.latency() == pytest.approx(0.5)
     clock.now += 1.0  # nothing for 2.5 s, five times the mean: a stall, the requests in flight say 6.5 s
     assert timing.latency() == pytest.approx(6.5) and old
+
+
+def test_the_observed_rate_counts_the_last_replies_over_at_least_its_window() -> None:
+    clock = Clock()
+    timing = CallClock(clock=clock)
+    for _ in range(40):  # a reply every 0.25 s for 10 s: 4 a second
+        token = timing.begin()
+        clock.now += 0.25
+        timing.end(token)
+    assert timing.pace(50) is None  # fewer replies than asked for
+    # the last 4 replies span 0.75 s, less than the 2 s window: the 8 replies of the last 2 s count
+    assert timing.pace(4, least_s=2.0) == Pace(8 / 2.0, 1.0)
+    # the last 20 replies: the 19 after the first of them, in the 4.75 s since it
+    assert timing.pace(20, least_s=2.0) == Pace(19 / 4.75, 1.0)
+    # only replies after ``since`` count, over a window that starts there
+    assert timing.pace(4, since=clock.now - 1.0, least_s=2.0) == Pace(4 / 1.0, 1.0)
+    clock.now += 2.0  # two silent seconds: the rate falls
+    assert timing.pace(4, least_s=2.0) == Pace(3 / 2.75, 1.0)
+    for seconds in (0.5, 0.5, 1.0, 1.0):  # then replies that take longer and longer
+        token = timing.begin()
+        clock.now += seconds
+        timing.end(token)
+    # the last 4 replies: the 3 after the first, in 2.5 s; in the window's quarters (0.625 s each) replies of
+    # 0.5, 1.0 and 1.0 s: their latency swings x2
+    assert timing.pace(4, least_s=2.0) == Pace(3 / 2.5, 2.0)
+
+
+def test_the_estimate_at_the_observed_pace_and_the_blend_of_the_two() -> None:
+    made = {"umbrela": (36, 0), "support": (40, 0)}
+    # 74 requests left and 4 in flight at 10 replies a second: 7.8 s of work; the chain of 3 requests at 0.5 s: 1.5 s
+    assert paced(TREC, made, 0.5, 10.0, in_flight=4) == pytest.approx(math.sqrt(7.8 * 9.3))
+    assert paced(Workload({"umbrela": 5}), {"umbrela": (5, 0)}, 0.5, 10.0) == 0.0
+    # the model says 4 s: at the pace, 6 s: the geometric mean, within x1.5 of any time between them
+    assert blend(4.0, 6.0) == pytest.approx(math.sqrt(24.0))
+    assert blend(4.0, None) == 4.0  # the pace is not known yet: the model alone
+    assert blend(4.0, 9.0) == pytest.approx(6.0)  # 2.25 times apart: still within x1.5 of both
+    assert blend(4.0, 9.1) is None and blend(9.1, 4.0) is None  # further apart: the pace is changing
+    assert blend(0.0, 0.0) == 0.0
+
+
+def test_the_display_blends_the_model_with_the_judges_pace_or_says_it_is_changing() -> None:
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.stages = ["trec"]
+    progress.begin("trec")
+    progress.outputs_total = 20
+    judge = TimedJudge(clock)  # 8 at once
+    progress.judge = judge
+    display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock)
+    progress.planned(Workload({"umbrela": 1000}, stages=("trec",)))
+
+    def waves(n: int, width: int, seconds: float) -> None:
+        for _ in range(n):
+            tokens = [judge.timing.begin() for _ in range(width)]
+            clock.now += seconds
+            for token in tokens:
+                judge.timing.end(token)
+        judge.accounting.task("umbrela").calls += n * width
+
+    waves(64, 8, 0.5)  # 16 replies a second, as the model says
+    # 488 left: the model 488 x 0.5 / 8 = 30.5 s; the pace (the 56 replies after the first of the last 64, in 3.5 s)
+    # 488 / 16 = 30.5 s; both with a chain of one request, 0.5 s
+    assert display.eta("trec", clock.now) == f"ETA {_duration(math.sqrt(30.5 * 31.0))}" == "ETA 31s"
+    waves(3, 8, 1.5)  # then replies take 1.5 s: their latency swings x3 within the pace's window
+    assert display.eta("trec", clock.now) == "ETA unknown (the judge's pace varies)"
+    waves(30, 8, 0.25)  # then faster: 32 replies a second
+    # 224 left: the model 224 x 0.25 / 8 = 7 s; the pace over the last 2 s (64 replies): 224 / 32 = 7 s
+    assert display.eta("trec", clock.now) == f"ETA {_duration(math.sqrt(7 * 7.25))}" == "ETA 7.1s"
+    waves(2, 8, 0.3)  # a little slower (x1.2): the model follows at once, the pace lags; the shown time is between
+    # the latency of the last 48 replies: (16 x 0.3 + 32 x 0.25) / 48 s; 208 left: the model 208 x that / 8 s; the
+    # pace: the 64 replies of the last 2 s, 208 / 32 = 6.5 s
+    latency = (16 * 0.3 + 32 * 0.25) / 48
+    model = math.sqrt(208 * latency / 8 * (208 * latency / 8 + latency))
+    pace = math.sqrt(6.5 * (6.5 + latency))
+    assert display.eta("trec", clock.now) == f"ETA {_duration(math.sqrt(model * pace))}" == "ETA 6.8s"
+    waves(20, 1, 0.25)  # the run asks one request at a time: seven of the judge's eight slots are idle
+    # the model still counts 8 a wave: 188 x 0.27 / 8 = 6.3 s; the pace (56 replies in 6.3 s): 21 s: too far apart
+    assert display.eta("trec", clock.now) == "ETA unknown (the judge's pace is changing)"

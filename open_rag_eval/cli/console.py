@@ -292,9 +292,9 @@ class ProgressDisplay:
 
     def eta(self, stage: str, now: float) -> str:
         """The run's time left (``core.eta``): the judge work still planned, in waves of the requests the judge runs
-        at once, at the latency it has now; "ETA unknown" with why, whenever the model cannot support a number. A
-        stage without judge work goes at its own observed rate."""
-        from open_rag_eval.core.eta import estimate, requests_per_wave
+        at once at the latency it has now, checked against the judge's observed pace; "ETA unknown" with why,
+        whenever the model cannot support a number. A stage without judge work goes at its own observed rate."""
+        from open_rag_eval.core.eta import PACE_SWING, PACE_WAVES, blend, estimate, paced, requests_per_wave
 
         p, judge = self.progress, self.progress.judge
         work = p.work
@@ -303,20 +303,32 @@ class ProgressDisplay:
             return "ETA measuring" if local is None else f"ETA {_duration(local)}"
         running = [name for name, (_, end) in p.models.items() if end is None]
         timing, snapshot = getattr(judge, "timing", None), self._judge()
-        latency = timing.latency(now, since=p.work_known or 0.0) if timing is not None and work is not None else None
+        since = p.work_known or 0.0
+        latency = timing.latency(now, since=since) if timing is not None and work is not None else None
         why = ("planning" if work is None else f"{running[0]} model running" if running
                else "timing the judge" if latency is None or snapshot is None else "")
         if why:
             return f"ETA unknown ({why})"
         assert latency is not None and snapshot is not None and timing is not None
         made = {task: (row["calls"], row["cache_hits"]) for task, row in snapshot["tasks"].items()}
-        after = work.stages[work.stages.index(stage) + 1:]
+        after, flight = len(work.stages[work.stages.index(stage) + 1:]), timing.ages(now)
         pending = getattr(judge, "pending", 0)
-        left = estimate(work, made, latency, requests_per_wave(judge, latency), flight=timing.ages(now),
-                        pending=pending if isinstance(pending, int) else 0, stages_left=len(after))
-        if left is None:
+        pending = pending if isinstance(pending, int) else 0
+        capacity = requests_per_wave(judge, latency)
+        model = estimate(work, made, latency, capacity, flight=flight, pending=pending, stages_left=after)
+        if model is None or capacity is None:
             return "ETA unknown (the judge's concurrency)"
-        return f"ETA {_duration(left)}" if left > 0 else "ETA unknown (past the planned judge work)"
+        pace = timing.pace(round(PACE_WAVES * capacity), now, since=since)
+        if pace is not None and pace.swing > PACE_SWING:
+            return "ETA unknown (the judge's pace varies)"
+        observed = None if pace is None or not pace.rate else paced(
+            work, made, latency, pace.rate, in_flight=len(flight), pending=pending, stages_left=after)
+        left = blend(model, observed)
+        if left is None:
+            return "ETA unknown (the judge's pace is changing)"
+        if left <= 0:
+            return "ETA unknown (past the planned judge work)"
+        return "ETA <1s" if left < 1 else f"ETA {_duration(left)}"  # tenths of a second are noise on a screen
 
     def stage_rows(self, now: float) -> list[tuple[str, str, str]]:
         """(mark, stage, detail) per stage: ✓ finished, ▸ running, · waiting."""

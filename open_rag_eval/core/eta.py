@@ -15,9 +15,20 @@ within ×0.71 to ×1.41 of any time between those bounds. A request in flight co
 not used yet. Requests answered from the cache so far (their share per task) are taken to be answered from it in the
 same share later, at no time.
 
+The judge's observed pace checks the model: the replies per second over the last ``PACE_WAVES`` waves of replies
+(at least ``PACE_S`` seconds; ``CallClock.rate``) give a second estimate of the same bounds, the requests left at that
+rate (``paced``). The model follows a change of latency within a wave but, on a loaded machine, its latency of the
+last replies swings (x0.4 to x2: a process that waits for a core answers in bursts) and it assumes every slot is
+busy; the observed rate is steady there and sees slots left idle, but lags a change by its window. The ETA shown is
+the geometric mean of the two (``blend``): within x1.5 of any time between them when they differ by at most
+``PACE_SPREAD`` (x2.25); when they differ by more, the pace is changing and there is no number. Nor is there while
+the mean latency of the window's quarters differs by more than ``PACE_SWING`` (x1.5): a judge, or a machine, whose
+pace swings that much within seconds (a shared machine whose other work comes and goes) makes any time a guess.
+
 There is no number (None: "ETA unknown") when the model cannot support one: before the plan is known, before the
-judge has answered a request (no latency), without a known concurrency, or when a part of the run that is not judge
-work is what remains (a local model, writing the results). No dependencies beyond the standard library.
+judge has answered a request (no latency), without a known concurrency, while the two estimates disagree, or when a
+part of the run that is not judge work is what remains (a local model, writing the results). No dependencies beyond
+the standard library.
 """
 
 from __future__ import annotations
@@ -31,11 +42,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CallClock", "Workload", "estimate", "remaining_depth", "requests_per_wave"]
+__all__ = ["CallClock", "Pace", "Workload", "blend", "estimate", "paced", "remaining_depth", "requests_per_wave"]
 
 # a stall: nothing answered for this many mean latencies and at least this many seconds (shorter silences are a busy
 # machine pausing this process, not the judge: bench/console_bench.py at a load of 12 on 2 cores)
 STALL_MEANS, STALL_S = 4.0, 2.0
+# the observed pace: replies per second over the last PACE_WAVES waves of replies and at least PACE_S seconds
+PACE_WAVES, PACE_S = 8, 2.0
+PACE_SPREAD = 2.25  # 1.5 / 0.67: the geometric mean of two estimates this far apart is within x1.5 of both
+PACE_SWING = 1.5  # latency that varies more than this within the pace's window: no time can be promised
+LATENCY_REPLIES = 48  # the latency is the mean of this many last replies
 
 
 @dataclass(frozen=True)
@@ -56,7 +72,7 @@ class CallClock:
     """When the judge's requests started and how long the last ones took. The judge's event loop writes it; a
     display thread reads it (each read takes a copy under a lock)."""
 
-    def __init__(self, keep: int = 48, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, keep: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
         self._done: deque[tuple[float, float]] = deque(maxlen=keep)  # (ended, seconds taken) of the last answered
         self._open: dict[int, float] = {}
         self._ids = itertools.count()
@@ -94,7 +110,7 @@ class CallClock:
         now = self.clock() if now is None else now
         ages = self.ages(now, since)
         with self._lock:
-            done = [(ended, taken) for ended, taken in self._done if ended - taken >= since]
+            done = [(ended, taken) for ended, taken in self._done if ended - taken >= since][-LATENCY_REPLIES:]
         if len(done) < least:
             return None
         recent = sum(taken for _, taken in done) / len(done)  # the mean: in flight over it is the throughput
@@ -102,6 +118,36 @@ class CallClock:
         if ages and silent > max(STALL_MEANS * recent, STALL_S):  # the requests in flight say more than the replies
             return max(recent, ages[len(ages) // 2])
         return recent
+
+
+    def pace(self, replies: int, now: float | None = None, since: float = float("-inf"),
+             least_s: float = PACE_S) -> Pace | None:
+        """The judge's pace over the last ``replies`` answered after ``since``, and at least the last ``least_s``
+        seconds (a window that starts after ``since``); None before ``replies`` have been answered in it."""
+        now = self.clock() if now is None else now
+        with self._lock:
+            done = [(ended, taken) for ended, taken in self._done if ended > since]
+        if len(done) < max(2, replies):
+            return None
+        start = max(min(done[-replies][0], now - least_s), since)
+        if now <= start:
+            return None
+        kept = [(ended, taken) for ended, taken in done if ended > start]
+        quarters: list[list[float]] = [[], [], [], []]
+        for ended, taken in kept:
+            quarters[min(3, int(4 * (ended - start) / (now - start)))].append(taken)
+        means = [sum(q) / len(q) for q in quarters if q]
+        swing = max(means) / min(means) if len(means) > 1 and min(means) > 0 else 1.0
+        return Pace(len(kept) / (now - start), swing)
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast the judge answers: replies per second over a window, and how steady their latency is in it (the
+    largest mean latency of the window's quarters over the smallest: 1 when steady)."""
+
+    rate: float
+    swing: float
 
 
 def requests_per_wave(judge: Any, latency: float) -> float | None:
@@ -139,24 +185,57 @@ def remaining_depth(work: Workload, left: Mapping[str, float]) -> int:
 
 def estimate(work: Workload, made: Mapping[str, tuple[int, int]], latency: float | None, capacity: float | None,
              *, flight: Sequence[float] = (), pending: int = 0, stages_left: int = 0) -> float | None:
-    """Seconds until the judge work of ``work`` is done. ``made``: task -> (calls sent, answered from the cache)
-    so far; ``flight``: the ages of the requests in flight (each has about ``latency`` less its age to go);
+    """Seconds until the judge work of ``work`` is done, by the model. ``made``: task -> (calls sent, answered from the
+    cache) so far; ``flight``: the ages of the requests in flight (each has about ``latency`` less its age to go);
     ``pending``: requests asked and not answered (queued or in flight: the judge's own count, a floor when the plan
     counted fewer); ``stages_left``: judged evaluator stages still to come after the running one (each adds at
     least one wave). None when ``latency`` or ``capacity`` is unknown."""
     if latency is None or not capacity or latency <= 0:
         return None
+    queued, depth = _left(work, made, pending, len(flight), stages_left)
+    finishing = [max(0.0, latency - age) for age in flight]
+    if queued <= 0 and not finishing:
+        return 0.0
+    deep = depth * latency if depth else max(finishing, default=0.0)  # the longest chain of waiting requests
+    return _between((queued * latency + sum(finishing)) / capacity, deep)  # the work over the judge's slots
+
+
+def paced(work: Workload, made: Mapping[str, tuple[int, int]], latency: float, rate: float, *, in_flight: int = 0,
+          pending: int = 0, stages_left: int = 0) -> float:
+    """Seconds until the judge work of ``work`` is done at the observed ``rate`` (replies per second): the requests
+    still to answer (left, queued and ``in_flight``) at that rate, and the longest chain at ``latency`` a request."""
+    queued, depth = _left(work, made, pending, in_flight, stages_left)
+    if queued <= 0 and not in_flight:
+        return 0.0
+    return _between((queued + in_flight) / rate, depth * latency if depth else latency)
+
+
+def blend(model: float, observed: float | None) -> float | None:
+    """The ETA shown: the geometric mean of the model's estimate and the one at the observed pace (the model alone
+    before the pace is known); None when they differ by more than ``PACE_SPREAD`` (the pace is changing)."""
+    if observed is None:
+        return model
+    if model <= 0 or observed <= 0:  # both 0 when nothing is left
+        return 0.0 if max(model, observed) <= 0 else None
+    if max(model, observed) > PACE_SPREAD * min(model, observed):
+        return None
+    return math.sqrt(model * observed)
+
+
+def _left(work: Workload, made: Mapping[str, tuple[int, int]], pending: int, in_flight: int,
+          stages_left: int) -> tuple[float, int]:
+    """(requests still to ask or queued, not in flight; the longest chain of them, with a wave per judged stage to
+    come). Requests answered from the cache so far (their share per task) are taken to be answered from it in the
+    same share later, at no time."""
     left: dict[str, float] = {}
     for task, planned in work.calls.items():
         calls, hits = made.get(task, (0, 0))
         fresh = 1.0 - hits / (calls + hits) if calls + hits else 1.0  # the cache answers this share at no time
         left[task] = max(0, planned - calls - hits) * fresh
-    queued = max(sum(left.values()), pending - len(flight))
-    finishing = [max(0.0, latency - age) for age in flight]
-    if queued <= 0 and not finishing:
-        return 0.0
-    depth = remaining_depth(work, left) + max(0, stages_left)
-    spread = (queued * latency + sum(finishing)) / capacity  # the work, spread over the judge's slots
-    deep = depth * latency if depth else max(finishing, default=0.0)  # the longest chain of waiting requests
-    low, high = max(spread, deep), spread + deep
-    return math.sqrt(low * high)  # within x0.71-x1.41 of any time between the bounds
+    queued = max(sum(left.values()), pending - in_flight)
+    return queued, remaining_depth(work, left) + max(0, stages_left)
+
+
+def _between(spread: float, deep: float) -> float:
+    """The geometric mean of the bounds max(spread, deep) and spread + deep: within x0.71-x1.41 of any time between."""
+    return math.sqrt(max(spread, deep) * (spread + deep))
