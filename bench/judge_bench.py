@@ -28,6 +28,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.simulated import (
     RequestRecord,
     SimulatedJudgeServer,
@@ -35,7 +36,8 @@ from open_rag_eval.judge.simulated import (
 )
 
 KEY_ENV = "OPEN_RAG_EVAL_BENCH_KEY"
-TASKS = ("umbrela", "nugget_create", "nugget_importance", "nugget_assign", "support", "no_answer", "unknown")
+TASKS = (Tasks.UMBRELA, Tasks.NUGGET_CREATE, Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN, Tasks.SUPPORT, Tasks.NO_ANSWER,
+         "unknown")
 _SYLLABLES = ["ka", "lo", "mi", "re", "su", "ta", "ne", "vo", "pi", "da", "ro", "fe", "li", "mu", "sa", "te", "ga", "no", "be", "zu"]
 
 
@@ -126,8 +128,9 @@ def chain_seconds(records: Sequence[RequestRecord]) -> float:
         by_query[record.query][record.kind].append(record.end - record.start)
     longest = 0.0
     for kinds in by_query.values():
-        chain = sum(kinds.get("nugget_create", []))
-        chain += sum(max(kinds.get(kind, [0.0])) for kind in ("umbrela", "nugget_importance", "nugget_assign"))
+        chain = sum(kinds.get(Tasks.NUGGET_CREATE, []))
+        chain += sum(max(kinds.get(kind, [0.0])) for kind in (Tasks.UMBRELA, Tasks.NUGGET_IMPORTANCE,
+                                                               Tasks.NUGGET_ASSIGN))
         longest = max(longest, chain, *(max(durations) for durations in kinds.values()))
     return longest
 

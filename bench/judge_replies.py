@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from open_rag_eval.core.judge_tasks import TABLE, Tasks
 from open_rag_eval.core.parsing import (Parsed, classify_labels, classify_no_answer, classify_nugget_list,
                                         classify_support, classify_umbrela, strip_reasoning)
 from open_rag_eval.health.controls import REFUSAL
@@ -41,17 +42,17 @@ class Tally:
 
 def task_of(user: str) -> str | None:
     if "score on an integer scale of 0 to 3" in user:
-        return "umbrela"
+        return Tasks.UMBRELA
     if "Statement:" in user or "evaluate whether each statement" in user:
-        return "support"
+        return Tasks.SUPPORT
     if "attempt to answer the query" in user or "evaluate the answer generate" in user:
-        return "no_answer"
+        return Tasks.NO_ANSWER
     if "atomic nuggets" in user:
-        return "nugget_create"
+        return Tasks.NUGGET_CREATE
     if "vital or okay" in user or ("vital" in user and "okay" in user):
-        return "nugget_importance"
+        return Tasks.NUGGET_IMPORTANCE
     if "label each of the" in user:
-        return "nugget_assign"
+        return Tasks.NUGGET_ASSIGN
     return None
 
 
@@ -61,15 +62,15 @@ def _count(user: str) -> int:
 
 
 def parser_of(task: str, user: str) -> Callable[[str], Parsed[Any]]:
-    if task == "umbrela":
+    if task == Tasks.UMBRELA:
         return lambda text: classify_umbrela(text, "strict")
-    if task == "support":
+    if task == Tasks.SUPPORT:
         return lambda text: classify_support(text, "strict")
-    if task == "no_answer":
+    if task == Tasks.NO_ANSWER:
         return classify_no_answer
-    if task == "nugget_create":
+    if task == Tasks.NUGGET_CREATE:
         return classify_nugget_list
-    allowed = ("vital", "okay") if task == "nugget_importance" else ("support", "partial_support", "not_support")
+    allowed = TABLE[Tasks.NUGGET_IMPORTANCE if task == Tasks.NUGGET_IMPORTANCE else Tasks.NUGGET_ASSIGN].labels
     return lambda text: classify_labels(text, _count(user), allowed, "strict")
 
 
@@ -85,15 +86,15 @@ def _label(tally: Tally, task: str, value: Any, user: str, rows: Sequence[Mappin
            groups: Mapping[str, str]) -> None:
     """Keep a first ask's label by what it judged: an UMBRELA grade by its passage's group, a support label by the
     cited passage's group, a no-answer verdict by whether the answer is a refusal."""
-    if task == "umbrela":
+    if task == Tasks.UMBRELA:
         group = group_of(user, rows, groups)
         if group is not None:
             tally.grades[group].append(value[0])
-    elif task == "support":
+    elif task == Tasks.SUPPORT:
         row = next((r for r in rows if r["passage"] in user), None)
         if row is not None:
             tally.labels[f"{groups.get(row['query_id'] + '/' + row['passage_id'])}:{value}"] += 1
-    elif task == "no_answer" and REFUSAL not in user:  # a control's canonical refusal is not the run's
+    elif task == Tasks.NO_ANSWER and REFUSAL not in user:  # a control's canonical refusal is not the run's
         row = next((r for r in rows if r.get("generated_answer") and r["query"] in user), None)
         if row is not None:
             tally.labels[f"{'refusal' if is_refusal(row['generated_answer']) else 'answer'}:{value}"] += 1

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from open_rag_eval.core.errors import JudgeError
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.base import JudgeRequest
 from open_rag_eval.judge.client import OpenAIJudge
 from open_rag_eval.judge.settings import JudgeSettings
@@ -103,7 +104,7 @@ async def _run(base_url: str, args: argparse.Namespace, adaptive: bool) -> dict[
         async def one(i: int) -> None:
             nonlocal ok, failed
             try:
-                await judge.complete(JudgeRequest.chat("umbrela", f"passage {i}"))
+                await judge.complete(JudgeRequest.chat(Tasks.UMBRELA, f"passage {i}"))
                 ok += 1
             except JudgeError:
                 failed += 1

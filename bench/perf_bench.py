@@ -37,6 +37,7 @@ from pathlib import Path
 from judge_bench import KEY_ENV, make_rows, report, write_config, write_csv
 from scale_bench import start_judge
 
+from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
 
 PARTS = ("help", "cpu", "client", "concurrency", "eval")
@@ -122,7 +123,7 @@ def part_client(args: argparse.Namespace, work: Path) -> None:
 
     def ask(n: int) -> JudgeRequest:
         prompt = f"Grade the passage (0-3).\n{texts[n % len(texts)]}\n#{n}"
-        return JudgeRequest("umbrela", (("user", prompt),), {"temperature": 0.0, "max_tokens": 64})
+        return JudgeRequest(Tasks.UMBRELA, (("user", prompt),), {"temperature": 0.0, "max_tokens": 64})
 
     async def rounds() -> list[float]:
         judge = open_judge(config, base_dir=work)

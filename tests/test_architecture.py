@@ -145,13 +145,14 @@ def _in_task_place(tree: ast.AST, tasks: set[str]) -> set[int]:
 
 
 def _task_literals(root: Path) -> list[str]:
-    """Each judge task's name written outside its table (core/judge_tasks.py), docstrings aside: every literal of
-    a name only tasks have, and a shared name's literal standing where a task goes."""
+    """Each judge task's name written outside its table (core/judge_tasks.py) in the package, the connectors and
+    the benches, docstrings aside: every literal of a name only tasks have, and a shared name's literal standing
+    where a task goes."""
     from open_rag_eval.core.judge_tasks import TABLE
 
     tasks = set(TABLE)
     found = []
-    for path in sorted((root / "open_rag_eval").rglob("*.py")):
+    for path in sorted(p for part in ("open_rag_eval", "connectors", "bench") for p in (root / part).rglob("*.py")):
         if path.relative_to(root).as_posix() == "open_rag_eval/core/judge_tasks.py":
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
