@@ -65,8 +65,8 @@ def test_the_controlled_tasks_name_their_graders() -> None:
 
 
 def test_the_labels_are_the_parsers_labels() -> None:
-    assert TABLE[Tasks.UMBRELA].labels == tuple(str(classify_umbrela(f"##final score: {g}").value[0])  # type: ignore[index]
-                                                for g in range(4))
+    grades = [classify_umbrela(f"##final score: {g}").value for g in range(4)]
+    assert TABLE[Tasks.UMBRELA].labels == tuple(str(grade[0]) for grade in grades if grade is not None)
     assert TABLE[Tasks.SUPPORT].labels == tuple(classify_support(text).value for text in
                                                 ("Full Support", "Partial Support", "No Support"))
     assert TABLE[Tasks.NO_ANSWER].labels == (classify_no_answer("yes").value, classify_no_answer("no").value)

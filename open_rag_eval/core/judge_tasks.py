@@ -2,10 +2,10 @@
 
 A judge task is one kind of request a metric sends the judge (``JudgeRequest.task``): its name labels the request
 in the accounting, the judge-health counts (``health.<task>.clean_rate``), the controls, the test-retest and the
-simulated judges. This module is the only one that spells a task's name; every other module (and bench script) refers
-to ``Tasks.X`` (tests/test_architecture.py fails on a name written anywhere else). The names are part of the results (health
-fields, manifests): a renamed task is a changed result. The judge cache never sees a task's name (its key is the
-request's messages, parameters and prompt version), so the table changes no cache entry.
+simulated judges. This module is the only one that spells a task's name; every other module (and bench script)
+refers to ``Tasks.X`` (tests/test_architecture.py fails on a name written anywhere else). The names are part of the
+results (health fields, manifests): a renamed task is a changed result. The judge cache never sees a task's name
+(its key is the request's messages, parameters and prompt version), so the table changes no cache entry.
 
 ``TABLE`` holds per task:
 
