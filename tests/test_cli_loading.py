@@ -1,5 +1,6 @@
 """The eval command's start: Python's cyclic collector is off while its modules and config load, and in the
-program's own process what was loaded is then frozen out of the collector's sight (``cli.loading``)."""
+program's own process what was loaded is then frozen out of the collector's sight (``cli.loading``); the program
+skips pydantic's plugin lookup (``cli.PLUGINS_OFF``)."""
 
 from __future__ import annotations
 
@@ -38,10 +39,11 @@ def test_loading_leaves_a_collector_turned_off_by_its_caller_off() -> None:
 
 
 PROGRAM = """
-import atexit, gc, json, sys
+import atexit, gc, json, os, sys
 from open_rag_eval.cli import main
 
-atexit.register(lambda: print(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled()})))
+atexit.register(lambda: print(json.dumps({"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(),
+                                          "plugins": os.environ.get("PYDANTIC_DISABLE_PLUGINS")})))
 sys.argv = ["open-rag-eval", "-q", "eval", "--config", sys.argv[1]]
 main()
 """
@@ -54,11 +56,13 @@ def test_the_programs_eval_freezes_what_it_loaded_and_collects_again(tmp_path: P
     config = tmp_path / "config.yaml"
     config.write_text("input: data.csv\noutput_dir: out\njudge:\n  model: simulated-judge\n  simulated: {}\n"
                       "  cache: false\nevaluators:\n  - type: trec\n    metrics: [umbrela]\n", encoding="utf-8")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
+    env = {name: value for name, value in os.environ.items() if name != "PYDANTIC_DISABLE_PLUGINS"}
+    env = {**env, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent),
                                                          os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(PROGRAM), str(config)], env=env, cwd=tmp_path,
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     state = json.loads(done.stdout.strip().splitlines()[-1])
     assert state["enabled"] and state["frozen"] > 10_000  # the modules, classes and schemas loaded before the run
+    assert state["plugins"] == "__all__"  # pydantic's plugin lookup skipped: the program's own process
     assert (tmp_path / "out" / "results.csv").is_file()
