@@ -1,0 +1,117 @@
+"""Where a run's time goes before its first judge request, step by step, in two trees side by side.
+
+    python bench/start_bench.py                        # main vs this checkout, 3 cold runs of each, alternating
+    python bench/start_bench.py --before HEAD~5 --runs 5
+
+Each run is ``open-rag-eval eval`` of the benchmark data (bench/judge_bench.py: 20 queries x 5 passages, the trec
+evaluator, concurrency 64, a fresh cache) against one ``simulate-judge`` process (300 +- 50 ms), started as the
+program is (``main()``, the console script's path) with marks at each step: the interpreter and ``site``, the CLI
+imported, the argument parser and the config sections' schemas, ``run.pipeline`` imported, the config loaded, the
+first judge request, the process's exit (its exit handlers). At each mark: the process's CPU (all its threads) and
+the wall time since launch. Prints the median of each tree's runs and the load average of each run: CPU seconds
+are what to compare on a shared machine; wall seconds only beside their load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from judge_bench import KEY_ENV, make_rows, write_config, write_csv
+from same_results import ROOT, export
+from scale_bench import start_judge
+
+MARKED = """
+import atexit, os, sys, time
+launch, marks = float(os.environ["LAUNCH"]), open(os.environ["MARKS"], "w")
+
+def mark(step):
+    marks.write(f"{step}\\t{time.process_time():.4f}\\t{time.time() - launch:.4f}\\n")
+    marks.flush()
+
+mark("interpreter and site")
+import open_rag_eval.cli as cli
+mark("open_rag_eval.cli imported")
+import open_rag_eval.cli.commands.eval as command
+import open_rag_eval.judge.http11 as http11
+send, run = http11.Http11Pool.request, command.run
+
+async def first(self, *args, **kwargs):
+    if http11.Http11Pool.request is first:
+        http11.Http11Pool.request = send
+        mark("first judge request (openai imported: %s)" % ("openai" in sys.modules))
+    return await send(self, *args, **kwargs)
+
+def marked(args):
+    mark("parser and the config sections' schemas")
+    import open_rag_eval.config as config
+    load = config.load_config
+    def load_config(*a, **k):
+        mark("run.pipeline imported")
+        loaded = load(*a, **k)
+        mark("config loaded")
+        return loaded
+    config.load_config = load_config
+    return run(args)
+
+http11.Http11Pool.request, command.run = first, marked
+atexit.register(mark, "exit")
+sys.argv = ["open-rag-eval", "-q", "eval", "--config", sys.argv[1]]
+cli.main()
+"""
+
+
+def one_run(tree: Path, config: Path, marks: Path) -> list[tuple[str, float, float]]:
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(tree), MARKS=str(marks), LAUNCH=repr(time.time()), **{KEY_ENV: "simulated"})
+    subprocess.run([sys.executable, "-c", MARKED, str(config)], env=env, cwd=config.parent, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    steps = [line.rstrip("\n").split("\t") for line in marks.read_text(encoding="utf-8").splitlines()]
+    return [(step, float(cpu), float(wall)) for step, cpu, wall in steps]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--before", default="main", help="a git revision of this repository (default main)")
+    parser.add_argument("--runs", type=int, default=3, help="cold runs of each tree")
+    parser.add_argument("--latency-ms", type=float, default=300.0)
+    parser.add_argument("--jitter-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="start-bench-") as tmp:
+        work = Path(tmp)
+        trees = {"before": export(args.before, work / "before"), "after": ROOT}
+        for tree in trees.values():  # compiled once, as an installed package is
+            subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "open_rag_eval")], check=True,
+                           stdout=subprocess.DEVNULL)
+        write_csv(work / "data.csv", make_rows(20, 5, 0))
+        judge, base_url = start_judge(args.latency_ms, args.jitter_ms)
+        found: dict[str, dict[str, list[tuple[float, float]]]] = {name: {} for name in trees}
+        loads: dict[str, list[float]] = {name: [] for name in trees}
+        try:
+            for index in range(args.runs):
+                for name in (["before", "after"] if index % 2 == 0 else ["after", "before"]):
+                    config = work / f"{name}{index}.yaml"
+                    write_config(config, base_url, 64, f"out-{name}{index}", f"cache-{name}{index}.sqlite")
+                    loads[name].append(os.getloadavg()[0])
+                    for step, cpu, wall in one_run(trees[name], config, work / "marks.txt"):
+                        found[name].setdefault(step.split(" (")[0], []).append((cpu, wall))
+        finally:
+            judge.kill()
+    print(f"before: {args.before}, loads {min(loads['before']):.1f}-{max(loads['before']):.1f}; after: this "
+          f"checkout, loads {min(loads['after']):.1f}-{max(loads['after']):.1f}; median of {args.runs} cold runs each")
+    print(f"{'from launch to':<42}{'CPU before':>11}{'CPU after':>10}{'wall before':>12}{'wall after':>11}")
+    for step in found["after"]:
+        cpu = [statistics.median(c for c, _ in found[name].get(step, [(float('nan'), 0.0)])) for name in trees]
+        wall = [statistics.median(w for _, w in found[name].get(step, [(0.0, float('nan'))])) for name in trees]
+        print(f"{step:<42}{cpu[0]:11.3f}{cpu[1]:10.3f}{wall[0]:12.3f}{wall[1]:11.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
