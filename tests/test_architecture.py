@@ -246,3 +246,49 @@ def test_no_function_in_run_is_over_60_lines(tmp_path: Path) -> None:
     assert _long_functions(tmp_path, RUN_FUNCTION_LINES) == ["long.py:long"]
     long.write_text("def short() -> int:\n    x = 0\n" + "    x += 1\n" * 57 + "    return x\n", encoding="utf-8")
     assert _long_functions(tmp_path, RUN_FUNCTION_LINES) == []
+
+
+# The only attribute probes run/ and executors/ make, each on something that is not an evaluator: the judge client
+# (its counters, first request, timing), a source, a connector, an error's cause. What an evaluator can do is read
+# from its contract (evaluators/base.py), never probed; a new probe fails below until it is reviewed here.
+PROBES_ALLOWED = {
+    ("executors/array.py", "accounting"), ("executors/cluster.py", "cause"), ("executors/relay.py", "cause"),
+    ("executors/shards.py", "accounting"), ("executors/shards.py", "metrics"),  # the options the model stage cuts
+    ("run/evaluation.py", "contiguous"), ("run/fetch.py", "PATH_OPTIONS"), ("run/fetch.py", "options"),
+    ("run/fetch.py", "concurrency"), ("run/loop.py", "timing"), ("run/loop.py", "accounting"),
+    ("run/manifest.py", "accounting"), ("run/manifest.py", "prompts"), ("run/session.py", "accounting"),
+    ("run/start.py", "asked"), ("run/workload.py", "pending"), ("run/workload.py", "accounting"),
+}
+
+
+def _probes(package: Path) -> set[tuple[str, str]]:
+    """(module, attribute) of every ``getattr`` / ``hasattr`` / ``setattr`` call and ``inspect`` import in run/ and
+    executors/ (an attribute that is not a literal: ``?``)."""
+    found = set()
+    for folder in ("run", "executors"):
+        for path in sorted((package / folder).glob("*.py")):
+            name = f"{folder}/{path.name}"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                    found |= {(name, "import inspect") for m in modules if m.split(".")[0] == "inspect"}
+                elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in (
+                        "getattr", "hasattr", "setattr") and len(node.args) >= 2:
+                    attribute = node.args[1]
+                    literal = isinstance(attribute, ast.Constant) and isinstance(attribute.value, str)
+                    found.add((name, str(attribute.value) if literal else "?"))
+    return found
+
+
+def test_run_and_executors_never_probe_an_evaluator(tmp_path: Path) -> None:
+    """No getattr/hasattr/setattr/inspect on an evaluator in run/ or executors/ (its contract says what it can do);
+    and the check fails on a copy that probes one (the shards' nugget lists, as they once were read)."""
+    assert sorted(_probes(PACKAGE) - PROBES_ALLOWED) == []
+    for folder in ("run", "executors"):
+        shutil.copytree(PACKAGE / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shards = tmp_path / "executors" / "shards.py"
+    shards.write_text(shards.read_text(encoding="utf-8") + "\n\ndef _lists(e: object) -> object:\n"
+                      "    return getattr(e, 'nugget_lists', None) or hasattr(e, 'reask_bounds')\n", encoding="utf-8")
+    (tmp_path / "run" / "peek.py").write_text("import inspect\n", encoding="utf-8")
+    assert sorted(_probes(tmp_path) - PROBES_ALLOWED) == [
+        ("executors/shards.py", "nugget_lists"), ("executors/shards.py", "reask_bounds"), ("run/peek.py", "import inspect")]

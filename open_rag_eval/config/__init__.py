@@ -95,6 +95,12 @@ class EvaluatorSpec:
     def build(self) -> Any:
         return self.cls(self.options)
 
+    def files(self) -> dict[str, str]:
+        """Its options naming files it reads (the class's ``PATH_OPTIONS``, resolved at load), those set."""
+        names: tuple[str, ...] = getattr(self.cls, "PATH_OPTIONS", ())
+        values = {name: getattr(self.options, name, None) for name in names}
+        return {name: str(value) for name, value in values.items() if value}
+
 
 @dataclass
 class LoadedConfig:

@@ -34,8 +34,9 @@ from open_rag_eval.judge.rehearsal import PlannedCall
 from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.core.types import EvalResult, RAGOutput
 
-__all__ = ["Context", "Contract", "Evaluator", "Labeller", "Plan", "Read", "Retest", "TaskPlan", "answer_reader",
-           "check_answers", "judged", "needs_judge", "unanswered", "window_safe"]
+__all__ = ["Context", "Contract", "Evaluator", "Kept", "Labeller", "Plan", "Read", "Retest", "TaskPlan",
+           "answer_reader", "check_answers", "judged", "kept_of", "needs_judge", "unanswered",
+           "window_safe"]
 
 Read = Literal["query", "answer", "passages", "labels", "references", "runs", "scores", "results"]
 # re-judges one output with sample index ``sample``: judgment kind -> item -> label (judge test-retest)
@@ -45,10 +46,28 @@ Labeller = Callable[[RAGOutput, Judge, int], Awaitable[dict[str, dict[str, Any]]
 @dataclass(frozen=True)
 class Retest:
     """What judge test-retest (``consistency.judge_repeats``) re-asks through an evaluator of the run:
-    ``kind`` is the evaluator type ``retest:`` names, ``labeller`` its judgments with a sample index."""
+    ``kind`` is the evaluator type ``retest:`` names, ``labeller`` its judgments with a sample index, ``reasks`` the
+    most extra attempts one of its requests takes per task when replies do not parse (the dry run's bound)."""
 
     kind: str
     labeller: Labeller
+    reasks: Mapping[str, int] = field(default_factory=dict)  # per task, the most extra attempts of one request
+
+
+@dataclass(frozen=True)
+class Kept:
+    """What an evaluator keeps of the queries it evaluated for later evaluators of the run to reuse (trec's nugget
+    lists, which judge test-retest re-asks with), carried from shards to the driver as JSON: ``export`` gives it by
+    key (a query id, or a tuple that starts with one), ``restore`` puts one entry back."""
+
+    export: Callable[[], Mapping[Any, dict[str, Any]]]
+    restore: Callable[[Any, dict[str, Any]], None]
+
+
+def kept_of(evaluator: Evaluator) -> Mapping[Any, dict[str, Any]]:
+    """What ``evaluator`` kept of the queries it evaluated, as JSON fields by key (``Contract.kept``; none: {})."""
+    kept = evaluator.contract().kept
+    return kept.export() if kept is not None else {}
 
 
 @dataclass(frozen=True)
@@ -71,7 +90,9 @@ class Contract:
     ``order``: it evaluates output by output, so a run may be split into shards of whole queries, and its results
     come query by query (``query``) or in the outputs' order (``input``); None: it sees the whole run (after the
     shards, in the driver). ``model_metrics``: its metrics a model scores in the run's own batches (a Ray run's
-    model stage).
+    model stage). ``kept``: what it keeps of the queries it evaluated for later evaluators (``Kept``).
+    ``criteria``: the user's criteria it judges by, for the run's manifest (each one's name, scale, question and
+    the sha256 of its definition).
     """
 
     reads: frozenset[Read]
@@ -86,6 +107,8 @@ class Contract:
     in_turn: tuple[str, ...] = ()
     order: Literal["query", "input"] | None = None
     model_metrics: tuple[str, ...] = ()
+    kept: Kept | None = None
+    criteria: tuple[Mapping[str, Any], ...] = ()
 
     def window_safe(self, fewest_answered: int) -> bool:
         return self.window_runs is not None and fewest_answered >= self.window_runs

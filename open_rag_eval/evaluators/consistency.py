@@ -174,9 +174,8 @@ class ConsistencyEvaluator:
         found = labellers(ctx, self.options.retest, self.options.trec, self.options.generation)
         run_sync(judge_retest(answered, ctx, {qid: {} for qid in answered}, self.options.judge_repeats, found))
         reasks: dict[str, int] = {}
-        for labeller, _ in found.values():
-            owner = getattr(labeller, "__self__", None)
-            reasks |= getattr(owner, "reask_bounds", dict)()
+        for declared, _ in found.values():
+            reasks.update(declared.reasks)
         note = (f"consistency: re-judges {sum(map(len, answered.values()))} outputs {self.options.judge_repeats} "
                 f"times ({', '.join(self.options.retest)} judgments; samples 0..r-1; sample 0 is the evaluator's own "
                 "judgment, counted once)")

@@ -22,6 +22,8 @@ every other judged metric (``open_rag_eval.metrics.criteria``).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
@@ -141,7 +143,8 @@ class CriteriaEvaluator:
         return Contract(reads=frozenset({"query", "answer", "passages", "references"}),
                         answer_metrics=tuple(column(c.name) for c in self.options.criteria), needs_judge=True,
                         judge_tasks=tuple(self.reask_bounds()), window_runs=None,
-                        graders=self._graders(), retest=Retest("criteria", self.judge_labels),
+                        graders=self._graders(), retest=Retest("criteria", self.judge_labels, self.reask_bounds()),
+                        criteria=tuple(_recorded(c) for c in self.options.criteria),
                         waits={Tasks.CRITERIA: (Tasks.CRITERIA_STEPS,)})  # a criterion's steps come before its grades
 
     def _graders(self) -> Graders | None:
@@ -215,3 +218,11 @@ class CriteriaEvaluator:
         finally:
             session.cancel()
         return {Tasks.CRITERIA: labels}
+
+
+def _recorded(criterion: Criterion) -> dict[str, Any]:
+    """A criterion as the run's manifest records it: its text, scale and the sha256 of its definition, so a changed
+    criterion is told apart from a changed system (``Contract.criteria``)."""
+    definition = json.dumps(criterion.model_dump(), sort_keys=True, ensure_ascii=False)
+    return {"name": criterion.name, "scale": criterion.scale, "question": criterion.question,
+            "sha256": hashlib.sha256(definition.encode("utf-8")).hexdigest()}

@@ -21,7 +21,7 @@ from pydantic import BaseModel
 
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.core.judge_tasks import FAMILY_TASKS, Tasks
-from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Retest
 from open_rag_eval.evaluators import generation_options
 from open_rag_eval.evaluators.generation_options import DEFAULT_METRICS, METRICS, SIMILARITY, GenerationOptions
 from open_rag_eval.evaluators.trec import CHUNK_OUTPUTS, _gather, query_chunks
@@ -122,7 +122,8 @@ class GenerationEvaluator:
                         answer_metrics=tuple(n for n in names if n != "context_relevance"), needs_judge=True,
                         judge_tasks=tuple(dict.fromkeys(t for n in names for t in JUDGE_TASKS.get(n, ()))),
                         window_runs=0, graders=Graders(useful=useful) if useful is not None else None,
-                        waits=TASK_WAITS, order="query")
+                        waits=TASK_WAITS, order="query",
+                        retest=Retest("generation", self.judge_labels, self.reask_bounds()))
 
     def _useful(self) -> Callable[[Judge, str, str, str], Awaitable[Asked[bool]]]:
         """Context usefulness as this evaluator's context precision asks it (the controls ask it too)."""

@@ -22,7 +22,7 @@ from typing import Any
 from open_rag_eval.core.errors import ConfigError, JudgeError, JudgeUnavailable
 from open_rag_eval.core.judge_tasks import Tasks
 from open_rag_eval.core.notices import note
-from open_rag_eval.evaluators.base import Context, Labeller
+from open_rag_eval.evaluators.base import Context, Labeller, Retest
 from open_rag_eval.scoring.dispersion import (
     crossing_rate,
     flip_rate,
@@ -30,7 +30,7 @@ from open_rag_eval.scoring.dispersion import (
 )
 from open_rag_eval.core.types import RAGOutput, Score
 
-__all__ = ["GENERATION", "RETEST", "RETEST_STATS", "Labeller", "Labellers", "find_labeller", "judge_retest",
+__all__ = ["GENERATION", "RETEST", "RETEST_STATS", "Labeller", "Labellers", "find_retest", "judge_retest",
            "labellers", "retest_kinds"]
 
 log = logging.getLogger(__name__)
@@ -62,13 +62,14 @@ CRITERIA: dict[str, tuple[str, Callable[[Any], bool], str]] = {
 }
 KINDS = {**RETEST, **GENERATION, **CRITERIA}
 RETEST_STATS = ("flip_rate", "alpha", "crossing")
-Labellers = dict[str, tuple[Labeller, list[str]]]  # evaluator type -> (its labeller, the kinds it labels)
+Labellers = dict[str, tuple[Retest, list[str]]]  # evaluator type -> (what its retest re-asks, the kinds it labels)
 # query_id -> judgment type -> (run, item) -> one label per sample
 Items = dict[str, dict[str, dict[tuple[int, str], list[Any]]]]
 
 
-def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
-    """The run's own trec evaluator when the pipeline shares it (its nugget lists are reused), else a new one."""
+def find_retest(ctx: Context, trec_options: dict[str, Any]) -> Retest:
+    """The retest the run's own trec evaluator declares when the pipeline shares it (its nugget lists are reused),
+    else a new one's."""
     declared = _declared(ctx, "trec")
     if declared is not None:
         return declared
@@ -79,15 +80,15 @@ def find_labeller(ctx: Context, trec_options: dict[str, Any]) -> Labeller:
                           path="consistency.judge_repeats") from None
     retest = TrecEvaluator(TrecOptions.model_validate(trec_options)).contract().retest
     assert retest is not None  # the trec evaluator declares what test-retest re-asks through it
-    return retest.labeller
+    return retest
 
 
-def _declared(ctx: Context, kind: str) -> Labeller | None:
-    """The labeller the run's first evaluator declaring a retest of ``kind`` gives (``Contract.retest``)."""
+def _declared(ctx: Context, kind: str) -> Retest | None:
+    """The retest the run's first evaluator declaring one of ``kind`` gives (``Contract.retest``)."""
     for evaluator in ctx.evaluators:
         retest = evaluator.contract().retest
         if retest is not None and retest.kind == kind:
-            return retest.labeller
+            return retest
     return None
 
 
@@ -110,7 +111,7 @@ def retest_kinds(retest: Sequence[str], generation_options: dict[str, Any]) -> l
     return kinds
 
 
-def _criteria_labeller(ctx: Context) -> Labeller:
+def _criteria_retest(ctx: Context) -> Retest:
     """The run's own criteria evaluator (its criteria are the run's): ``retest: [criteria]`` needs one."""
     declared = _declared(ctx, "criteria")
     if declared is not None:
@@ -121,16 +122,18 @@ def _criteria_labeller(ctx: Context) -> Labeller:
 
 def labellers(ctx: Context, retest: Sequence[str], trec_options: dict[str, Any], generation_options: dict[str, Any],
               trec: Labeller | None = None) -> Labellers:
-    """The labeller and kinds of each evaluator type in ``retest``: the trec one found by ``find_labeller`` (or
-    ``trec``), the generation one built from ``generation_options``."""
+    """The retest and kinds of each evaluator type in ``retest`` (each as its evaluator declares it): the trec one
+    found by ``find_retest`` (or ``trec``, a labeller), the generation one built from ``generation_options``."""
     found: Labellers = {}
     if "trec" in retest:
-        found["trec"] = (trec or find_labeller(ctx, trec_options), list(RETEST))
+        found["trec"] = (Retest("trec", trec) if trec is not None else find_retest(ctx, trec_options), list(RETEST))
     if "generation" in retest:
         evaluator = _generation_evaluator(generation_options)
-        found["generation"] = (evaluator.judge_labels, evaluator.retest_kinds())
+        declared = evaluator.contract().retest
+        assert declared is not None  # the generation evaluator declares what test-retest re-asks through it
+        found["generation"] = (declared, evaluator.retest_kinds())
     if "criteria" in retest:
-        found["criteria"] = (_criteria_labeller(ctx), list(CRITERIA))
+        found["criteria"] = (_criteria_retest(ctx), list(CRITERIA))
     return found
 
 
@@ -147,7 +150,7 @@ async def judge_retest(
         reason = "judge test-retest needs a judge (none is configured)"
         return [Score(query_id=q, run=None, metric=f"{PREFIX}.{k}.{s}", error=reason)
                 for q in kept for k in kinds for s in RETEST_STATS]
-    items = await _collect(kept, ctx.judge, repeats, [labeller for labeller, _ in found.values()])
+    items = await _collect(kept, ctx.judge, repeats, [declared.labeller for declared, _ in found.values()])
     scores: list[Score] = []
     for qid in kept:
         retest = details[qid].setdefault("judge_retest", {})

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Coroutine, Sequence
+from dataclasses import asdict
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -26,7 +27,7 @@ from open_rag_eval import profiles
 from open_rag_eval.scoring.retrieval import MAX_K
 from open_rag_eval.core.errors import JudgeError
 from open_rag_eval.core.judge_tasks import FAMILY_TASKS, Tasks
-from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Plan, Read, Retest
+from open_rag_eval.evaluators.base import Context, Contract, Evaluator, Kept, Plan, Read, Retest
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.metrics.citation import (
     NO_MARKERS_NOTICE,
@@ -38,7 +39,7 @@ from open_rag_eval.metrics.citation import (
 from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.metrics.hallucination import HallucinationOptions
 from open_rag_eval.metrics.no_answer import NoAnswerClassifier, NoAnswerOptions, no_answer_result
-from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, nugget_result
+from open_rag_eval.metrics.nuggets import NuggetList, Nuggetizer, NuggetOptions, ScoredNugget, nugget_result
 from open_rag_eval.metrics.umbrela import Grade, UmbrelaGrader, UmbrelaOptions, umbrela_result
 from open_rag_eval.core.segment import between_markers
 from open_rag_eval.core.types import Detail, EvalResult, Passage, RAGOutput, Score
@@ -218,8 +219,18 @@ class TrecEvaluator:
                             citation=self.citation if "citation" in metrics else None,
                             no_answer=self.no_answer if "no_answer" in metrics else None,
                             nuggets=self.nuggetizer if "nuggets" in metrics else None),
-            retest=Retest("trec", self.judge_labels),
+            retest=Retest("trec", self.judge_labels, self.reask_bounds()),
+            kept=Kept(self.kept_nuggets, self.restore_nuggets),
         )
+
+    def kept_nuggets(self) -> dict[NuggetKey, dict[str, Any]]:
+        """The last evaluation's nugget lists as JSON fields (``Contract.kept``: a shard's, for the driver)."""
+        return {key: asdict(built) for key, built in self.nugget_lists.items()}
+
+    def restore_nuggets(self, key: NuggetKey, data: dict[str, Any]) -> None:
+        """One nugget list put back from ``kept_nuggets``'s fields (judge test-retest after the shards reuses it)."""
+        nuggets = [ScoredNugget(**n) for n in data["nuggets"]]
+        self.nugget_lists[key] = NuggetList(**{**data, "nuggets": nuggets})
 
     def forget(self) -> None:
         """Drop what the last window left (its queries' nugget lists): a run evaluated in windows keeps one's."""

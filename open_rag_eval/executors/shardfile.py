@@ -28,13 +28,14 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 from open_rag_eval.core.catalogue import possible_values
 from open_rag_eval.core.errors import InputError
 from open_rag_eval.core.types import EvalResult, RAGOutput
+from open_rag_eval.evaluators.base import kept_of
 
 __all__ = ["FORMAT", "RECORDS_FILE", "SHARD_FILE", "Record", "check_digest", "check_positions", "query_records",
            "ranges", "read_header", "read_records", "records_digest", "write_records"]
@@ -73,9 +74,9 @@ def query_records(positions: Sequence[int], outputs: Sequence[RAGOutput], parts:
         for detail in part.details:
             index.get(detail.query_id, last).parts[e].details.append(detail)
     for e, evaluator in enumerate(evaluators):
-        for key, built in (getattr(evaluator, "nugget_lists", None) or {}).items():
+        for key, data in kept_of(evaluator).items():
             query = key if isinstance(key, str) else key[0]
-            index.get(query, last).nuggets.append((e, key, asdict(built)))
+            index.get(query, last).nuggets.append((e, key, data))
     return list(index.values())
 
 

@@ -9,14 +9,14 @@ written files are byte-identical to a local run's.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.core.recording import HealthRecorder, recording
-from open_rag_eval.evaluators.base import Contract
+from open_rag_eval.evaluators.base import Contract, kept_of
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
@@ -139,8 +139,7 @@ async def evaluate_shard(loaded: LoadedConfig, outputs: Sequence[RAGOutput], jud
     with recording() as recorder:
         parts = await evaluate_all(evaluators, list(outputs), judge, output_dir=output_dir, base_dir=loaded.base_dir)
     accounting = getattr(judge, "accounting", None)
-    lists = {i: {query: asdict(built) for query, built in e.nugget_lists.items()}
-             for i, e in enumerate(evaluators) if getattr(e, "nugget_lists", None)}
+    lists = {i: dict(kept) for i, kept in enumerate(kept_of(e) for e in evaluators) if kept}
     return ShardResult(index, parts, accounting.snapshot() if accounting is not None else None,
                        {task: vars(counts) for task, counts in recorder.tasks.items()}, lists)
 
@@ -163,15 +162,15 @@ async def evaluate_rest_parts(loaded: LoadedConfig, results: Sequence[ShardResul
                               bertscored: dict[int, Any] | None = None
                               ) -> tuple[list[EvalResult], dict[str, dict[str, Any]]]:
     """``evaluate_rest`` evaluator by evaluator (``outputs`` may be one window of the run's whole queries)."""
-    from open_rag_eval.metrics.nuggets import NuggetList, ScoredNugget
     from open_rag_eval.run.evaluation import evaluate_all
 
     evaluators = [spec.build() for spec in loaded.evaluators]
     for shard in results:
         for i, lists in shard.nugget_lists.items():
-            for query, data in lists.items():
-                nuggets = [ScoredNugget(**n) for n in data["nuggets"]]
-                evaluators[int(i)].nugget_lists[query] = NuggetList(**{**data, "nuggets": nuggets})
+            kept = evaluators[int(i)].contract().kept
+            assert kept is not None  # a shard hands back only what its evaluator declared it keeps
+            for key, data in lists.items():
+                kept.restore(key, data)
     for i, scored in (bertscored or {}).items():
         evaluators[i].bertscored = scored
     first = len(stages(loaded).shards)

@@ -37,10 +37,8 @@ def _inputs(loaded: LoadedConfig) -> Iterator[tuple[str, Path]]:
     if config.connector is not None:
         yield "connector.queries", loaded.resolve_path(config.connector.queries)
     for i, spec in enumerate(loaded.evaluators):
-        for name in getattr(spec.cls, "PATH_OPTIONS", ()):
-            value = getattr(spec.options, name, None)
-            if value:
-                yield f"evaluators[{i}].{name}", loaded.resolve_path(str(value))
+        for name, value in spec.files().items():
+            yield f"evaluators[{i}].{name}", loaded.resolve_path(value)
 
 
 def check_inputs_outside(loaded: LoadedConfig, out: Path) -> None:

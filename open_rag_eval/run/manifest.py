@@ -5,9 +5,9 @@ digest, input digest, prompt hashes, judge model and fingerprints, accounting, w
 from __future__ import annotations
 
 import hashlib
-import json
 import platform
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -62,26 +62,13 @@ def _judge_section(loaded: LoadedConfig, judge: Judge | None, info: RunInfo) -> 
     }
 
 
-def _criteria_section(loaded: LoadedConfig) -> dict[str, Any]:
-    """The user's criteria (``type: criteria``): each one's text, scale and the sha256 of its definition, so a changed
-    criterion is told apart from a changed system; nothing when the run judges none."""
-    rows = []
-    for spec in loaded.evaluators:
-        if spec.type != "criteria":
-            continue
-        for criterion in getattr(spec.options, "criteria", ()):
-            definition = json.dumps(criterion.model_dump(), sort_keys=True, ensure_ascii=False)
-            rows.append({"name": criterion.name, "scale": criterion.scale, "question": criterion.question,
-                         "sha256": hashlib.sha256(definition.encode("utf-8")).hexdigest()})
-    return {"criteria": rows} if rows else {}
-
-
 def build_manifest(
     loaded: LoadedConfig, counts: tuple[int, int], judge: Judge | None, info: RunInfo, *, wall_time_s: float,
-    input_sha256: str | None = None,
+    input_sha256: str | None = None, criteria: Sequence[Mapping[str, Any]] = (),
 ) -> dict[str, Any]:
     """The manifest of a run of ``counts`` (outputs, queries) whose run ``info`` was decided by the pipeline;
-    ``input_sha256``: the digest of the input's bytes as the run read them (never the file's at the end)."""
+    ``input_sha256``: the digest of the input's bytes as the run read them (never the file's at the end);
+    ``criteria``: the user's criteria the run judges by, as its evaluators declare them (``Contract.criteria``)."""
     accounting = getattr(judge, "accounting", None)
     input_path = loaded.resolve_path(loaded.config.input) if loaded.config.input else None
     return {
@@ -101,7 +88,7 @@ def build_manifest(
         "evaluators": [spec.type for spec in loaded.evaluators],
         "prompt_hashes": _prompt_hashes(),  # every template this version ships (what a rerun would use)
         "prompts_sent": _prompts_sent(accounting),
-        **_criteria_section(loaded),
+        **({"criteria": [dict(row) for row in criteria]} if criteria else {}),
         "judge": _judge_section(loaded, judge, info),
         "simulated": info.simulated,
         "accounting": accounting.snapshot() if accounting is not None else None,

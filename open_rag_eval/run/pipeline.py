@@ -93,9 +93,11 @@ async def arun(
                 progress.outputs_total = progress.done["fetch"] = source.n_outputs
             progress.outputs_total = source.n_outputs
             progress.judge = judge
+            criteria = [row for e in evaluators for row in e.contract().criteria]  # the loop lets go of evaluators
             ended = await run_loop(loaded, evaluators, source, judge, executor, generation, progress, labels)
             manifest = build_manifest(loaded, (source.n_outputs, source.n_queries), ended.judge, ended.info,
-                                      wall_time_s=time.monotonic() - started, input_sha256=source.input_sha256)
+                                      wall_time_s=time.monotonic() - started, input_sha256=source.input_sha256,
+                                      criteria=criteria)
             manifest["health"] = ended.health.snapshot() if ended.health is not None else None
         manifest.update(ended.status.manifest_fields())
         given = source.all() if isinstance(source, ListSource) or (
