@@ -17,8 +17,8 @@ first 20% of the run, and those after the judging, are listed but not judged.
 average is printed before and after, and each run's mean load (one-minute average, sampled) beside it: run it niced
 on a shared machine. ``--load N`` runs N busy processes beside each run (at the bench's own nice level, so on a shared
 machine they take their CPU from the bench, not from other work) to see the ETA on a loaded machine. A summary
-line per run ends the output; a miss before a midway change of latency is counted apart (no model knows a slowdown
-before it comes).
+line per run ends the output; a miss before a midway change of latency shows (the change plus the new latency: its
+first reply) is counted apart: no model knows a slowdown before it comes.
 """
 
 from __future__ import annotations
@@ -103,6 +103,7 @@ class Run:
     shots: list[tuple[str, str]]  # the display at the start, middle and end
     changed: str  # when the judge's latency changed ("" when it did not)
     changed_at: float | None
+    change_s: float  # the new latency: its first reply comes this long after the change (before it, none can know)
     load: float  # the mean one-minute load average over the run's samples
 
 
@@ -110,6 +111,7 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int, ser
     """One run of ``n`` outputs, sampled four times a second as the live display refreshes."""
     from open_rag_eval.cli.console import ProgressDisplay
     from open_rag_eval.config import load_config
+    from open_rag_eval.core.eta import Lag
     from open_rag_eval.core.progress import Progress
     from open_rag_eval.run import pipeline
 
@@ -122,7 +124,8 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int, ser
             "citation, no_answer]}]\n", encoding="utf-8")
         loaded = load_config(folder / "c.yaml")
         progress = Progress()
-        display = ProgressDisplay(progress, io.StringIO(), tty=True)
+        lag = Lag().start()  # as the display starts it when a run enters it
+        display = ProgressDisplay(progress, io.StringIO(), tty=True, lag=lag)
         del servers[:]
         started = time.monotonic()
         display.started = started
@@ -147,11 +150,12 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int, ser
             loads.append(os.getloadavg()[0])
             time.sleep(0.25)
         worker.join()
+        lag.stop()
         shots.append(("end", _render(display, width)))
         # the judge's work ends with its last reply (the stage then scores what it got, in this process)
         judged_end = max(ended for ended, _ in progress.judge.timing._done) - started
         return Run(samples, time.monotonic() - started, judged_end, shots, changed, changed_at,
-                   sum(loads) / max(1, len(loads)))
+                   (change_ms or 0.0) / 1000, sum(loads) / max(1, len(loads)))
 
 
 def _half_sent(progress: Any) -> bool:
@@ -205,7 +209,7 @@ def table(run: Run) -> tuple[list[str], Tally]:
             verdict, tally.ok = "ok", tally.ok + 1
         else:
             verdict, tally.out = "OUT", tally.out + 1
-            if run.changed_at is not None and sample.at < run.changed_at:
+            if run.changed_at is not None and sample.at < run.changed_at + run.change_s:
                 verdict, tally.out_before_change = "OUT (before the change)", tally.out_before_change + 1
         if shown is not None and verdict in ("ok", "OUT") and not BAND[0] <= shown / run_left <= BAND[1]:
             tally.out_run += 1

@@ -15,7 +15,7 @@ import pytest
 
 from open_rag_eval.cli.console import ProgressDisplay
 from open_rag_eval.cli.console import _duration
-from open_rag_eval.core.eta import CallClock, Pace, Workload, blend, estimate, paced, remaining_depth, requests_per_wave
+from open_rag_eval.core.eta import CallClock, Lag, Pace, Workload, blend, estimate, paced, remaining_depth, requests_per_wave
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.judge.accounting import Accounting
 
@@ -135,9 +135,17 @@ def test_the_display_shows_the_models_eta_or_says_why_it_is_unknown() -> None:
         token = judge.timing.begin()
         clock.now += 0.5
         judge.timing.end(token)
+    # a latency, but not yet the judge's pace (8 waves of replies): the model alone is no number to show
+    assert display.eta("trec", clock.now) == "ETA unknown (timing the judge)"
+    for _ in range(8):
+        tokens = [judge.timing.begin() for _ in range(8)]
+        clock.now += 0.5
+        for token in tokens:
+            judge.timing.end(token)
     judge.accounting.task("umbrela").calls = 36
     judge.accounting.task("support").calls = 40
-    # the model above with none in flight: 74 requests left, 4.625 s of waves, a chain of 3 waves of 0.5 s
+    # the model above with none in flight: 74 requests left, 4.625 s of waves, a chain of 3 waves of 0.5 s; the pace
+    # (16 replies a second: 56 in the 3.5 s since the first of the last 64) says the same
     assert display.eta("trec", clock.now) == f"ETA {math.sqrt(4.625 * 6.125):.1f}s" == "ETA 5.3s"
     progress.report("trec", "model HHEM", 0)
     assert display.eta("trec", clock.now) == "ETA unknown (HHEM model running)"  # its time is not modelled
@@ -246,7 +254,6 @@ def test_the_estimate_at_the_observed_pace_and_the_blend_of_the_two() -> None:
     assert paced(Workload({"umbrela": 5}), {"umbrela": (5, 0)}, 0.5, 10.0) == 0.0
     # the model says 4 s: at the pace, 6 s: the geometric mean, within x1.5 of any time between them
     assert blend(4.0, 6.0) == pytest.approx(math.sqrt(24.0))
-    assert blend(4.0, None) == 4.0  # the pace is not known yet: the model alone
     assert blend(4.0, 9.0) == pytest.approx(6.0)  # 2.25 times apart: still within x1.5 of both
     assert blend(4.0, 9.1) is None and blend(9.1, 4.0) is None  # further apart: the pace is changing
     assert blend(0.0, 0.0) == 0.0
@@ -290,3 +297,34 @@ def test_the_display_blends_the_model_with_the_judges_pace_or_says_it_is_changin
     waves(20, 1, 0.25)  # the run asks one request at a time: seven of the judge's eight slots are idle
     # the model still counts 8 a wave: 188 x 0.27 / 8 = 6.3 s; the pace (56 replies in 6.3 s): 21 s: too far apart
     assert display.eta("trec", clock.now) == "ETA unknown (the judge's pace is changing)"
+
+
+def test_a_busy_machine_is_an_unknown_eta_not_a_guess() -> None:
+    lag = Lag(tick=0.1)
+    assert lag.waiting(now=10.0) is None  # it has not woken yet
+    for woke, late in ((7.5, 0.5), (8.2, 0.0), (8.6, 0.1), (9.0, 0.1), (9.5, 0.2)):
+        lag.note(woke, late)
+    # the last 2 s: four wakes, 0.4 s late in all, of 4 x 0.1 + 0.4 = 0.8 s: it waited half the time
+    assert lag.waiting(2.0, now=10.0) == pytest.approx(0.5)
+    assert lag.waiting(0.6, now=10.0) == pytest.approx(0.2 / 0.3)  # the last wake only
+    clock = Clock()
+    progress = Progress(clock=clock)
+    progress.stages = ["trec"]
+    progress.begin("trec")
+    judge = TimedJudge(clock)
+    progress.judge = judge
+    progress.planned(Workload({"umbrela": 1000}, stages=("trec",)))
+    for _ in range(8):
+        tokens = [judge.timing.begin() for _ in range(8)]
+        clock.now += 0.5
+        for token in tokens:
+            judge.timing.end(token)
+    busy, idle = Lag(), Lag()
+    busy.note(time.monotonic(), 0.3)  # 0.3 s late of 0.4 s: it waited 75% of the time
+    idle.note(time.monotonic(), 0.01)
+    busy_display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock, lag=busy)
+    assert busy_display.eta("trec", clock.now) == ("ETA unknown (this machine is busy: the run waits for a CPU 75% of "
+                                                   "the time)")
+    # a process that waited 2% of the time: the number (1000 left at 16 a second: 62.5 s, a chain of one 0.5 s)
+    idle_display = ProgressDisplay(progress, io.StringIO(), tty=False, clock=clock, lag=idle)
+    assert idle_display.eta("trec", clock.now) == f"ETA {_duration(math.sqrt(62.5 * 63))}" == "ETA 1m03s"

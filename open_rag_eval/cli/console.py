@@ -30,6 +30,7 @@ from open_rag_eval.cli.terminal import echo
 
 if TYPE_CHECKING:
     from open_rag_eval.config import LoadedConfig
+    from open_rag_eval.core.eta import Lag
     from open_rag_eval.evaluators.base import Plan
     from open_rag_eval.run.pipeline import RunReport
     from open_rag_eval.core.types import RAGOutput
@@ -139,8 +140,9 @@ class ProgressDisplay:
     """The progress of a run: live on a terminal, plain lines elsewhere (see the module docstring)."""
 
     def __init__(self, progress: Progress, stream: TextIO, *, tty: bool | None = None, width: int | None = None,
-                 interval: float = 15.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 interval: float = 15.0, clock: Callable[[], float] = time.monotonic, lag: Lag | None = None) -> None:
         self.progress, self.stream = progress, stream
+        self.lag = lag  # how long this process waits for a CPU (the ETA's check of a busy machine); started on enter
         self.tty = stream.isatty() if tty is None else tty
         self.width, self.interval, self.clock = width, interval, clock
         self.tally = RetryTally()
@@ -156,6 +158,9 @@ class ProgressDisplay:
     # ------------------------------------------------------------------ lifecycle
 
     def __enter__(self) -> ProgressDisplay:
+        from open_rag_eval.core.eta import Lag
+
+        self.lag = self.lag or Lag().start()
         self._undo_quiet = quiet_third_party()
         self.tally.verbose = logging.getLogger().getEffectiveLevel() <= logging.DEBUG
         console = None
@@ -183,6 +188,8 @@ class ProgressDisplay:
         from open_rag_eval.core.errors import JudgeUnavailable
 
         self._stop.set()
+        if self.lag is not None:
+            self.lag.stop()
         if self._thread is not None:
             self._thread.join()
         if self._live is not None:
@@ -294,7 +301,7 @@ class ProgressDisplay:
         """The run's time left (``core.eta``): the judge work still planned, in waves of the requests the judge runs
         at once at the latency it has now, checked against the judge's observed pace; "ETA unknown" with why,
         whenever the model cannot support a number. A stage without judge work goes at its own observed rate."""
-        from open_rag_eval.core.eta import PACE_SWING, PACE_WAVES, blend, estimate, paced, requests_per_wave
+        from open_rag_eval.core.eta import BUSY, PACE_SWING, PACE_WAVES, blend, estimate, paced, requests_per_wave
 
         p, judge = self.progress, self.progress.judge
         work = p.work
@@ -319,11 +326,15 @@ class ProgressDisplay:
         if model is None or capacity is None:
             return "ETA unknown (the judge's concurrency)"
         pace = timing.pace(round(PACE_WAVES * capacity), now, since=since)
-        if pace is not None and pace.swing > PACE_SWING:
+        if pace is None or not pace.rate:  # the model alone swings with the last replies on a loaded machine
+            return "ETA unknown (timing the judge)"
+        if pace.swing > PACE_SWING:
             return "ETA unknown (the judge's pace varies)"
-        observed = None if pace is None or not pace.rate else paced(
-            work, made, latency, pace.rate, in_flight=len(flight), pending=pending, stages_left=after)
-        left = blend(model, observed)
+        waiting = self.lag.waiting() if self.lag is not None else None
+        if waiting is not None and waiting > BUSY:
+            return f"ETA unknown (this machine is busy: the run waits for a CPU {waiting:.0%} of the time)"
+        left = blend(model, paced(work, made, latency, pace.rate, in_flight=len(flight), pending=pending,
+                                  stages_left=after))
         if left is None:
             return "ETA unknown (the judge's pace is changing)"
         if left <= 0:

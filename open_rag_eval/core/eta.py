@@ -16,17 +16,18 @@ not used yet. Requests answered from the cache so far (their share per task) are
 same share later, at no time.
 
 The judge's observed pace checks the model: the replies per second over the last ``PACE_WAVES`` waves of replies
-(at least ``PACE_S`` seconds; ``CallClock.rate``) give a second estimate of the same bounds, the requests left at that
-rate (``paced``). The model follows a change of latency within a wave but, on a loaded machine, its latency of the
-last replies swings (x0.4 to x2: a process that waits for a core answers in bursts) and it assumes every slot is
-busy; the observed rate is steady there and sees slots left idle, but lags a change by its window. The ETA shown is
-the geometric mean of the two (``blend``): within x1.5 of any time between them when they differ by at most
-``PACE_SPREAD`` (x2.25); when they differ by more, the pace is changing and there is no number. Nor is there while
-the mean latency of the window's quarters differs by more than ``PACE_SWING`` (x1.5): a judge, or a machine, whose
-pace swings that much within seconds (a shared machine whose other work comes and goes) makes any time a guess.
+(at least ``PACE_S`` seconds; ``CallClock.pace``) give a second estimate of the same bounds, the requests left at
+that rate (``paced``). The model follows a change of latency within a wave but assumes every slot is busy, and on a
+loaded machine its latency of the last replies swings (x0.4 to x2: a process that waits for a core answers in
+bursts); the observed rate is steady there and sees slots left idle, but lags a change by its window. The ETA shown
+is the geometric mean of the two (``blend``): within x1.5 of any time between them when they differ by at most
+``PACE_SPREAD`` (x2.25).
 
-There is no number (None: "ETA unknown") when the model cannot support one: before the plan is known, before the
-judge has answered a request (no latency), without a known concurrency, while the two estimates disagree, or when a
+There is no number (None, or "ETA unknown" with why) when the model cannot support one: before the plan is known;
+before the judge's pace is (``PACE_WAVES`` waves of replies); without a known concurrency; while the two estimates
+differ by more than ``PACE_SPREAD`` (the pace is changing); while the mean latency of the pace window's quarters
+differs by more than ``PACE_SWING`` (x1.5: a judge that slows, other work that comes and goes); while the process
+waits for a CPU more than ``BUSY`` of the time (``Lag``: its pace then follows work that is not its own); or when a
 part of the run that is not judge work is what remains (a local model, writing the results). No dependencies beyond
 the standard library.
 """
@@ -42,7 +43,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CallClock", "Pace", "Workload", "blend", "estimate", "paced", "remaining_depth", "requests_per_wave"]
+__all__ = ["CallClock", "Lag", "Pace", "Workload", "blend", "estimate", "paced", "remaining_depth", "requests_per_wave"]
 
 # a stall: nothing answered for this many mean latencies and at least this many seconds (shorter silences are a busy
 # machine pausing this process, not the judge: bench/console_bench.py at a load of 12 on 2 cores)
@@ -51,6 +52,7 @@ STALL_MEANS, STALL_S = 4.0, 2.0
 PACE_WAVES, PACE_S = 8, 2.0
 PACE_SPREAD = 2.25  # 1.5 / 0.67: the geometric mean of two estimates this far apart is within x1.5 of both
 PACE_SWING = 1.5  # latency that varies more than this within the pace's window: no time can be promised
+BUSY = 0.25  # a process that waits for a CPU more than this share of the time (``Lag``): no time can be promised
 LATENCY_REPLIES = 48  # the latency is the mean of this many last replies
 
 
@@ -150,6 +152,41 @@ class Pace:
     swing: float
 
 
+class Lag:
+    """How long this process waits for a CPU: a daemon thread sleeps ``tick`` seconds at a time and notes how late it
+    wakes (a machine busy with other work, or busy threads of this process holding the interpreter)."""
+
+    def __init__(self, tick: float = 0.1, keep: int = 256) -> None:
+        self.tick = tick
+        self._late: deque[tuple[float, float]] = deque(maxlen=keep)  # (woke, seconds late)
+        self._stop = threading.Event()
+
+    def start(self) -> Lag:
+        threading.Thread(target=self._run, name="open-rag-eval-lag", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while True:
+            before = time.monotonic()
+            if self._stop.wait(self.tick):
+                return
+            woke = time.monotonic()
+            self.note(woke, max(0.0, woke - before - self.tick))
+
+    def note(self, woke: float, late: float) -> None:
+        """The thread woke at ``woke``, ``late`` seconds after it meant to."""
+        self._late.append((woke, late))
+
+    def waiting(self, window: float = PACE_S, now: float | None = None) -> float | None:
+        """The share of the last ``window`` seconds this process waited to run (None before it has woken)."""
+        now = time.monotonic() if now is None else now
+        late = [seconds for woke, seconds in list(self._late) if woke > now - window]
+        return sum(late) / (len(late) * self.tick + sum(late)) if late else None
+
+
 def requests_per_wave(judge: Any, latency: float) -> float | None:
     """Requests the judge runs at once: its endpoints' concurrency limits (adaptive: as they are now), fewer when
     their requests-per-minute budgets allow fewer in ``latency`` seconds; None when the judge does not say (the
@@ -210,11 +247,9 @@ def paced(work: Workload, made: Mapping[str, tuple[int, int]], latency: float, r
     return _between((queued + in_flight) / rate, depth * latency if depth else latency)
 
 
-def blend(model: float, observed: float | None) -> float | None:
-    """The ETA shown: the geometric mean of the model's estimate and the one at the observed pace (the model alone
-    before the pace is known); None when they differ by more than ``PACE_SPREAD`` (the pace is changing)."""
-    if observed is None:
-        return model
+def blend(model: float, observed: float) -> float | None:
+    """The ETA shown: the geometric mean of the model's estimate and the one at the observed pace; None when they
+    differ by more than ``PACE_SPREAD`` (the pace is changing)."""
     if model <= 0 or observed <= 0:  # both 0 when nothing is left
         return 0.0 if max(model, observed) <= 0 else None
     if max(model, observed) > PACE_SPREAD * min(model, observed):
