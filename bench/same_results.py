@@ -45,7 +45,9 @@ def evaluate(tree: Path, config: Path, out: Path) -> None:
     for stale in config.parent.glob("cache.sqlite*"):  # each tree asks the judge everything itself
         stale.unlink()
     env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1", OPEN_RAG_EVAL_SAME_KEY="simulated")
-    done = subprocess.run([sys.executable, "-m", "open_rag_eval", "-q", "eval", "--config", str(config),
+    # -P: nothing before PYTHONPATH on the path; with "-m" alone the current folder comes first, and a run started in
+    # a checkout evaluated that checkout's package in both trees
+    done = subprocess.run([sys.executable, "-P", "-m", "open_rag_eval", "-q", "eval", "--config", str(config),
                            "--output-dir", str(out)], env=env, capture_output=True, text=True, check=False)
     if done.returncode not in (0, 6):
         sys.exit(f"{tree}: eval exited {done.returncode}: {done.stderr[-1500:]}")

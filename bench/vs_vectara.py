@@ -71,7 +71,8 @@ def ours(tree: Path | None, work: Path, name: str, server: SimulatedJudgeServer,
     argv = [*cli(), "-q", "eval", "--config", str(config)]
     if tree is not None:  # another checkout: its package first on the path
         env["PYTHONPATH"] = str(tree)
-        argv = [sys.executable, "-m", "open_rag_eval", "-q", "eval", "--config", str(config)]
+        # -P: the other checkout's package, not the one of the current folder ("-m" puts that first on the path)
+        argv = [sys.executable, "-P", "-m", "open_rag_eval", "-q", "eval", "--config", str(config)]
     return timed(argv, server, env)
 
 
