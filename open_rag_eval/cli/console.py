@@ -329,14 +329,14 @@ class ProgressDisplay:
         if pace is None or not pace.rate:  # the model alone swings with the last replies on a loaded machine
             return "ETA unknown (timing the judge)"
         if pace.swing > PACE_SWING:
-            return "ETA unknown (the judge's pace varies)"
+            return "ETA unknown (pace varies)"
         waiting = self.lag.waiting() if self.lag is not None else None
         if waiting is not None and waiting > BUSY:
-            return f"ETA unknown (this machine is busy: the run waits for a CPU {waiting:.0%} of the time)"
+            return f"ETA unknown (busy machine: {waiting:.0%} waiting for a CPU)"
         left = blend(model, paced(work, made, latency, pace.rate, in_flight=len(flight), pending=pending,
                                   stages_left=after))
         if left is None:
-            return "ETA unknown (the judge's pace is changing)"
+            return "ETA unknown (pace changing)"
         if left <= 0:
             return "ETA unknown (past the planned judge work)"
         return "ETA <1s" if left < 1 else f"ETA {_duration(left)}"  # tenths of a second are noise on a screen
