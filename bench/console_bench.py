@@ -144,7 +144,8 @@ def run_once(n: int, latency_ms: float, change_ms: float | None, width: int, ser
                                   if found else ""))
             if change_ms is not None and not changed and _half_sent(progress) and servers:
                 servers[0].config = servers[0].config.model_copy(update={"latency_ms": change_ms})
-                changed, changed_at = f"latency {latency_ms:g} -> {change_ms:g} ms at {now - started:.2f}s", now - started
+                changed_at = now - started
+                changed = f"latency {latency_ms:g} -> {change_ms:g} ms at {changed_at:.2f}s"
             if len(shots) < 2 and _shot_due(progress, n, len(shots)):
                 shots.append((("start", "middle")[len(shots)], _render(display, width)))
             loads.append(os.getloadavg()[0])

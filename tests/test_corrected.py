@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ import ppi_py
 import pytest
 
 from open_rag_eval.inputs.human_labels import Item
-from open_rag_eval.run.corrected import corrected_estimates, people_values, query_values
+from open_rag_eval.run.corrected import CORRECTED_FILE, corrected_estimates, people_values, query_values
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_LABELS = ROOT / "configs" / "data" / "demo_labels"
@@ -186,13 +187,24 @@ def test_eval_with_the_demo_labels_corrects_summary_report_and_compare(tmp_path:
     # the page shows what compare_corrected.csv holds: each run's corrected mean, the corrected difference with its
     # interval and the labels it rests on, in the headline table and in a table of every corrected metric
     assert html.count("corrected 1.50 [1.24, 1.76]") == 2
-    assert "corrected Δ +0.000 [+0.000, +0.000] <span class=\"muted\">· corrected with people's labels on 6 queries" in html
+    assert ("corrected Δ +0.000 [+0.000, +0.000] <span class=\"muted\">· corrected with people's labels on 6 "
+            "queries") in html
     section = html[html.index('id="corrected-compare"'):]
     row = section[section.index('data-metric="citation.f1"'):].split("</tr>")[0]
     f1 = diffs["citation.f1"]
     cells = (f'{float(f1["corrected_diff"]):+.3f} [{float(f1["ci95_low"]):+.3f}, {float(f1["ci95_high"]):+.3f}]',
              f'{float(f1["judge_diff"]):+.3f}', f'>{f1["n_labelled"]}<')
     assert all(cell in row for cell in cells), (row, cells)
+    assert 'id="not-corrected"' not in html
+    # a candidate evaluated without labels: the baseline's corrected means, and the page says why B has no difference
+    shutil.copytree(tmp_path / "b", tmp_path / "plain")
+    (tmp_path / "plain" / CORRECTED_FILE).unlink()
+    from open_rag_eval.report.comparison import render_comparison
+
+    html = render_comparison([tmp_path / "a", tmp_path / "plain"], resamples=200)
+    assert html.count("corrected 1.50 [1.24, 1.76]") == 1 and "corrected Δ" not in html
+    assert 'id="corrected-compare"' not in html
+    assert "No corrected difference for run B: it was not evaluated with people's labels" in html
 
 
 def test_without_labels_nothing_changes_and_bad_labels_stop_before_any_call(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ import pytest
 
 from open_rag_eval.cli.console import ProgressDisplay
 from open_rag_eval.cli.console import _duration
-from open_rag_eval.core.eta import CallClock, Lag, Pace, Workload, blend, estimate, paced, remaining_depth, requests_per_wave
+from open_rag_eval.core.eta import (CallClock, Lag, Pace, Workload, blend, estimate, paced, remaining_depth,
+                                   requests_per_wave)
 from open_rag_eval.core.progress import Progress
 from open_rag_eval.judge.accounting import Accounting
 

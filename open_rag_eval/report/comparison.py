@@ -25,7 +25,7 @@ from open_rag_eval.report.loader import scan_results
 from open_rag_eval.report.paged import _Index, _load, _SetAside
 from open_rag_eval.core.catalogue import display_name, family, family_title, is_tally, lower_is_better, short_name
 from open_rag_eval.report.summary import no_value, value_text
-from open_rag_eval.run.corrected import CorrectedDifference, corrected_differences, read_corrected
+from open_rag_eval.run.corrected import CORRECTED_FILE, CorrectedDifference, corrected_differences, read_corrected
 
 __all__ = ["render_comparison", "write_comparison"]
 
@@ -102,22 +102,24 @@ def _corrected(metric: str, stat: dict[str, Any], diff: CorrectedDifference | No
     return text
 
 
-def _corrected_table(labels: Sequence[str], found: Sequence[Differences | None]) -> str:
-    """Every corrected difference of each later run from the baseline (compare_corrected.csv's rows), or why there
-    are none when only some of the runs were evaluated with people's labels."""
+def _corrected_table(labels: Sequence[str], found: Sequence[Differences | None], labelled: bool) -> str:
+    """Every corrected difference of each later run from the baseline (compare_corrected.csv's rows), and why a run
+    has none when some of the runs (``labelled``) were evaluated with people's labels."""
     rows, missing = [], [chr(66 + i) for i, diffs in enumerate(found) if diffs is None]
     for i, diffs in enumerate(found):
         for d in (diffs or {}).values():
             cell = "–" if d.diff is None else _interval(d.diff.value, d.diff.low, d.diff.high)
+            p = "–" if d.p_value is None else f"{d.p_value:.3g}"
             rows.append(f'<tr data-metric="{esc(d.metric)}"><td>{chr(66 + i)} {esc(labels[i + 1])}</td>'
-                        f'<td>{esc(d.metric)}</td><td class="num">{cell}</td><td class="num">{"–" if d.p_value is None else f"{d.p_value:.3g}"}</td>'
+                        f'<td>{esc(d.metric)}</td><td class="num">{cell}</td><td class="num">{p}</td>'
                         f'<td class="num">{"–" if d.judge_diff is None else f"{d.judge_diff:+.3f}"}</td>'
                         f'<td class="num">{d.n_labelled}</td><td class="num">{d.n_unlabelled}</td>'
                         f'<td>{esc(d.note)}</td></tr>')
+    note = (f'<p class="legend" id="not-corrected">No corrected difference for run {", ".join(missing)}: '
+            f'{"it was" if len(missing) == 1 else "they were"} not evaluated with people\'s labels, or the baseline '
+            'was not (eval --labels).</p>' if missing and labelled else "")
     if not rows:
-        return ""
-    note = (f'<p class="legend">Not corrected: run {", ".join(missing)} (evaluated without people\'s labels).</p>'
-            if missing else "")
+        return note
     return ('<h2>Corrected differences</h2><div class="scroll"><table id="corrected-compare"><thead><tr><th>run</th>'
             '<th>metric</th><th class="num">corrected Δ [95% CI]</th><th class="num">p</th>'
             '<th class="num">judge Δ</th><th class="num">labelled</th><th class="num">unlabelled</th><th>note</th>'
@@ -150,7 +152,8 @@ def _headline_table(runs: Sequence[RunData], labels: Sequence[str], metrics: Seq
             shaky = run.unhealthy.get(metric) if mean is not None else None  # never green on a sick judge
             state = "unhealthy" if shaky else status(metric, mean, target)
             sick = f'<div class="sick">{UNHEALTHY} ({esc(", ".join(shaky))})</div>' if shaky else ""
-            cells.append(f'<td class="cmp {state}"><b>{shown}</b>{sick}{ci}{diff}{_corrected(metric, stat, fixed)}</td>')
+            fixed_text = _corrected(metric, stat, fixed)
+            cells.append(f'<td class="cmp {state}"><b>{shown}</b>{sick}{ci}{diff}{fixed_text}</td>')
         sign = "≤" if lower_is_better(metric) else "≥"
         goal = f"target {sign} {value_text(metric, target)}" if target is not None else "no target"
         rows.append(f'<tr data-metric="{esc(metric)}"><td><span class="mname">{esc(display_name(metric))}</span> '
@@ -239,12 +242,13 @@ def render_comparison(directories: Sequence[Path], *, seed: int = 0, resamples: 
             stack.callback(sets[-1].close)
         comparisons = [compare(sets[0], other, metrics, seed=seed, resamples=resamples) for other in sets[1:]]
         corrected = _corrected_differences(directories)
+        labelled = any((Path(d) / CORRECTED_FILE).is_file() for d in directories)
         per_output = {m for run in runs for m in run.items.per_output}
         banner = ('<p class="banner">At least one of these runs used the simulated judge: its numbers test the '
                   'pipeline, they are not real judgments.</p>') if any(r.simulated for r in runs) else ""
         body = (f'<h1>open-rag-eval comparison</h1>{banner}'
                 f'{_headline_table(runs, labels, metrics, targets, comparisons, corrected)}'
-                f'{_corrected_table(labels, corrected)}'
+                f'{_corrected_table(labels, corrected, labelled)}'
                 f'<h2>Runs</h2>{_runs_table(runs, labels)}'
                 f'<h2>All metrics</h2>{_families(runs, labels)}'
                 f'<h2>Queries</h2>{_queries(runs, indexes, [m for m in metrics if m in per_output])}')
