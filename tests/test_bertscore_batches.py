@@ -66,3 +66,45 @@ def test_a_model_the_stage_could_not_load_is_a_missing_value_with_its_reason() -
     scores = _evaluate("BERTScore model 'x' cannot be loaded (OSError: offline)")
     assert {q for q, (value, error) in scores.items() if value is None and "cannot be loaded" in str(error)} \
         == {"a", "b", "d", "e"}
+
+
+_SEEDED = """
+import json, sys
+from open_rag_eval.metrics.similarity import BertScoreOptions, _load, score_pairs
+words = ["a", "photosynthesis", "of", "electrochemistry", "in", "thermodynamically", "is", "unquestionably"]
+# 4 words each (ties in bert-score's sort by word count), of different numbers of tokens (different padding)
+texts = [" ".join(words[(i * k + i // 8) % 8] for k in range(1, 5)) for i in range(16)]
+pairs = [(texts[i], texts[(i * 5 + 3) % 16]) for i in range(16)]
+options = BertScoreOptions(batch_size=3)
+mine = score_pairs(pairs, options).f1
+_, _, theirs = _load(options).scorer.score([a for a, _ in pairs], [b for _, b in pairs], batch_size=3)
+print(json.dumps([mine, [float(v) for v in theirs.tolist()]]))
+"""
+
+
+def _seeded(seed: int) -> tuple[list[float], list[float]]:
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONHASHSEED": str(seed), "PYTHONPATH": str(root), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-c", _SEEDED], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    mine, theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    return mine, theirs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_scores_do_not_depend_on_the_process_s_string_hashes() -> None:
+    """Sentences of equal word count in several batches: bert-score's own score() batches them in the order of the
+    process's string hashes, so its bits change with PYTHONHASHSEED; the run's scores (``score_pairs``) do not, and
+    they are bert-score's F1 to float32 precision."""
+    pytest.importorskip("bert_score")
+    runs = [_seeded(seed) for seed in (1, 2, 3)]
+    assert all(mine == runs[0][0] for mine, _ in runs)
+    assert len({tuple(theirs) for _, theirs in runs}) > 1  # what the run's scores no longer do
+    assert runs[0][0] == pytest.approx(runs[0][1], abs=1e-6)

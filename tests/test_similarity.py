@@ -91,28 +91,23 @@ def test_embeddings_and_bertscore_do_not_depend_on_the_thread_count(monkeypatch:
     from open_rag_eval.metrics.similarity import score_pairs
 
     import open_rag_eval.metrics.embedding as embedding
-    import open_rag_eval.metrics.similarity as similarity
     from open_rag_eval.metrics.threads import MODEL_THREADS
 
+    import open_rag_eval.metrics.bert_batches as bert_batches
+
     inside: list[int] = []  # torch's thread count while each computation runs
-    real_embed, real_load = embedding._embed, similarity._load
+    real_embed, real_f1 = embedding._embed, bert_batches.f1_scores
 
     def counted_embed(*args: Any) -> Any:
         inside.append(torch.get_num_threads())
         return real_embed(*args)
 
-    def counted_load(options: Any) -> Any:
-        loaded = real_load(options)
-
-        class Scorer:
-            def score(self, *args: Any, **kwargs: Any) -> Any:
-                inside.append(torch.get_num_threads())
-                return loaded.scorer.score(*args, **kwargs)
-
-        return type(loaded)(Scorer(), loaded.num_layers, loaded.rescaled)
+    def counted_f1(*args: Any) -> Any:
+        inside.append(torch.get_num_threads())
+        return real_f1(*args)
 
     monkeypatch.setattr(embedding, "_embed", counted_embed)
-    monkeypatch.setattr(similarity, "_load", counted_load)
+    monkeypatch.setattr(bert_batches, "f1_scores", counted_f1)
     texts = [f"Sentence {i} about the refund window, which is thirty days from delivery for items bought online, "
              f"and {i * 7} other conditions that the support team explains at length." for i in range(12)]
     pairs = list(zip(texts, reversed(texts)))

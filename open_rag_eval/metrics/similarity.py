@@ -246,11 +246,13 @@ def _score_sync(options: BertScoreOptions, first: list[str], second: list[str]) 
                     "(recorded as rescaled: false)", options.model_type, options.lang)
     if not first:
         return BertScores([], options.model_type, loaded.num_layers, loaded.rescaled)
+    from open_rag_eval.metrics.bert_batches import f1_scores  # noqa: PLC0415
     from open_rag_eval.metrics.threads import model_threads  # noqa: PLC0415
 
     with model_threads():  # the same values whatever the machine's thread count
-        _, _, f1 = loaded.scorer.score(first, second, batch_size=options.batch_size)
-    return BertScores([float(v) for v in f1.tolist()], options.model_type, loaded.num_layers, loaded.rescaled)
+        # bert-score's own score() batches the sentences in an order of the process's string hashes
+        f1 = f1_scores(loaded.scorer, first, second, options.batch_size)
+    return BertScores(f1, options.model_type, loaded.num_layers, loaded.rescaled)
 
 
 async def bertscore_pairs(texts_pairs: Sequence[tuple[str, str]], options: BertScoreOptions) -> BertScores:
