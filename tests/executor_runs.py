@@ -45,3 +45,39 @@ def result_bytes(folder: Path) -> dict[str, bytes]:
 def paid_calls(folder: Path) -> int:
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     return int(manifest["accounting"]["total"]["calls"])
+
+
+def write_400(folder: Path, name: str, base_url: str, executor: dict[str, Any] | None = None, *,
+              distinct: bool = False) -> Path:
+    """``folder/name.yaml`` over 400 outputs (160 queries of 2 or 3 runs, ``folder/data.csv``, written once), with
+    the demo's evaluators: every trec family (nugget lists carried to test-retest), consistency with ROUGE,
+    BERTScore (the embedding metric), dispersion and judge test-retest; the judge at ``base_url``, its own cache.
+    The queries repeat their questions and answers every 11 queries (identical no_answer requests), unless
+    ``distinct``: each question and answer then names its query."""
+    from tests.test_csv_windows import _csv, _rows
+
+    if not (folder / "data.csv").exists():
+        rows = _rows(160)
+        for row in rows if distinct else ():
+            row[1] += f" ({row[0]})"
+            row[5] += f" ({row[0]})" if row[5] else ""
+        (folder / "data.csv").write_text(_csv(rows), encoding="utf-8")
+    config: dict[str, Any] = {
+        "input": "data.csv", "output_dir": name,
+        "judge": {"model": "simulated-judge", "base_url": base_url, "cache": f"{name}-cache.sqlite"},
+        "evaluators": [{"type": "trec", "k_values": [1, 3], "metrics": ["umbrela", "nuggets", "citation", "no_answer"]},
+                       {"type": "consistency", "metrics": ["rouge", "bertscore", "dispersion"], "judge_repeats": 2}]}
+    if executor is not None:
+        config["executor"] = executor
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps(config), encoding="utf-8")
+    return path
+
+
+def assert_400_local(folder: Path) -> None:
+    """The local run of ``write_400`` evaluated 400 outputs and asked its judge-health controls."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["n_outputs"] == 400
+    controls = manifest["health"]["controls"]
+    assert controls["items"] and not str(controls["state"]).startswith("not run"), controls["state"]
+    assert "consistency.judge.nugget_assignment.flip_rate" in (folder / "summary.csv").read_text(encoding="utf-8")

@@ -40,6 +40,28 @@ def test_two_nodes_write_what_one_process_writes(cluster: str, tmp_path: Path) -
     assert paid_calls(tmp_path / "cluster") == paid_calls(tmp_path / "local") == local_paid > 0
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_two_nodes_on_400_outputs_write_what_one_process_writes(cluster: str, tmp_path: Path) -> None:
+    """The two-node cluster on 400 outputs with the demo's evaluators (every trec family, BERTScore, judge
+    test-retest): the local run's results.csv, summary.csv and results.json (health and controls included) byte for
+    byte, and the same calls answered by the judge. Each query's question and answer are its own: two workers that
+    ask one identical request at the same moment both pay it (no relay joins them; docs/scaling.md)."""
+    from tests.executor_runs import assert_400_local, write_400
+
+    with CountingJudge() as judge:
+        local = write_400(tmp_path, "local", judge.base_url, distinct=True)
+        assert main(["-q", "eval", "--config", str(local)]) == 0
+        local_paid = sum(judge.answered.values())
+        config = write_400(tmp_path, "cluster", judge.base_url,
+                           {"type": "ray", "workers": 2, "worker_cpus": 1, "shard_outputs": 50}, distinct=True)
+        assert main(["-q", "eval", "--config", str(config), "--ray-address", cluster]) == 0
+        assert sum(judge.answered.values()) == 2 * local_paid
+    assert_400_local(tmp_path / "local")
+    assert result_bytes(tmp_path / "cluster") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "cluster") == paid_calls(tmp_path / "local") == local_paid > 0
+
+
 def test_an_unreachable_ray_address_fails_at_once_naming_it() -> None:
     import socket
 

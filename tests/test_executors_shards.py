@@ -217,3 +217,28 @@ def test_an_evaluator_reading_a_results_folder_of_its_own_cannot_be_sharded(tmp_
     config["evaluators"] = [{"type": "consistency", "metrics": ["rouge"]}]
     path.write_text(json.dumps(config), encoding="utf-8")
     check_shardable(load_config(path))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_400_outputs_of_the_demo_s_evaluators_in_three_shards_write_the_local_run_s_files_and_pay_its_calls(
+        tmp_path: Path) -> None:
+    """The array path (``eval --shard i/3`` then ``merge``) on 400 outputs with every trec family, BERTScore and
+    judge test-retest (the shards' nugget lists carried to the merge's test-retest): results.csv, summary.csv and
+    results.json (health and controls included) equal the local run's byte for byte, and the judge answers the
+    same calls for each (each config with its own cache)."""
+    from tests.executor_runs import assert_400_local, write_400
+    from tests.ray_setup import CountingJudge
+
+    with CountingJudge() as judge:
+        assert main(["-q", "eval", "--config", str(write_400(tmp_path, "local", judge.base_url))]) == 0
+        local_paid = sum(judge.answered.values())
+        sharded = write_400(tmp_path, "sharded", judge.base_url)
+        folders = [tmp_path / f"shard{i}" for i in range(3)]
+        for i, folder in enumerate(folders):
+            assert main(["-q", "eval", "--config", str(sharded), "--shard", f"{i}/3", "--output-dir", str(folder)]) == 0
+        assert main(["-q", "merge", *map(str, folders)]) == 0
+        assert sum(judge.answered.values()) == 2 * local_paid
+    assert_400_local(tmp_path / "local")
+    assert result_bytes(tmp_path / "sharded") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "sharded") == paid_calls(tmp_path / "local") == local_paid > 0
