@@ -315,3 +315,23 @@ def _state(pid: int) -> str:
             return status.read().lower()
     except OSError:
         return "zombie"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_one_node_on_400_outputs_writes_what_one_process_writes(tmp_path: Path) -> None:
+    """Ray on this machine (two workers, eight shards) on 400 outputs with the demo's evaluators (every trec family,
+    BERTScore, judge test-retest): the local run's results.csv, summary.csv and results.json (health and controls
+    included) byte for byte, and the same calls answered by the judge (each query's question and answer its own, as
+    in the two-node test: identical requests of two workers at one moment are each paid; docs/scaling.md)."""
+    from tests.executor_runs import assert_400_local, write_400
+
+    with CountingJudge() as server:
+        _run(write_400(tmp_path, "local", server.base_url, distinct=True))
+        local_paid = sum(server.answered.values())
+        _run(write_400(tmp_path, "ray", server.base_url, {"workers": 2, "shard_outputs": 50}, distinct=True),
+             "--executor", "ray")
+        assert sum(server.answered.values()) == 2 * local_paid
+    assert_400_local(tmp_path / "local")
+    assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
+    assert paid_calls(tmp_path / "ray") == paid_calls(tmp_path / "local") == local_paid > 0
