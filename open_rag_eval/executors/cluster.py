@@ -119,6 +119,7 @@ class RayExecutor:
                 if judge is not None:
                     snapshots.append(judge.accounting.snapshot())
                 health.append(recorded)
+            snapshots.extend(await self._paid())
         finally:
             self._close_cache(ray)
             for actor in self.actors:
@@ -173,6 +174,16 @@ class RayExecutor:
             self.workers.append(worker.remote(f"worker-{w}", names, cache_name, relays))
         log.info("ray: %d outputs, %d workers (%g CPU each), %d judge endpoint(s), %d relay(s)", len(outputs),
                  workers, cpus, len(endpoints), len(relays))
+
+    async def _paid(self) -> list[dict[str, Any]]:
+        """What the relays paid: the calls, retries, tokens and abandoned prompts of every judge call they made
+        (counted where the calls were made: a worker that died took none of it with it)."""
+        paid = await asyncio.gather(*(_unwrap(relay.paid.remote()) for relay in self.relays))
+        for index, (_, restarted) in enumerate(paid):
+            if restarted:
+                log.warning("ray: judge relay %d was restarted during the run: the calls it had made before are "
+                            "missing from the manifest's accounting (they are in the judge cache)", index)
+        return [snapshot for snapshot, _ in paid]
 
     def _close_cache(self, ray: Any) -> None:
         """The cache owner closes the run's SQLite cache before it is stopped: every reply it took is in the file

@@ -11,7 +11,12 @@ one attempt and classifies nothing itself. A relay, for each key:
 - looks in the run's cache before it calls (a reply recorded since the worker looked is not paid again);
 - puts a judgment into the cache (awaited) BEFORE it forgets the call, and keeps the last ``RECENT`` replies, so a
   request that arrives just after is answered from memory;
-- finishes a call whatever happens to the worker that asked it (the call is the relay's task, not the asker's).
+- finishes a call whatever happens to the worker that asked it (the call is the relay's task, not the asker's);
+- counts what it pays where it pays it (``accounting``: each call and retry it sends, their tokens, the prompts of
+  attempts that timed out), since the asker may die before it hears back; the driver adds every relay's counts to
+  the run's (``paid``). The asker counts only its request's fate: the answer of the call its ask started is counted
+  here; an answer ``Shared`` with it by another asker's call is deduplicated; one from the cache or from memory
+  (a ``Completion``) is a cache hit.
 
 A worker's ``RelayClient`` batches its asks (every ask of a ``WINDOW_S`` window in one ``submit`` call a relay) and
 gets the replies back in batches (one long-polling ``collect`` call a relay at a time): two actor calls amortised
@@ -29,13 +34,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Union
 
+from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion
 from open_rag_eval.judge.cache import CachedCompletion
 from open_rag_eval.judge.client import OpenAIJudge, cached_completion, open_judge, recorded
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.http11 import Reply
-from open_rag_eval.judge.replies import Failure, Judgment
-from open_rag_eval.judge.transports import Call
+from open_rag_eval.judge.rehearsal import rough_prompt_tokens
+from open_rag_eval.judge.replies import Failure, Judgment, Usage
+from open_rag_eval.judge.transports import Call, Shared
 
 __all__ = ["RECENT", "Outcome", "Relay", "RelayClient", "RemoteCache", "attach", "route"]
 
@@ -46,9 +53,10 @@ WINDOW_S = 0.003  # a worker's asks gathered into one submit
 POLL_S = 1.0  # a collect call returns after this long with nothing to return (the worker polls again)
 STALE_S = 600.0  # an asker not heard from for this long is forgotten (a worker that died)
 
-# what an ask ends with: a cached completion, a judgment (cached), a failure of this attempt, or an error that stops
-# the run (a cache that cannot be written: a StorageError naming the file)
-Outcome = Union[Completion, Judgment, Failure, BaseException]
+# what an ask ends with: a cached completion, a judgment (cached), a failure of this attempt (either ``Shared`` with
+# an asker whose ask did not start the call), or an error that stops the run (a cache that cannot be written: a
+# StorageError naming the file)
+Outcome = Union[Completion, Judgment, Failure, Shared, BaseException]
 
 
 def route(key: str, relays: int) -> int:
@@ -70,6 +78,7 @@ class Relay:
         self.ready: dict[str, asyncio.Event] = {}
         self.seen: dict[str, float] = {}
         self.counts: Counter[str] = Counter()  # calls, cached, joined, recent
+        self.accounting = Accounting(config.model, price_for(config.model, config.prices))  # what it paid
 
     async def submit(self, asker: str, asks: Sequence[Call]) -> None:
         """Take ``asks`` (attempts of judge requests); their outcomes go to ``asker``'s outbox."""
@@ -108,35 +117,60 @@ class Relay:
     def stats(self) -> dict[str, int]:
         return {**self.counts, "in_flight": len(self.inflight)}
 
+    def paid(self) -> tuple[dict[str, Any], bool]:
+        """What this relay paid (its accounting's snapshot), and whether Ray restarted it during the run (the counts
+        of the relay that died are lost with it)."""
+        import ray
+
+        restarted = ray.is_initialized() and ray.get_runtime_context().was_current_actor_reconstructed
+        return self.accounting.snapshot(), bool(restarted)
+
     # -- one call --------------------------------------------------------------------------------------------
 
     async def _call(self, call: Call) -> None:
         key = call.key
+        kept: Completion | None = None
         try:
-            outcome: Outcome = await self._outcome(call)
+            outcome, kept = await self._outcome(call)
         except Exception as error:  # noqa: BLE001 - a cache that fails, a judge that cannot open: to the askers
             outcome = error
-        if isinstance(outcome, (Judgment, Completion)):  # in the cache already: remembered, then forgotten in flight
-            self.recent[key] = outcome
+        if kept is not None:  # in the cache already: remembered (a cache hit), then forgotten in flight
+            self.recent[key] = kept
             if len(self.recent) > RECENT:
                 self.recent.popitem(last=False)
         del self.inflight[key]
-        for asker in self.waiting.pop(key, []):
-            self._deliver(asker, key, outcome)
+        for i, asker in enumerate(self.waiting.pop(key, [])):  # the first asker's ask started the call
+            self._deliver(asker, key, Shared(outcome) if i and isinstance(outcome, (Judgment, Failure)) else outcome)
 
-    async def _outcome(self, call: Call) -> Outcome:
+    async def _outcome(self, call: Call) -> tuple[Outcome, Completion | None]:
+        """The call's outcome, and the cache hit a later ask of its key gets (a judgment's)."""
         judge = self._open()
         if self.cache is not None and (hit := cached_completion(await self.cache.get(call.key))) is not None:
             self.counts["cached"] += 1
-            return hit
+            return hit, hit
         self.counts["calls"] += 1
+        stats = self.accounting.task(call.task)
+        stats.calls += call.attempt == 0  # a request counted once, however many attempts (as the client does)
+        stats.retries += call.attempt > 0
         answer = await judge.transport.send(call)
         reply = judge.read(answer, call.params) if isinstance(answer, Reply) else answer
-        if isinstance(reply, Judgment):
-            reply, entry = recorded(reply, judge.model)
-            if self.cache is not None:
-                await self.cache.put(call.key, entry)
-        return reply
+        assert isinstance(reply, (Judgment, Failure))  # the relay's own HTTP transport reads no cache, shares nothing
+        if not isinstance(reply, Judgment):
+            self._count(call, reply.usage, None, reply.timed_out)
+            return reply, None
+        self._count(call, reply.usage, reply.fingerprint, False)
+        reply, entry = recorded(reply, judge.model)
+        if self.cache is not None:
+            await self.cache.put(call.key, entry)
+        return reply, cached_completion(entry)
+
+    def _count(self, call: Call, usage: Usage | None, fingerprint: str | None, timed_out: bool) -> None:
+        """A paid attempt's tokens (``usage``: None for a failure that had none) and, timed out, its prompt as
+        abandoned: what the client counts of an attempt it sends itself."""
+        if usage is not None:
+            self.accounting.usage(call.task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
+        if timed_out:
+            self.accounting.abandoned(call.task, rough_prompt_tokens(call.messages))
 
     def _open(self) -> OpenAIJudge:
         """The relay's own judge client (its HTTP pools; never its own cache), and the run's cache."""
@@ -167,9 +201,10 @@ class Relay:
 
 class RelayClient:
     """The judge's transport through the relays (``judge.transports.Transport``): asks batched, outcomes collected.
-    The relay looks in the run's cache before it calls and caches the judgment it gets (``caches``)."""
+    The relay looks in the run's cache before it calls and caches the judgment it gets (``caches``), and counts the
+    calls it pays (``counts``)."""
 
-    caches = True
+    caches = counts = True
 
     def __init__(self, relays: Sequence[Any], asker: str, *, window_s: float = WINDOW_S) -> None:
         self.relays, self.asker, self.window_s = list(relays), asker, window_s
@@ -178,7 +213,7 @@ class RelayClient:
         self._flushing: asyncio.Task[None] | None = None
         self._polls: list[asyncio.Task[None] | None] = [None for _ in self.relays]
 
-    async def send(self, call: Call) -> Judgment | Failure | Completion:
+    async def send(self, call: Call) -> Judgment | Failure | Completion | Shared:
         key = call.key
         index = route(key, len(self.relays))
         future: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()

@@ -58,6 +58,7 @@ from open_rag_eval.judge.transports import (
     TRANSPORT_ERRORS,
     Call,
     SdkTransport,
+    Shared,
     Target,
     Transport,
     failure_of,
@@ -247,10 +248,10 @@ class OpenAIJudge:
         call = Call(key, request.task, request.messages, params, request.prompt_version, request.sample)
         last, timeouts, attempts, timed_out = "no attempt made", Timeouts(self.timeout_s), 0, False
         succeeded = None  # the calls that had succeeded when this one was first sent
+        counted = self.transport.counts  # a relay counts the attempts it pays, their tokens and abandoned prompts
         for attempt in range(self.retry.max_retries + 1):
             self._check_available()
-            if attempt:
-                stats.retries += 1
+            stats.retries += bool(attempt) and not counted
             endpoint, started = self.endpoints[0], time.monotonic()
             try:
                 # a retry goes before every call not yet started: calls finish (or fail for good) in turn, so a
@@ -260,7 +261,7 @@ class OpenAIJudge:
                     if attempt == 0 and not self.transport.caches and (hit := await self._cached(key)) is not None:
                         return hit
                     if attempt == 0:
-                        stats.calls += 1
+                        stats.calls += not counted
                         succeeded = self.breaker.successes
                     started, timing = time.monotonic(), self.timing.begin()
                     self.asked.set()
@@ -273,18 +274,22 @@ class OpenAIJudge:
                 answer = failure_of(error, timeouts.next_s or self.timeout_s, endpoint.base_url)
             if isinstance(answer, Completion):
                 return answer
+            if isinstance(answer, Shared):  # another process's identical request made the call: paid there
+                stats.deduplicated += attempt == 0
+                answer = answer.answer
             reply = self.read(answer, params) if isinstance(answer, Reply) else answer
             if isinstance(reply, Judgment):
                 self.breaker.success()
                 endpoint.succeeded()
                 await endpoint.limiter.succeeded()
-                self._count_usage(request.task, estimate, reply.usage, reply.fingerprint, endpoint)
+                self._count_usage(request.task, estimate, reply.usage, reply.fingerprint, endpoint, counted)
                 return reply
             failure = replace(reply, reason=self._redact(reply.reason))
             if failure.usage is not None:  # a 200 that is no judgment still used (and cost) tokens
-                self._count_usage(request.task, estimate, failure.usage, None, endpoint)
+                self._count_usage(request.task, estimate, failure.usage, None, endpoint, counted)
             if failure.timed_out:
-                self.accounting.abandoned(request.task, prompt)
+                if not counted:
+                    self.accounting.abandoned(request.task, prompt)
                 failure = timeouts.after(failure)
             if failure.overload and (endpoint.answered or not failure.timed_out):
                 # a 429 says "now"; a timeout or an overflow speaks of the load when its request was sent. A timeout
@@ -332,12 +337,15 @@ class OpenAIJudge:
                     return
 
     def _count_usage(self, task: str, estimate: int, usage: Usage, fingerprint: str | None,
-                     endpoint: Endpoint) -> None:
+                     endpoint: Endpoint, counted: bool = False) -> None:
+        """A reply's tokens to the endpoint's pacing, and to the accounting unless its transport ``counted`` them
+        where they were paid (a relay)."""
         if usage.known:
             endpoint.limiter.used_tokens(estimate, (usage.prompt_tokens or 0) + (usage.completion_tokens or 0))
         elif usage.problem is not None and usage.problem.startswith("invalid"):
             log.warning("judge: %s; its cost is unknown", usage.problem)
-        self.accounting.usage(task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
+        if not counted:
+            self.accounting.usage(task, usage.prompt_tokens, usage.completion_tokens, fingerprint)
 
     def _give_up(self, failure: Failure) -> NoReturn:
         if failure.kind == "down":

@@ -101,7 +101,7 @@ class ReplayTransport:
     gets its n-th recorded exchange. A request the file does not hold, or an attempt beyond those recorded, is a
     failed judgment saying so -- never a made-up answer."""
 
-    caches = False
+    caches = counts = False
 
     def __init__(self, tape: Mapping[str, list[Exchange]], *, model: str, source: str) -> None:
         self.tape, self.model, self.source = tape, model, source
@@ -134,7 +134,7 @@ class ReplayTransport:
 class RecordingTransport:
     """Sends through ``inner`` and appends every HTTP exchange it gets to the tape (``judge.transports.Transport``)."""
 
-    caches = False
+    caches = counts = False
 
     def __init__(self, inner: Transport, writer: _TapeWriter, *, model: str) -> None:
         self.inner, self.writer, self.model = inner, writer, model

@@ -15,8 +15,11 @@ a ``Call``, to its ``Transport``. Three implement it:
 - the Ray relay (``executors.relay``): asks an actor that makes the call and caches its judgment.
 
 An attempt ends with one ``Answer``: the raw HTTP ``Reply`` (the client reads it with ``judge.replies``), a
-``Judgment`` or ``Failure`` already read, or a ``Completion`` found in the cache by a transport that caches
-(``caches``: the relay puts its judgments into the run's cache itself).
+``Judgment`` or ``Failure`` already read, a ``Completion`` found in the cache by a transport that caches
+(``caches``: the relay puts its judgments into the run's cache itself), or, from a transport that shares calls
+between processes, a judgment or failure ``Shared`` with it by the call another process's identical request made.
+A transport that ``counts`` accounts for what it pays itself (the relay: each call and retry, their tokens and
+abandoned prompts, where the call is made); the client then counts only its requests' fates.
 """
 
 from __future__ import annotations
@@ -41,14 +44,24 @@ from open_rag_eval.transport import ReplyRefused, bounded_client
 if TYPE_CHECKING:
     from openai import AsyncOpenAI
 
-__all__ = ["TRANSPORT_ERRORS", "Answer", "Call", "PooledTransport", "SdkTransport", "Target", "Transport",
+__all__ = ["TRANSPORT_ERRORS", "Answer", "Call", "PooledTransport", "SdkTransport", "Shared", "Target", "Transport",
            "failure_of", "safe_url"]
 
 # what sending may raise; ``failure_of`` turns each into a ``Failure``
 TRANSPORT_ERRORS = (httpx2.HTTPError, ssl.SSLError, _EndOfStream, ValueError, ReplyRefused, RecursionError)
 
 _DECODED = {"content-encoding", "content-length", "transfer-encoding"}  # the pool has inflated and joined the body
-Answer = Union[Reply, Judgment, Failure, Completion]
+
+
+@dataclass(frozen=True, slots=True)
+class Shared:
+    """The answer of a call another process's identical request made (a relay joined this ask to it): paid, and
+    counted, once, where it was made."""
+
+    answer: Judgment | Failure
+
+
+Answer = Union[Reply, Judgment, Failure, Completion, Shared]
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +83,7 @@ class Transport(Protocol):
     """Sends one attempt and says what came back; never retries, never sleeps."""
 
     caches: bool  # puts the judgments it gets into the run's cache itself
+    counts: bool  # accounts for the calls it makes (their attempts, tokens and abandoned prompts) itself
 
     async def send(self, call: Call) -> Answer: ...
 
@@ -165,7 +179,7 @@ class SdkTransport:
     second of CPU or more, more than everything else before a run's first request, and a run that imported it
     beside its first requests paid that CPU while its event loop waited for the interpreter lock."""
 
-    caches = False
+    caches = counts = False
 
     def __init__(self, targets: Sequence[Target], *, model: str, timeout_s: float, max_reply_bytes: int,
                  http_client: httpx2.AsyncClient | None = None) -> None:
