@@ -47,6 +47,13 @@ def paid_calls(folder: Path) -> int:
     return int(manifest["accounting"]["total"]["calls"])
 
 
+def manifest_paid(folder: Path) -> dict[str, int]:
+    """The run's paid calls and tokens, as its manifest counts them (to hold against what the judge answered)."""
+    manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    total = manifest["accounting"]["total"]
+    return {name: int(total[name]) for name in ("calls", "prompt_tokens", "completion_tokens")}
+
+
 def write_400(folder: Path, name: str, base_url: str, executor: dict[str, Any] | None = None, *,
               distinct: bool = False) -> Path:
     """``folder/name.yaml`` over 400 outputs (160 queries of 2 or 3 runs, ``folder/data.csv``, written once), with

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 from collections import Counter
 from typing import Any
 
@@ -39,11 +40,13 @@ class CountingJudge(SimulatedJudgeServer):
     """Counts every request body it answered (a paid call); once ``hold_after`` bodies are answered, holds the
     requests that come until ``release()`` (``holding``: the held ones not yet let go). A held request whose client
     went away meanwhile is not answered, unless ``pay_orphans``: then it counts as paid (the endpoint computed and
-    charged a reply nobody received: the worst case of a worker dying mid-call)."""
+    charged a reply nobody received: the worst case of a worker dying mid-call). ``tokens``: the prompt and
+    completion tokens of the replies it answered, as their ``usage`` said (what a run's manifest must count)."""
 
     def __init__(self) -> None:
         super().__init__(SimulatedServerConfig(latency_ms=2))
         self.answered: Counter[bytes] = Counter()
+        self.tokens: Counter[str] = Counter()
         self.hold_after: int | None = None
         self.held = 0
         self.holding: set[bytes] = set()
@@ -74,4 +77,6 @@ class CountingJudge(SimulatedJudgeServer):
         response = await super()._fate(request, body, text, key, seen, record)
         if response is not None and response.status == 200:
             self.answered[hashlib.sha256(key).digest()] += 1
+            usage = json.loads(response.body)["usage"]
+            self.tokens.update(prompt_tokens=usage["prompt_tokens"], completion_tokens=usage["completion_tokens"])
         return response

@@ -15,7 +15,7 @@ from typing import Any, Iterator
 import pytest
 
 from open_rag_eval.cli import main
-from tests.executor_runs import paid_calls, result_bytes, write_config
+from tests.executor_runs import manifest_paid, paid_calls, result_bytes, write_config
 from tests.ray_setup import RAY_MISSING, CountingJudge, start_ray
 
 ray = pytest.importorskip("ray", reason=RAY_MISSING)
@@ -263,7 +263,7 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     judge.pay_orphans = True
     loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False, judge=off))
     executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, relays=2))
-    before = judge.answered.copy()
+    before, tokens = judge.answered.copy(), judge.tokens.copy()
     judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
     errors: list[BaseException] = []
     stats: list[dict[str, int]] = []
@@ -306,6 +306,84 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     assert max(paid.values()) == 1 and sum(paid.values()) == local_paid > 40  # not one call paid twice
     assert result_bytes(tmp_path / "ray") == result_bytes(tmp_path / "local")
     assert sum(s.get("calls", 0) for s in stats) > 40  # the relays made the calls
+    # and the manifest counts each paid call once, with the tokens the endpoint reported: the dead worker's calls
+    # (counted by the relays that made them) and none for its retried shard's repeats of them
+    assert manifest_paid(tmp_path / "ray") == {"calls": local_paid, **(judge.tokens - tokens)}
+    assert manifest_paid(tmp_path / "ray") == manifest_paid(tmp_path / "local")
+
+
+def _twice(tmp_path: Path, name: str, judge: CountingJudge) -> Path:
+    """A config over the demo outputs followed by the same outputs again under other query ids (``twice.csv``): two
+    shards of the same requests, one a worker (``shard_outputs`` above the outputs: one shard per worker)."""
+    import csv
+    import io
+    import json
+
+    config = write_config(tmp_path, name, base_url=judge.base_url, consistency=False,
+                          judge={"health": {"controls": False}}, executor={"workers": 2, "shard_outputs": 1000,
+                                                                          "relays": 1})
+    if not (tmp_path / "twice.csv").exists():
+        rows = list(csv.reader(io.StringIO((tmp_path / "demo.csv").read_text(encoding="utf-8"))))
+        again = [[f"again-{row[0]}", *row[1:]] for row in rows[1:]]
+        out = io.StringIO()
+        csv.writer(out, lineterminator="\n").writerows(rows + again)
+        (tmp_path / "twice.csv").write_text(out.getvalue(), encoding="utf-8")
+    settings = json.loads(config.read_text(encoding="utf-8"))
+    config.write_text(json.dumps({**settings, "input": "twice.csv"}), encoding="utf-8")
+    return config
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_with_relays_two_workers_asking_the_same_requests_count_what_was_paid(judge: CountingJudge,
+                                                                               tmp_path: Path) -> None:
+    """Two workers ask the same requests at the same moments through one relay (every request held at the endpoint
+    until one worker's ask has joined the other's call): the relay pays each once, and the manifest counts exactly
+    the calls the endpoint answered and the tokens it reported (a joined ask counted as deduplicated, one answered
+    from the relay's memory or the cache as a cache hit), as a local run of the same data does."""
+    from open_rag_eval.run import pipeline
+    from open_rag_eval.config import load_config
+    from open_rag_eval.config.executor import ExecutorOptions
+    from open_rag_eval.executors.cluster import RayExecutor
+
+    before, tokens = judge.answered.copy(), judge.tokens.copy()
+    _run(_twice(tmp_path, "local", judge))  # the executor section is read by the ray executor only
+    local = manifest_paid(tmp_path / "local")
+    assert local == {"calls": sum((judge.answered - before).values()), **(judge.tokens - tokens)}
+    loaded = load_config(_twice(tmp_path, "ray", judge))
+    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=1000, relays=1))
+    before, tokens = judge.answered.copy(), judge.tokens.copy()
+    judge.hold_after = sum(before.values())  # every request waits at the endpoint
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            pipeline.run(loaded, executor=executor)
+        except BaseException as error:  # noqa: BLE001 (reported by the test)
+            errors.append(error)
+
+    def joined() -> int:
+        return sum(s.get("joined", 0) for s in ray.get([r.stats.remote() for r in executor.relays])) \
+            if executor.relays else 0
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 300
+        while not joined():  # one worker's ask joined the other's call, held at the endpoint
+            assert time.monotonic() < deadline and thread.is_alive(), errors
+            time.sleep(0.05)
+    finally:
+        judge.release()
+        thread.join(timeout=600)
+        judge.reset()
+    assert not thread.is_alive() and not errors, errors
+    paid = judge.answered - before
+    assert max(paid.values()) == 1 and sum(paid.values()) == local["calls"] > 40  # each request paid once
+    assert manifest_paid(tmp_path / "ray") == {"calls": sum(paid.values()), **(judge.tokens - tokens)} == local
+    # every output's scores as the local run's (the judge-health rows of summary.csv count each shard's judgments
+    # of the repeated requests: twice the local run's n for some tasks)
+    assert (tmp_path / "ray" / "results.csv").read_bytes() == (tmp_path / "local" / "results.csv").read_bytes()
 
 
 def _state(pid: int) -> str:
