@@ -13,6 +13,7 @@ difference, naming the file.
 
     python bench/same_results.py                    # main vs this checkout
     python bench/same_results.py --before HEAD~3 --queries 100
+    python bench/same_results.py --before HEAD~3 --keep same-out   # keep both trees' outputs to read a difference
 """
 
 from __future__ import annotations
@@ -102,9 +103,14 @@ def main() -> int:
     parser.add_argument("--before", default="main", help="git revision of the 'before' tree (default main)")
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, help="an empty or new folder: work there and keep the outputs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="same-results-") as tmp:
-        work = Path(tmp)
+        work = args.keep.resolve() if args.keep else Path(tmp)
+        if args.keep:
+            work.mkdir(parents=True, exist_ok=True)
+            if any(work.iterdir()):
+                parser.error(f"--keep {args.keep}: not empty")
         trees = {"before": export(args.before, work / "before-tree"), "after": ROOT}
         (work / "demo").mkdir()
         config = demo_config(work / "demo")
