@@ -253,7 +253,7 @@ def test_no_function_in_run_is_over_60_lines(tmp_path: Path) -> None:
 # from its contract (evaluators/base.py), never probed; a new probe fails below until it is reviewed here.
 PROBES_ALLOWED = {
     ("executors/array.py", "accounting"), ("executors/cluster.py", "cause"), ("executors/relay.py", "cause"),
-    ("executors/shards.py", "accounting"), ("executors/shards.py", "metrics"),  # the options the model stage cuts
+    ("executors/shards.py", "accounting"),
     ("run/evaluation.py", "contiguous"), ("run/fetch.py", "PATH_OPTIONS"), ("run/fetch.py", "options"),
     ("run/fetch.py", "concurrency"), ("run/loop.py", "timing"), ("run/loop.py", "accounting"),
     ("run/manifest.py", "accounting"), ("run/manifest.py", "prompts"), ("run/session.py", "accounting"),
@@ -292,3 +292,45 @@ def test_run_and_executors_never_probe_an_evaluator(tmp_path: Path) -> None:
     (tmp_path / "run" / "peek.py").write_text("import inspect\n", encoding="utf-8")
     assert sorted(_probes(tmp_path) - PROBES_ALLOWED) == [
         ("executors/shards.py", "nugget_lists"), ("executors/shards.py", "reask_bounds"), ("run/peek.py", "import inspect")]
+
+
+# The only attributes run/ and executors/ assign on something other than ``self``, none on an evaluator: a plan's
+# windows, Ray's data context, the relay's judge transport, the remote limiter's window and bucket, a health report's
+# counts, the progress record. An evaluator is handed what it takes through its contract (``Contract.kept``'s
+# restore, ``Contract.model_scores``); a new assignment fails below until it is reviewed here.
+ASSIGNMENTS_ALLOWED = {
+    ("executors/array.py", "windows"), ("executors/models.py", "enable_progress_bars"),
+    ("executors/relay.py", "transport"), ("executors/remote.py", "limit"), ("executors/remote.py", "maximum"),
+    ("executors/remote.py", "rate"), ("executors/remote.py", "capacity"), ("executors/remote.py", "_level"),
+    ("run/loop.py", "low_labelled"), ("run/loop.py", "n_cited_outputs"), ("run/pipeline.py", "stages"),
+    ("run/pipeline.py", "outputs_total"), ("run/pipeline.py", "judge"),
+}
+
+
+def _assignments(package: Path) -> set[tuple[str, str]]:
+    """(module, attribute) of every attribute assigned (``=``, ``+=``, annotated) on anything but ``self`` in run/
+    and executors/."""
+    found = set()
+    for folder in ("run", "executors"):
+        for path in sorted((package / folder).glob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                targets = node.targets if isinstance(node, ast.Assign) else \
+                    [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+                found |= {(f"{folder}/{path.name}", part.attr) for target in targets for part in ast.walk(target)
+                          if isinstance(part, ast.Attribute) and isinstance(part.ctx, ast.Store)
+                          and not (isinstance(part.value, ast.Name) and part.value.id == "self")}
+    return found
+
+
+def test_run_and_executors_never_assign_an_evaluator_attribute(tmp_path: Path) -> None:
+    """No attribute of an evaluator set from run/ or executors/ (what it takes goes through its contract); and the
+    check fails on a copy that sets one (the model stage's BERTScore, as it once was handed over)."""
+    assert sorted(_assignments(PACKAGE) - ASSIGNMENTS_ALLOWED) == []
+    for folder in ("run", "executors"):
+        shutil.copytree(PACKAGE / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    shards = tmp_path / "executors" / "shards.py"
+    shards.write_text(shards.read_text(encoding="utf-8") + "\n\ndef _hand(evaluators: list[object]) -> None:\n"
+                      "    evaluators[1].bertscored = None\n    for e in evaluators:\n        e.calls += 1\n"
+                      "    a, (b.uncited, c) = 1, (2, 3)\n", encoding="utf-8")
+    assert sorted(_assignments(tmp_path) - ASSIGNMENTS_ALLOWED) == [
+        ("executors/shards.py", "bertscored"), ("executors/shards.py", "calls"), ("executors/shards.py", "uncited")]

@@ -43,7 +43,9 @@ def test_chunks_hold_whole_queries_in_first_seen_order(monkeypatch: pytest.Monke
 
 def _evaluate(scored: BertScores | str) -> dict[str, tuple[float | None, str | None]]:
     evaluator = ConsistencyEvaluator(ConsistencyOptions(metrics=["bertscore"]))
-    evaluator.bertscored = scored
+    take = evaluator.contract().model_scores
+    assert take is not None
+    take(scored)
     result = asyncio.run(evaluator.evaluate(OUTPUTS, Context()))
     return {s.query_id: (s.value, s.error) for s in result.scores}
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
 from pydantic import BaseModel
 
@@ -33,6 +33,9 @@ from open_rag_eval.judge.base import Judge
 from open_rag_eval.judge.rehearsal import PlannedCall
 from open_rag_eval.metrics.graders import Graders
 from open_rag_eval.core.types import EvalResult, RAGOutput
+
+if TYPE_CHECKING:
+    from open_rag_eval.metrics.similarity import BertScores
 
 __all__ = ["Context", "Contract", "Evaluator", "Kept", "Labeller", "Plan", "Read", "Retest", "TaskPlan",
            "answer_reader", "check_answers", "judged", "kept_of", "needs_judge", "unanswered",
@@ -90,7 +93,11 @@ class Contract:
     ``order``: it evaluates output by output, so a run may be split into shards of whole queries, and its results
     come query by query (``query``) or in the outputs' order (``input``); None: it sees the whole run (after the
     shards, in the driver). ``model_metrics``: its metrics a model scores in the run's own batches (a Ray run's
-    model stage). ``kept``: what it keeps of the queries it evaluated for later evaluators (``Kept``).
+    model stage); ``model_split``: its options with only those metrics and with the rest (the model stage's
+    evaluator and the shards'; None: an evaluator run shard by shard scores them itself, in the shards);
+    ``model_scores``: hands it what the model stage scored outside it (consistency's BERTScore of the run's pairs,
+    or the reason the model could not score them). ``kept``: what it keeps of the queries it evaluated for later
+    evaluators (``Kept``).
     ``criteria``: the user's criteria it judges by, for the run's manifest (each one's name, scale, question and
     the sha256 of its definition).
     """
@@ -107,6 +114,8 @@ class Contract:
     in_turn: tuple[str, ...] = ()
     order: Literal["query", "input"] | None = None
     model_metrics: tuple[str, ...] = ()
+    model_split: Callable[[], tuple[BaseModel, BaseModel]] | None = None
+    model_scores: Callable[[BertScores | str], None] | None = None
     kept: Kept | None = None
     criteria: tuple[Mapping[str, Any], ...] = ()
 

@@ -133,7 +133,13 @@ class ConsistencyEvaluator:
         return Contract(reads=frozenset(reads), answer_metrics=(*texts, *(["judge_repeats"] if retest else [])),
                         needs_judge=self.needs_judge, judge_tasks=tuple(retest),
                         window_runs=options.min_runs if safe else None,
-                        model_metrics=("bertscore",) if "bertscore" in texts and options.results_dir is None else ())
+                        model_metrics=("bertscore",) if "bertscore" in texts and options.results_dir is None else (),
+                        model_scores=self.take_bertscores)
+
+    def take_bertscores(self, scored: BertScores | str) -> None:
+        """The BERTScore of ``bertscore_chunks`` scored outside (a Ray run's model stage), or the reason the model
+        could not score them: ``Contract.model_scores``."""
+        self.bertscored = scored
 
     def forget(self) -> None:
         """Nothing of a window is kept."""

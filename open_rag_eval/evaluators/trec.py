@@ -213,7 +213,7 @@ class TrecEvaluator:
             needs_judge=True,
             judge_tasks=tuple(task for m in metrics for task in JUDGE_TASKS.get(m, ())),
             waits=TASK_WAITS, in_turn=(Tasks.NUGGET_CREATE,), order="query",
-            model_metrics=("hhem",) if "hhem" in metrics else (),
+            model_metrics=("hhem",) if "hhem" in metrics else (), model_split=self.split_models,
             window_runs=0,
             graders=Graders(umbrela=self.umbrela if "umbrela" in metrics else None,
                             citation=self.citation if "citation" in metrics else None,
@@ -226,6 +226,13 @@ class TrecEvaluator:
     def kept_nuggets(self) -> dict[NuggetKey, dict[str, Any]]:
         """The last evaluation's nugget lists as JSON fields (``Contract.kept``: a shard's, for the driver)."""
         return {key: asdict(built) for key, built in self.nugget_lists.items()}
+
+    def split_models(self) -> tuple[TrecOptions, TrecOptions]:
+        """Its options with HHEM alone (a Ray run's model stage) and without it (the shards):
+        ``Contract.model_split``."""
+        metrics = self.options.metrics
+        return (self.options.model_copy(update={"metrics": ["hhem"]}),
+                self.options.model_copy(update={"metrics": [m for m in metrics if m != "hhem"]}))
 
     def restore_nuggets(self, key: NuggetKey, data: dict[str, Any]) -> None:
         """One nugget list put back from ``kept_nuggets``'s fields (judge test-retest after the shards reuses it)."""

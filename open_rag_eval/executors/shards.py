@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.errors import ConfigError
@@ -20,6 +20,9 @@ from open_rag_eval.evaluators.base import Contract, kept_of
 from open_rag_eval.judge.accounting import Accounting
 from open_rag_eval.judge.base import Judge
 from open_rag_eval.core.types import Detail, EvalResult, RAGOutput, Score
+
+if TYPE_CHECKING:
+    from open_rag_eval.metrics.similarity import BertScores
 
 __all__ = ["ShardResult", "Stages", "check_shardable", "evaluate_rest", "evaluate_rest_parts",
            "evaluate_shard", "merge_accounting", "merge_health", "merge_parts", "merge_results", "needs_judge",
@@ -52,12 +55,10 @@ def stages(loaded: LoadedConfig) -> Stages:
     cut = next((i for i, contract in enumerate(contracts) if not _sharded(contract)), len(specs))
     shards, models = [], {}
     for i, spec in enumerate(specs[:cut]):
-        held = list(contracts[i].model_metrics)
-        if held:
-            metrics = list(getattr(spec.options, "metrics", None) or ())
-            models[i] = replace(spec, options=spec.options.model_copy(update={"metrics": held}))
-            spec = replace(spec, options=spec.options.model_copy(update={"metrics": [m for m in metrics
-                                                                                     if m not in held]}))
+        split = contracts[i].model_split
+        if contracts[i].model_metrics and split is not None:
+            held, rest = split()
+            models[i], spec = replace(spec, options=held), replace(spec, options=rest)
         shards.append(spec)
     bertscore = {i: spec for i, spec in enumerate(specs) if i >= cut and "bertscore" in contracts[i].model_metrics}
     return Stages(shards, models, specs[cut:], bertscore, [str(c.order) for c in contracts[:cut]])
@@ -145,11 +146,12 @@ async def evaluate_shard(loaded: LoadedConfig, outputs: Sequence[RAGOutput], jud
 
 
 async def evaluate_rest(loaded: LoadedConfig, results: Sequence[ShardResult], outputs: list[RAGOutput],
-                        judge: Judge | None, previous: EvalResult, progress: Any = None, bertscored: dict[int, Any] | None = None
+                        judge: Judge | None, previous: EvalResult, progress: Any = None,
+                        bertscored: dict[int, BertScores | str] | None = None
                         ) -> tuple[EvalResult, dict[str, dict[str, Any]]]:
     """The evaluators after the shard stage, once over every output, seeing the shards' evaluators as a single run
     does (their nugget lists restored), with the BERTScore the model stage scored (``bertscored``: evaluator index
-    -> ``ConsistencyEvaluator.bertscored``); their result and judge-health record."""
+    -> what its ``Contract.model_scores`` takes); their result and judge-health record."""
     parts, recorded = await evaluate_rest_parts(loaded, results, outputs, judge, previous, progress, bertscored)
     result = EvalResult()
     for part in parts:
@@ -159,7 +161,7 @@ async def evaluate_rest(loaded: LoadedConfig, results: Sequence[ShardResult], ou
 
 async def evaluate_rest_parts(loaded: LoadedConfig, results: Sequence[ShardResult], outputs: list[RAGOutput],
                               judge: Judge | None, previous: EvalResult, progress: Any = None,
-                              bertscored: dict[int, Any] | None = None
+                              bertscored: dict[int, BertScores | str] | None = None
                               ) -> tuple[list[EvalResult], dict[str, dict[str, Any]]]:
     """``evaluate_rest`` evaluator by evaluator (``outputs`` may be one window of the run's whole queries)."""
     from open_rag_eval.run.evaluation import evaluate_all
@@ -172,7 +174,9 @@ async def evaluate_rest_parts(loaded: LoadedConfig, results: Sequence[ShardResul
             for key, data in lists.items():
                 kept.restore(key, data)
     for i, scored in (bertscored or {}).items():
-        evaluators[i].bertscored = scored
+        take = evaluators[i].contract().model_scores
+        if take is not None:
+            take(scored)
     first = len(stages(loaded).shards)
     with recording() as recorder:
         parts = await evaluate_all(evaluators[first:], outputs, judge, output_dir=None, base_dir=loaded.base_dir,
