@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,8 @@ import pytest
 
 from open_rag_eval.config import load_config
 from open_rag_eval.core.types import RAGOutput
-from open_rag_eval.run import evaluation, pipeline, start
+from open_rag_eval.judge.rehearsal import RehearsalJudge
+from open_rag_eval.run import controls, evaluation, pipeline, start
 from open_rag_eval.run.spill import Spill
 from tests.test_run_windows import _config, _outputs
 
@@ -50,13 +53,13 @@ def test_the_controls_start_once_the_first_judge_request_is_out(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     config = _config(tmp_path, "start", _outputs())
     seen: list[tuple[bool, int]] = []
-    real = start.run_controls_of
+    real = controls.run_controls_of  # imported by run.start once the first request is out
 
     def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
         seen.append((judge.asked.is_set(), len(outputs)))
         return real(evaluators, outputs, judge, *args)
 
-    monkeypatch.setattr(start, "run_controls_of", controls_of)
+    monkeypatch.setattr(controls, "run_controls_of", controls_of)
     monkeypatch.setattr(evaluation, "WINDOW_OUTPUTS", 5)
     report = pipeline.run(load_config(config))
     assert seen == [(True, 22)]  # after the first request; every output of a run smaller than CONTROL_OUTPUTS
@@ -71,13 +74,13 @@ def test_a_run_that_sends_no_request_still_asks_its_controls(tmp_path: Path,
     config.write_text(text, encoding="utf-8")
     pipeline.run(load_config(config))  # fills the cache
     states: list[bool] = []
-    real = start.run_controls_of
+    real = controls.run_controls_of  # imported by run.start once the first request is out
 
     def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
         states.append(judge.asked.is_set())
         return real(evaluators, outputs, judge, *args)
 
-    monkeypatch.setattr(start, "run_controls_of", controls_of)
+    monkeypatch.setattr(controls, "run_controls_of", controls_of)
     report = pipeline.run(load_config(config))  # every judgment cached: the judge is never asked
     assert states == [False]
     health = json.loads((report.output_dir / "manifest.json").read_text(encoding="utf-8"))["health"]
@@ -89,17 +92,36 @@ def test_a_run_evaluated_as_one_window_asks_its_controls_beside_it(tmp_path: Pat
     config = _config(tmp_path, "whole", _outputs(skipped=True))  # consistency skips q2 and q6: one window
     spilled: list[int] = []
     seen: list[int] = []
-    real_add, real = Spill.add, start.run_controls_of
+    real_add, real = Spill.add, controls.run_controls_of
 
     def add(self: Spill, outputs: Any, parts: Any) -> None:
         spilled.append(len(outputs))
         real_add(self, outputs, parts)
 
     def controls_of(evaluators: Any, outputs: Any, judge: Any, *args: Any) -> Any:
-        seen.append(len(spilled))  # windows evaluated by then
+        if not isinstance(judge, RehearsalJudge):  # the run's controls, not the console plan's rehearsal of them
+            seen.append(len(spilled))  # windows evaluated by then
         return real(evaluators, outputs, judge, *args)
 
     monkeypatch.setattr(Spill, "add", add)
-    monkeypatch.setattr(start, "run_controls_of", controls_of)
+    monkeypatch.setattr(controls, "run_controls_of", controls_of)
     pipeline.run(load_config(config))
     assert spilled == [20] and seen == [0]  # the one window: its controls while it was evaluated, not after
+
+
+OFF_THE_PATH = """
+import sys
+from open_rag_eval.cli import register_sections
+import open_rag_eval.cli.commands.eval, open_rag_eval.config, open_rag_eval.run.pipeline
+register_sections()
+print(sorted(m for m in sys.modules if m.startswith(("open_rag_eval.report", "open_rag_eval.diagnosis",
+      "open_rag_eval.tracking", "open_rag_eval.ablation", "open_rag_eval.health.controls", "open_rag_eval.run.controls"))))
+"""
+
+
+def test_what_waits_for_the_first_request_is_not_imported_before_it() -> None:
+    """`eval`'s way to its first judge request (its command, the config, the pipeline, the sections named) imports
+    neither the report, the controls, nor the owners of config sections a run does not have: each waits until it
+    is needed (docs/scaling.md, "Start-up")."""
+    done = subprocess.run([sys.executable, "-c", OFF_THE_PATH], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

@@ -60,11 +60,13 @@ def _setup_logging(verbose: bool, quiet: bool) -> None:
 
 
 def register_sections() -> None:
-    """The config sections whose schemas live in the packages built on the config (``core.sections``): imported
-    before a command loads a config, so a bad ``tracking:``, ``diagnosis:`` or ``ablate:`` section fails at load."""
-    import open_rag_eval.ablation.options  # noqa: F401, PLC0415
-    import open_rag_eval.diagnosis.options  # noqa: F401, PLC0415
-    import open_rag_eval.tracking.options  # noqa: F401, PLC0415
+    """The config sections whose schemas live in the packages built on the config (``core.sections``): their owners
+    named before a command loads a config, so a bad ``tracking:``, ``diagnosis:`` or ``ablate:`` section fails at
+    load; an owner is imported only by a config that has its section (none before a plain run's first request)."""
+    from open_rag_eval.core.sections import register_owner  # noqa: PLC0415
+
+    for name, owner in (("ablate", "ablation"), ("diagnosis", "diagnosis"), ("tracking", "tracking")):
+        register_owner(name, f"open_rag_eval.{owner}.options")
 
 
 def error_line(error: BaseException, cached: bool | str = True) -> str:

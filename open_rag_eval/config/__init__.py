@@ -26,7 +26,7 @@ from open_rag_eval.config.guard import BudgetComposer, check_evaluators, check_n
 from open_rag_eval.core.errors import ConfigError
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.config.peer import is_peer_config, translate_peer_config
-from open_rag_eval.core.sections import registered
+from open_rag_eval.core.sections import SECTIONS, schema_of
 from open_rag_eval.profiles import ProfileName
 from open_rag_eval.core.redaction import register_interpolated
 from open_rag_eval.registry import resolve
@@ -178,7 +178,7 @@ def load_config_text(text: str, *, base_dir: Path, file: str = "<config>", outpu
         raise config_error(error, Config, file) from None
     check_numbers(config, "", file)  # and strings such as "inf" that validation turned into numbers
     sections = {name: _validate_section(name, getattr(config, name), schema, file)
-                for name, schema in registered().items() if getattr(config, name) is not None}
+                for name in SECTIONS if getattr(config, name) is not None and (schema := schema_of(name)) is not None}
     specs = [_evaluator_spec(entry, f"evaluators[{i}]", file, base_dir, config.profile)
              for i, entry in enumerate(config.evaluators)]
     for i, spec in enumerate(specs):

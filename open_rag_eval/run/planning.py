@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from open_rag_eval.config import LoadedConfig
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.evaluators.base import Plan
-from open_rag_eval.run.controls import plan_controls
 
 __all__ = ["REHEARSED_QUERIES", "context_notes", "plan"]
 
@@ -22,6 +21,8 @@ def plan(loaded: LoadedConfig, outputs: Sequence[RAGOutput]) -> Plan:
 
     Beyond ``REHEARSED_QUERIES`` queries, a seeded random sample of that many queries (all their runs) is planned
     and its figures scaled by the ratio of outputs, so a dry run of a large input stays quick."""
+    from open_rag_eval.run.controls import plan_controls  # the controls' modules: none before a run's first request
+
     evaluators = [spec.build() for spec in loaded.evaluators]
     queries = list(dict.fromkeys(o.query_id for o in outputs))
     everything = outputs  # the controls are built from the whole run, as the run builds them

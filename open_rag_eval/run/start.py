@@ -10,7 +10,6 @@ from typing import Any
 
 from open_rag_eval.core.types import RAGOutput
 from open_rag_eval.judge.base import Judge
-from open_rag_eval.run.controls import run_controls_of
 from open_rag_eval.run.source import WINDOW_OUTPUTS, query_groups
 from open_rag_eval.scoring.stats import preload as preload_numpy
 
@@ -30,6 +29,8 @@ async def beside_first_stage(judge: Judge | None, finished: asyncio.Event, first
     console's time left: the run's judge work, planned beside it)."""
     await _first_request(judge, finished)
     preload_numpy()
+    from open_rag_eval.run.controls import run_controls_of  # the controls' modules: none before the first request
+
     outputs = await first
     if plan is not None:
         plan(outputs)
