@@ -162,20 +162,10 @@ def _rows(cache: Path) -> int:
         return int(connection.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
 
-def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
-                  ) -> tuple[list[BaseException], Counter[bytes], set[bytes]]:
-    """A ray run of the demo config killed in its first worker once 40 replies are cached and requests wait at the
-    endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there once the worker
-    was killed (those the dead worker had sent among them)."""
+def _started(loaded: Any, executor: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """``pipeline.run`` of ``loaded`` with ``executor`` in a thread (started), and the errors it raises."""
     from open_rag_eval.run import pipeline
-    from open_rag_eval.config import load_config
-    from open_rag_eval.config.executor import ExecutorOptions
-    from open_rag_eval.executors.cluster import RayExecutor
 
-    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
-    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, max_restarts=max_restarts))
-    before = judge.answered.copy()
-    judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
     errors: list[BaseException] = []
 
     def run() -> None:
@@ -186,6 +176,31 @@ def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
 
     thread = threading.Thread(target=run)
     thread.start()
+    return thread, errors
+
+
+def _let_go(judge: CountingJudge, thread: threading.Thread) -> None:
+    """The requests held at ``judge`` answered, the run in ``thread`` waited for, nothing held any more."""
+    judge.release()
+    thread.join(timeout=600)
+    judge.reset()
+
+
+def _kill_mid_run(judge: CountingJudge, tmp_path: Path, *, max_restarts: int
+                  ) -> tuple[list[BaseException], Counter[bytes], set[bytes]]:
+    """A ray run of the demo config killed in its first worker once 40 replies are cached and requests wait at the
+    endpoint: the run's errors, what the endpoint had answered before, and the requests waiting there once the worker
+    was killed (those the dead worker had sent among them)."""
+    from open_rag_eval.config import load_config
+    from open_rag_eval.config.executor import ExecutorOptions
+    from open_rag_eval.executors.cluster import RayExecutor
+
+    loaded = load_config(write_config(tmp_path, "ray", base_url=judge.base_url, consistency=False))
+    executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, max_restarts=max_restarts))
+    before = judge.answered.copy()
+    judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
+
+    thread, errors = _started(loaded, executor)
     try:
         deadline = time.monotonic() + 120
         answered = lambda: sum((judge.answered - before).values())  # noqa: E731
@@ -250,7 +265,6 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     """The worst case again (the endpoint charges the replies of requests whose asker died), with ``relays``: the
     relays made the calls, so the dead worker's calls complete and are cached, and its retried shard joins them
     (or finds them cached): the endpoint is paid exactly what the local run paid, each request once."""
-    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor
@@ -265,14 +279,7 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
     executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=3, relays=2))
     before, tokens = judge.answered.copy(), judge.tokens.copy()
     judge.hold_after = sum(before.values()) + 40  # the run's 41st reply waits
-    errors: list[BaseException] = []
     stats: list[dict[str, int]] = []
-
-    def run() -> None:
-        try:
-            pipeline.run(loaded, executor=executor)
-        except BaseException as error:  # noqa: BLE001 (reported by the test)
-            errors.append(error)
 
     def wait(condition: Any) -> None:  # a state of the run, however long a loaded machine takes to reach it
         deadline = time.monotonic() + 300
@@ -280,8 +287,7 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
             assert time.monotonic() < deadline and thread.is_alive(), errors
             time.sleep(0.05)
 
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, errors = _started(loaded, executor)
     try:
         asking: set[str] = set()
 
@@ -298,9 +304,7 @@ def test_with_relays_a_worker_killed_mid_run_repeats_no_paid_call(judge: Countin
         wait(lambda: _asking(executor.relays, "worker-0") - {dead})
         stats = ray.get([relay.stats.remote() for relay in executor.relays])
     finally:
-        judge.release()
-        thread.join(timeout=600)
-        judge.reset()
+        _let_go(judge, thread)
     assert not thread.is_alive() and not errors, errors
     paid = judge.answered - before
     assert max(paid.values()) == 1 and sum(paid.values()) == local_paid > 40  # not one call paid twice
@@ -341,7 +345,6 @@ def test_with_relays_two_workers_asking_the_same_requests_count_what_was_paid(ju
     until one worker's ask has joined the other's call): the relay pays each once, and the manifest counts exactly
     the calls the endpoint answered and the tokens it reported (a joined ask counted as deduplicated, one answered
     from the relay's memory or the cache as a cache hit), as a local run of the same data does."""
-    from open_rag_eval.run import pipeline
     from open_rag_eval.config import load_config
     from open_rag_eval.config.executor import ExecutorOptions
     from open_rag_eval.executors.cluster import RayExecutor
@@ -354,29 +357,19 @@ def test_with_relays_two_workers_asking_the_same_requests_count_what_was_paid(ju
     executor = RayExecutor(ExecutorOptions(type="ray", workers=2, shard_outputs=1000, relays=1))
     before, tokens = judge.answered.copy(), judge.tokens.copy()
     judge.hold_after = sum(before.values())  # every request waits at the endpoint
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            pipeline.run(loaded, executor=executor)
-        except BaseException as error:  # noqa: BLE001 (reported by the test)
-            errors.append(error)
 
     def joined() -> int:
         return sum(s.get("joined", 0) for s in ray.get([r.stats.remote() for r in executor.relays])) \
             if executor.relays else 0
 
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, errors = _started(loaded, executor)
     try:
         deadline = time.monotonic() + 300
         while not joined():  # one worker's ask joined the other's call, held at the endpoint
             assert time.monotonic() < deadline and thread.is_alive(), errors
             time.sleep(0.05)
     finally:
-        judge.release()
-        thread.join(timeout=600)
-        judge.reset()
+        _let_go(judge, thread)
     assert not thread.is_alive() and not errors, errors
     paid = judge.answered - before
     assert max(paid.values()) == 1 and sum(paid.values()) == local["calls"] > 40  # each request paid once
