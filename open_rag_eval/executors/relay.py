@@ -149,9 +149,7 @@ class Relay:
             self.counts["cached"] += 1
             return hit, hit
         self.counts["calls"] += 1
-        stats = self.accounting.task(call.task)
-        stats.calls += call.attempt == 0  # a request counted once, however many attempts (as the client does)
-        stats.retries += call.attempt > 0
+        self.accounting.sent(call.task, call.attempt)
         answer = await judge.transport.send(call)
         reply = judge.read(answer, call.params) if isinstance(answer, Reply) else answer
         assert isinstance(reply, (Judgment, Failure))  # the relay's own HTTP transport reads no cache, shares nothing

@@ -96,6 +96,15 @@ class Accounting:
         if isinstance(fingerprint, str) and fingerprint:
             self.fingerprints.add(fingerprint)
 
+    def sent(self, task: str, attempt: int) -> None:
+        """One attempt sent (by a relay, which counts what it pays): a request's call when it is its first, else a
+        retry (each request one call, however many attempts)."""
+        stats = self.task(task)
+        if attempt:
+            stats.retries += 1
+        else:
+            stats.calls += 1
+
     def abandoned(self, task: str, prompt_tokens: int) -> None:
         """One attempt given up on (a timeout) whose prompt, of about ``prompt_tokens``, the server may still read."""
         stats = self.task(task)
