@@ -295,13 +295,12 @@ def test_run_and_executors_never_probe_an_evaluator(tmp_path: Path) -> None:
 
 
 # The only attributes run/ and executors/ assign on something other than ``self``, none on an evaluator: a plan's
-# windows, Ray's data context, the relay's judge transport and its counts of a task's calls and retries, the remote limiter's
-# window and bucket, a health report's counts, the progress record. An evaluator is handed what it takes through its contract (``Contract.kept``'s
+# windows, Ray's data context, the relay's judge transport, the remote limiter's window and bucket, a health report's
+# counts, the progress record. An evaluator is handed what it takes through its contract (``Contract.kept``'s
 # restore, ``Contract.model_scores``); a new assignment fails below until it is reviewed here.
 ASSIGNMENTS_ALLOWED = {
     ("executors/array.py", "windows"), ("executors/models.py", "enable_progress_bars"),
-    ("executors/relay.py", "transport"), ("executors/relay.py", "calls"),
-    ("executors/relay.py", "retries"), ("executors/remote.py", "limit"), ("executors/remote.py", "maximum"),
+    ("executors/relay.py", "transport"), ("executors/remote.py", "limit"), ("executors/remote.py", "maximum"),
     ("executors/remote.py", "rate"), ("executors/remote.py", "capacity"), ("executors/remote.py", "_level"),
     ("run/loop.py", "low_labelled"), ("run/loop.py", "n_cited_outputs"), ("run/pipeline.py", "stages"),
     ("run/pipeline.py", "outputs_total"), ("run/pipeline.py", "judge"),
