@@ -36,9 +36,10 @@ from open_rag_eval.judge.simulated import (
 )
 
 KEY_ENV = "OPEN_RAG_EVAL_BENCH_KEY"
-TASKS = (Tasks.UMBRELA, Tasks.NUGGET_CREATE, Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN, Tasks.SUPPORT, Tasks.NO_ANSWER,
-         "unknown")
-_SYLLABLES = ["ka", "lo", "mi", "re", "su", "ta", "ne", "vo", "pi", "da", "ro", "fe", "li", "mu", "sa", "te", "ga", "no", "be", "zu"]
+TASKS = (Tasks.UMBRELA, Tasks.NUGGET_CREATE, Tasks.NUGGET_IMPORTANCE, Tasks.NUGGET_ASSIGN, Tasks.SUPPORT,
+         Tasks.NO_ANSWER, "unknown")
+_SYLLABLES = ["ka", "lo", "mi", "re", "su", "ta", "ne", "vo", "pi", "da", "ro", "fe", "li", "mu", "sa", "te", "ga",
+              "no", "be", "zu"]
 
 
 # --- synthetic data -------------------------------------------------------------------------------------
@@ -171,11 +172,13 @@ def bench(args: argparse.Namespace, work: Path) -> None:
         for concurrency in args.concurrency or [32, 64]:
             for phase in ("cold", "warm"):
                 cfg = work / f"c{concurrency}-{phase}.yaml"
-                write_config(cfg, server.base_url, concurrency, f"out-c{concurrency}-{phase}", f"cache-c{concurrency}.sqlite")
+                write_config(cfg, server.base_url, concurrency, f"out-c{concurrency}-{phase}",
+                             f"cache-c{concurrency}.sqlite")
                 mark = len(server.stats.log)
                 wall, _ = run_eval(cfg)
                 records = server.stats.log[mark:]
-                print(f"\n== max_concurrency {concurrency}, {phase} cache: {len(records)} judge calls, wall {wall:.2f} s")
+                print(f"\n== max_concurrency {concurrency}, {phase} cache: {len(records)} judge calls, "
+                      f"wall {wall:.2f} s")
                 if phase == "cold":
                     report(records, args.queries, concurrency, wall)
 

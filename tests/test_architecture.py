@@ -291,7 +291,8 @@ def test_run_and_executors_never_probe_an_evaluator(tmp_path: Path) -> None:
                       "    return getattr(e, 'nugget_lists', None) or hasattr(e, 'reask_bounds')\n", encoding="utf-8")
     (tmp_path / "run" / "peek.py").write_text("import inspect\n", encoding="utf-8")
     assert sorted(_probes(tmp_path) - PROBES_ALLOWED) == [
-        ("executors/shards.py", "nugget_lists"), ("executors/shards.py", "reask_bounds"), ("run/peek.py", "import inspect")]
+        ("executors/shards.py", "nugget_lists"), ("executors/shards.py", "reask_bounds"),
+        ("run/peek.py", "import inspect")]
 
 
 # The only attributes run/ and executors/ assign on something other than ``self``, none on an evaluator: a plan's

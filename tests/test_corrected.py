@@ -141,7 +141,8 @@ def test_corrected_difference_pairs_queries_labelled_in_both_runs() -> None:
     assert d.p_value == pytest.approx(2 * (1 - NormalDist().cdf(0.5 / math.sqrt(0.06640625))))
 
 
-def _eval(tmp_path: Path, name: str, seed: int, *extra: str, labels_key: bool = False) -> subprocess.CompletedProcess[str]:
+def _eval(tmp_path: Path, name: str, seed: int, *extra: str,
+          labels_key: bool = False) -> subprocess.CompletedProcess[str]:
     config = tmp_path / f"{name}.yaml"
     labels = (f"labels: [{DEMO_LABELS / 'umbrela_qrels.txt'}, {DEMO_LABELS / 'citation_support.tsv'}]\n"
               if labels_key else "")

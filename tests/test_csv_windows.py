@@ -157,7 +157,8 @@ def test_an_answerless_output_late_in_a_csv_is_read_by_both_readers_and_refused_
     with pytest.raises(InputError, match=rf"{unanswered[0].source}: field 'answer': no answer: the trec evaluator's"):
         check_answers([TrecEvaluator()], whole)
     # a missing answer in the first query, a bad number near the end: the reader names the number, its one problem
-    bad = _late(tmp_path, "answer_then_latency.csv", lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2)
+    bad = _late(tmp_path, "answer_then_latency.csv",
+                lambda b: b.replace(b"Solar meets wind [1]. Also grid [2].", b"", 2)
                 + b"q300,Q?,1,1,text,answer,,,-5\r\n")
     with pytest.raises(InputError, match="field 'latency_ms': expected a finite number >= 0"):
         read_csv_outputs(bad)

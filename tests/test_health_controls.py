@@ -216,9 +216,11 @@ def test_replayed_constant_judge_is_unhealthy_naming_tasks_and_labels(tmp_path: 
                                                                                 "support": INCONCLUSIVE}
     with (out / "summary.csv").open(encoding="utf-8") as handle:
         rows = {r["metric"]: r for r in csv.DictReader(handle)}
-    assert rows["health.umbrela.top_label_share"]["mean"] == "1.0" and rows["health.umbrela.top_label_share"]["n"] == "30"
+    top = rows["health.umbrela.top_label_share"]
+    assert top["mean"] == "1.0" and top["n"] == "30"
     assert float(rows["health.support.label_entropy"]["mean"]) == 0.0
-    assert rows["health.umbrela.control_accuracy"]["mean"] == "" and rows["health.umbrela.control_accuracy"]["n_failed"] == "10"
+    accuracy = rows["health.umbrela.control_accuracy"]
+    assert accuracy["mean"] == "" and accuracy["n_failed"] == "10"
     printed = capsys.readouterr().out
     assert "! umbrela: degenerate: 100% of 30 labels are '2'" in printed
     html = (out / "report.html").read_text(encoding="utf-8")
@@ -336,7 +338,8 @@ def test_health_shows_during_the_run_naming_the_cause(tmp_path: Path) -> None:
 
 
 def test_live_health_says_nothing_before_there_is_something_to_say() -> None:
-    """No "0 judgments: no problem" line: nothing before a judgment or a verdict; the controls' verdicts alone once in."""
+    """No "0 judgments: no problem" line: nothing before a judgment or a verdict; the controls' verdicts alone once
+    in."""
     from open_rag_eval.core.progress import Event
     from open_rag_eval.health.check import HealthThresholds
     from open_rag_eval.health.check import PASS

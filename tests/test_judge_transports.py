@@ -49,7 +49,8 @@ def _parsed(raw: bytes) -> tuple[bytes, list[tuple[bytes, bytes]], bytes]:
 def _calls() -> list[Call]:
     one = Call("k1", "umbrela", (("user", "grade passage A"),), {"temperature": 0.0, "max_tokens": 64})
     two = Call("k2", "support", (("system", "be strict"), ("user", "Ünïcode passage B")), {"temperature": 0.0})
-    return [one, two, Call("k3", "umbrela", one.messages, one.params, deadline_s=7.5), Call("k4", "x", two.messages, {})]
+    return [one, two, Call("k3", "umbrela", one.messages, one.params, deadline_s=7.5),
+            Call("k4", "x", two.messages, {})]
 
 
 @pytest.mark.parametrize("azure", [False, True])
@@ -151,7 +152,8 @@ async def serve(reader, writer):
             head = await reader.readuntil(b"\\r\\n\\r\\n")
         except asyncio.IncompleteReadError:
             return
-        length = next(int(line.split(b":")[1]) for line in head.split(b"\\r\\n") if line.lower().startswith(b"content-length:"))
+        length = next(int(line.split(b":")[1]) for line in head.split(b"\\r\\n")
+                      if line.lower().startswith(b"content-length:"))
         await reader.readexactly(length)
         names = sorted(line.split(b":")[0].decode().lower() for line in head.split(b"\\r\\n")[1:])
         seen.append({"sdk_imported": "openai" in sys.modules, "headers": names})
@@ -184,8 +186,8 @@ def test_a_plain_endpoint_never_imports_the_sdk(org: str | None) -> None:
     if org is None:
         for seen in (first, second):
             assert not seen["sdk_imported"] and not any(h.startswith("x-stainless-") for h in seen["headers"])
-        assert [name for name in first["headers"] if name] == ["accept", "accept-encoding", "authorization", "content-length", "content-type",
-                                    "host", "user-agent"]
+        assert [name for name in first["headers"] if name] == ["accept", "accept-encoding", "authorization",
+                                                                "content-length", "content-type", "host", "user-agent"]
     else:
         assert first["sdk_imported"] and "x-stainless-lang" in first["headers"]
         assert "openai-organization" in first["headers"] and first == second

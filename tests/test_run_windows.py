@@ -122,7 +122,8 @@ def test_the_streamed_reader_reads_what_the_whole_file_reader_reads(tmp_path: Pa
 
 @pytest.mark.parametrize("text, problem", [
     ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x"', ":2: not valid JSON"),
-    ('{"query_id": "q1", "query": "x", "answer": 5}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),  # in line order
+    # in line order
+    ('{"query_id": "q1", "query": "x", "answer": 5}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),
     ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x", "answer": "b"}\n',
      "duplicate output"),
     ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "y", "run": 2, "answer": "a"}\n',
@@ -155,7 +156,8 @@ def test_the_shape_of_a_file_read_as_json_alone_is_the_shape_of_its_outputs(tmp_
 
 @pytest.mark.parametrize("text, problem", [
     ('{"query_id": "q1", "query": "x", "answer": "a"}\n{"query_id": "q1", "query": "x"', ":2: not valid JSON"),
-    ('{"query_id": "q1", "query": "x", "answer": 5}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),  # in line order
+    # in line order
+    ('{"query_id": "q1", "query": "x", "answer": 5}\n{"query_id": "q1", "query": "x"', ":1: field 'answer'"),
     ('{"query_id": "q1", "query": "x", "answer": "a"}\n[1, 2]\n', ":2: a line must be a JSON object"),
     ('{"query": "x", "answer": "a"}\n', ":1: field 'query_id': missing query_id"),
     ("\n\n", "empty file"),

@@ -26,7 +26,8 @@ def test_pairs_each_unordered_pair_once() -> None:
 
 def test_split_sentences() -> None:
     text = 'The cat sat. The dog ran! Why? "Yes." Next\nline two. e.g. this stays'
-    assert split_sentences(text) == ["The cat sat.", "The dog ran!", "Why?", '"Yes."', "Next", "line two. e.g. this stays"]
+    assert split_sentences(text) == ["The cat sat.", "The dog ran!", "Why?", '"Yes."', "Next",
+                                     "line two. e.g. this stays"]
 
 
 def test_rouge_known_strings() -> None:

@@ -124,8 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 # pydantic looks its plugins up in every installed package's entry points when it builds its first schema: 11-18 ms
 # of CPU before a run's first judge request (200 installed packages), for plugins (observability hooks) that have
-# nothing to watch in the command's own config schemas. The program turns them off unless the environment says otherwise (an empty
-# PYDANTIC_DISABLE_PLUGINS keeps them on)
+# nothing to watch in the command's own config schemas. The program turns them off unless the environment says
+# otherwise (an empty PYDANTIC_DISABLE_PLUGINS keeps them on)
 PLUGINS_OFF = ("PYDANTIC_DISABLE_PLUGINS", "__all__")
 QUICK_EXIT = frozenset({"eval"})  # commands whose work is all done, written and closed when they return
 

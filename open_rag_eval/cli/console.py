@@ -3,11 +3,11 @@
 Progress: on a terminal, a live display (rich) with a line per stage -- read, fetch, each evaluator, write --
 its counts (each part of an evaluator counted as it finishes outputs) and the ETA of the run's judge work (a model of
 the work left, ``core.eta``: "ETA unknown (why)" whenever the model cannot support a number; a stage without judge
-work at its own observed rate), the latest line of each event kind (judge health), the judge's calls by task with retries and cost so far, and
-the local models at work. Elsewhere (CI, pipes) plain log lines: one when a stage starts and a status line every 15 s. Either way
-judge retries are tallied into that status (never a line per retry), third-party progress bars are switched
-off, and an unreachable judge ends with the CLI's one error line (the breaker's own line is held back). With
--v every retry line shows as well.
+work at its own observed rate), the latest line of each event kind (judge health), the judge's calls by task with
+retries and cost so far, and the local models at work. Elsewhere (CI, pipes) plain log lines: one when a stage starts
+and a status line every 15 s. Either way judge retries are tallied into that status (never a line per retry),
+third-party progress bars are switched off, and an unreachable judge ends with the CLI's one error line (the breaker's
+own line is held back). With -v every retry line shows as well.
 """
 
 from __future__ import annotations
@@ -261,7 +261,8 @@ class ProgressDisplay:
         if total.get("failures"):
             parts.append(f"{total['failures']} failed")
         if self.tally.total:
-            recent = f", {self.tally.since_status} since the last line" if since_last and self.tally.since_status else ""
+            recent = f", {self.tally.since_status} since the last line" \
+                if since_last and self.tally.since_status else ""
             parts.append(f"{self.tally.total} retries{recent} (last: {self.tally.last})")
         parts.append(self._cost(total))
         return " · ".join(parts)
@@ -632,7 +633,8 @@ def _headline(report: RunReport) -> None:
         if target is not None or metric in shaky:
             verdict = (f"{UNHEALTHY} ({', '.join(shaky[metric])})" if metric in shaky  # never "met" on a sick judge
                        else {"good": "met", "near": "near", "below": "below"}[status(metric, a.mean, target)])
-            goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}" if target is not None else verdict
+            goal = f"target {'≤' if arrow == '↓' else '≥'} {target:g}: {verdict}" \
+                if target is not None else verdict
         _out(f"  {metric:<{width}}  {a.mean:>7.3f}  {ci:<16}{corrected}  {arrow}  {goal}".rstrip())
     if fixed:
         _out("  corrected: the PPI++ mean with people's labels on n queries (docs/calibration.md); the target is "

@@ -222,7 +222,8 @@ def load_judge_config(path: Path) -> JudgeConfig:
 def parse_yaml(text: str, file: str) -> dict[str, Any]:
     data = load_yaml(text, _UniqueKeyLoader, file)
     if not isinstance(data, dict):
-        raise ConfigError("a config must be a YAML mapping of sections (input, output_dir, judge, evaluators...)", file=file)
+        raise ConfigError("a config must be a YAML mapping of sections (input, output_dir, judge, evaluators...)",
+                          file=file)
     return data
 
 
@@ -294,7 +295,8 @@ def _evaluator_spec(entry: dict[str, Any], path: str, file: str, base_dir: Path,
         cls = resolve("evaluator", str(entry["type"]), path=f"{path}.type")
     except ConfigError as error:
         raise ConfigError(error.problem, path=error.path, file=file) from None
-    lacking = [name for name in ("Options", "contract", "plan", "evaluate", "forget") if getattr(cls, name, None) is None]
+    lacking = [name for name in ("Options", "contract", "plan", "evaluate", "forget")
+               if getattr(cls, name, None) is None]
     if lacking:
         raise ConfigError(f"the evaluator class '{entry['type']}' lacks {', '.join(lacking)}: an evaluator declares "
                           "its contract (docs/architecture.md, 'Add an evaluator')", path=f"{path}.type", file=file)
@@ -320,6 +322,7 @@ def absolute_paths(options: BaseModel, names: tuple[str, ...], base_dir: Path) -
 def _check_inputs(config: Config, specs: list[EvaluatorSpec], file: str) -> None:
     own_data = any(getattr(spec.options, "run", None) or getattr(spec.options, "results_dir", None) for spec in specs)
     if config.input is None and config.connector is None and not own_data:
-        raise ConfigError("required: the RAG outputs to evaluate (a CSV or JSONL file), or a connector:", path="input", file=file)
+        raise ConfigError("required: the RAG outputs to evaluate (a CSV or JSONL file), or a connector:", path="input",
+                          file=file)
     if config.input is not None and config.connector is not None:
         raise ConfigError("give either input or connector, not both", path="connector", file=file)

@@ -16,8 +16,9 @@ from open_rag_eval.diagnosis.options import DiagnosisOptions
 from open_rag_eval.diagnosis.rules import rule_named
 from open_rag_eval.core.types import EvalResult
 
-__all__ = ["TASKS", "adjusted_means", "answer_evidence", "diagnose", "doubt", "outputs_for_means", "hedge", "judge_line", "run_means", "shaky", "system_hints", "tally_answered",
-           "thresholds", "uncertain_note", "unhealthy_tasks"]
+__all__ = ["TASKS", "adjusted_means", "answer_evidence", "diagnose", "doubt", "outputs_for_means", "hedge",
+           "judge_line", "run_means", "shaky", "system_hints", "tally_answered", "thresholds", "uncertain_note",
+           "unhealthy_tasks"]
 
 Means = Mapping[str, float | None]
 Threshold = Callable[[str, str], float]  # (rule, check) -> threshold
@@ -177,8 +178,8 @@ def system_hints(means: Means, evidence: bool | None, t: Threshold,
     if umbrela is not None and umbrela >= high and vital is not None and vital < t("trec_missing_facts", "vital") \
             and not declined:
         hints.append(("trec_missing_facts", "generation", f"relevant passages are retrieved (UMBRELA {umbrela:.2f}) "
-                      f"but strict vital nugget recall is low ({vital:.2f}): the answer leaves out facts the passages hold "
-                      "(prompt, context truncation, answer length)"))
+                      f"but strict vital nugget recall is low ({vital:.2f}): the answer leaves out facts the passages "
+                      "hold (prompt, context truncation, answer length)"))
     cited = _get(means, "citation.n_cited")
     if cited is not None and cited < t("trec_no_citations", "cited") and precision is None and not declined:
         hints.append(("trec_no_citations", "citations", "the answers cite nothing (no citation markers), so "

@@ -78,7 +78,8 @@ class ConsistencyOptions(BaseModel):
     retest: list[Literal["trec", "generation", "criteria"]] = Field(
         default_factory=lambda: list[Literal["trec", "generation", "criteria"]](["trec"]), min_length=1)
     generation: dict[str, Any] = {}  # options of the generation evaluator used for re-judging (its defaults when empty)
-    stats: list[Literal[ALL_STATS]] = Field(default_factory=lambda: list(STATS), min_length=1)  # type: ignore[valid-type]
+    stats: list[Literal[ALL_STATS]] = Field(  # type: ignore[valid-type]
+        default_factory=lambda: list(STATS), min_length=1)
     ddof: Literal[0, 1] = 1  # std and variance: 1 sample (n - 1), 0 population (n)
 
     @model_validator(mode="before")
@@ -243,7 +244,8 @@ class ConsistencyEvaluator:
         scores: list[Score] = []
         for qid, runs in kept.items():
             by_pair = rouge_pairs([_sentences(o) for o in runs], self.options.rouge) \
-                if self.options.rouge.implementation == "rouge_score" else rouge_both_ways([_peer_text(o) for o in runs])
+                if self.options.rouge.implementation == "rouge_score" \
+                else rouge_both_ways([_peer_text(o) for o in runs])
             usable = {pair: values for pair, values in by_pair.items() if _answered(runs[pair[0]], runs[pair[1]])}
             for (i, j), values in by_pair.items():
                 if (i, j) in usable:

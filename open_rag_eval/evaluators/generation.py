@@ -4,7 +4,8 @@
 Metrics are selected by name (``metrics:``); ``METRICS`` maps each name to its class (a module per family under
 ``open_rag_eval.metrics``, pure scores in ``open_rag_eval.scoring.generation``). To add a metric: write its class
 (``names()`` and ``async score(session, output)``, see ``open_rag_eval.metrics._generation``), list it here with a
-field of ``GenerationOptions`` for its options, and declare its scores in the metric catalogue (``open_rag_eval/core/families.py``) and docs/RESULTS.md.
+field of ``GenerationOptions`` for its options, and declare its scores in the metric catalogue
+(``open_rag_eval/core/families.py``) and docs/RESULTS.md.
 
 Every output is evaluated at once and its metrics concurrently; the judge alone limits concurrency. Claims are
 extracted once per text and verified once per (claims, sources) through the shared ``ClaimSession``; extraction is

@@ -401,7 +401,8 @@ class TrecEvaluator:
         """Every metric these options can produce (config checks name them)."""
         return _metric_names(options.metrics, options.k_values)
 
-    async def judge_labels(self, output: RAGOutput, judge: Judge, sample: int) -> dict[str, dict[str, str | int | None]]:
+    async def judge_labels(self, output: RAGOutput, judge: Judge,
+                           sample: int) -> dict[str, dict[str, str | int | None]]:
         """Labels of one output judged with sample index ``sample`` (0 = the normal judgments, free from the cache).
 
         Keys: "umbrela" (passage id -> grade), "support" ("<statement index>:<passage id>" -> FS/PS/NS),

@@ -5,8 +5,9 @@ starts one ``Budget`` actor per judge endpoint, one ``CacheOwner`` on its own ma
 actors, and hands each worker the next shard as it finishes one. Alongside, the model stage (``models``) scores
 HHEM and BERTScore in Ray Data pools of model actors. The shards' and the model stage's results are merged into one
 run's (``shards.merge_results``); evaluators that need the whole run (consistency, its BERTScore taken from the model
-stage) then run in the driver, with the same budget and cache; ``pipeline.arun`` writes the files. A worker that dies is restarted by Ray and its shard run again
-(``max_restarts``); every judgment it had finished comes from the cache. With ``relays: N``, N ``Relay`` actors
+stage) then run in the driver, with the same budget and cache; ``pipeline.arun`` writes the files. A worker that
+dies is restarted by Ray and its shard run again (``max_restarts``); every judgment it had finished comes from the
+cache. With ``relays: N``, N ``Relay`` actors
 beside the cache owner make every judge call (``relay``), so a call in flight when its worker died is not paid again.
 """
 
@@ -267,7 +268,8 @@ class RayExecutor:
         return hhem, {i: scored for i, scored in bertscore.items() if scored is not None}
 
     async def _driver(self, loaded: LoadedConfig, outputs: list[RAGOutput], results: list[ShardResult],
-                      previous: EvalResult, progress: Progress, bertscored: dict[int, Any]) -> tuple[EvalResult, Any, dict[str, Any]]:
+                      previous: EvalResult, progress: Progress,
+                      bertscored: dict[int, Any]) -> tuple[EvalResult, Any, dict[str, Any]]:
         """The evaluators that see the whole run, here, with the run's shared budget and cache."""
         async with self._judge(loaded, needs_judge(stages(loaded).driver)) as judge:
             rest, recorded = await evaluate_rest(loaded, results, outputs, judge, previous, progress, bertscored)

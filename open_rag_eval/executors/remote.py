@@ -8,8 +8,9 @@ or is overloaded), and takes back its share. Calls are never paced through the a
 in the worker, and the shares of busy workers add up to the budget.
 
 ``CacheOwner`` (one actor, on the driver's machine) owns the run's SQLite judge cache. Each worker's
-``RemoteCache`` (``executors.relay``) batches its gets and puts (a few milliseconds' worth per actor call). A put is awaited before the
-judge returns the completion, so a judgment a worker finished is in the cache even if the worker dies right after.
+``RemoteCache`` (``executors.relay``) batches its gets and puts (a few milliseconds' worth per actor call). A put is
+awaited before the judge returns the completion, so a judgment a worker finished is in the cache even if the worker
+dies right after.
 
 ``ShardWorker`` evaluates shards with the normal async core (``shards.evaluate_shard``).
 """

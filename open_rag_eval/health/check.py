@@ -1,10 +1,11 @@
 """The judge-health report of a run: per task the share of judgments in each parse class, checked against thresholds.
 
 Rates are over judgments (one judgment = one ``ask``: a reply, plus its re-asks). Each task's label distribution
-(the commonest label's share, the entropy) flags a degenerate judge: one label for (almost) everything. ``clean + fallback + echo + invalid +
-failed = 1`` per task; ``reasked`` is the share of judgments that needed more than one reply. Citation rows add a
-check per output: precision and recall that rest on less than ``min_labelled_share`` of the cited statements (the
-rest had no parsed label) are flagged. Names are stable (docs/RESULTS.md, docs/judge-health.md).
+(the commonest label's share, the entropy) flags a degenerate judge: one label for (almost) everything.
+``clean + fallback + echo + invalid + failed = 1`` per task; ``reasked`` is the share of judgments that needed more
+than one reply. Citation rows add a check per output: precision and recall that rest on less than
+``min_labelled_share`` of the cited statements (the rest had no parsed label) are flagged. Names are stable
+(docs/RESULTS.md, docs/judge-health.md).
 """
 
 from __future__ import annotations

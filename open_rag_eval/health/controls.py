@@ -1,15 +1,18 @@
 """Controls: judgments whose right answer is known without people, built from the run's own data (docs/judge-health.md).
 
 Every control is one item of a pair built around one query (or statement, or answer): a *high* item the judge must rate
-high and a *low* item it must rate low. The pairs per task:
+high and a *low* item it must rate low. The pairs per task (the high item; the low item; each one's expected label in
+brackets):
 
-| task | high item (expected) | low item (expected) |
-|---|---|---|
-| ``umbrela`` | the query followed by the system's own answer to it, as a passage (grade 2 or 3) | the passage of another query that shares fewest words with the query (grade 0 or 1) |
-| ``support`` | a sentence of a passage, against that passage (Full Support) | the same sentence against the passage of another query that shares fewest words with it (No Support) |
-| ``no_answer`` | the system's own answer (not a refusal) to the query (yes) | a canonical refusal (no) |
-| ``nugget_assign`` | a nugget quoted verbatim from the answer (support) | a sentence of another query's passage, sharing fewest words with the answer (not_support) |
-| ``context_useful`` | the answer itself as the passage, for that answer (useful) | the passage of another query sharing fewest words with the answer (not useful) |
+- ``umbrela``: the query followed by the system's own answer to it, as a passage (grade 2 or 3); the passage of another
+  query that shares fewest words with the query (grade 0 or 1)
+- ``support``: a sentence of a passage, against that passage (Full Support); the same sentence against the passage of
+  another query that shares fewest words with it (No Support)
+- ``no_answer``: the system's own answer (not a refusal) to the query (yes); a canonical refusal (no)
+- ``nugget_assign``: a nugget quoted verbatim from the answer (support); a sentence of another query's passage, sharing
+  fewest words with the answer (not_support)
+- ``context_useful``: the answer itself as the passage, for that answer (useful); the passage of another query sharing
+  fewest words with the answer (not useful)
 
 A pair is *told apart* when both of its items get the expected side. A judge that gives one answer to everything
 tells no pair apart. Controls are asked through the run's judge with the run's prompts and options (so they are
@@ -37,8 +40,9 @@ from open_rag_eval.metrics.lexical import is_refusal
 from open_rag_eval.metrics.nuggets import ScoredNugget
 from open_rag_eval.scoring.stats import wilson
 
-__all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "WEAK", "Control", "Graders", "Outcome",
-           "ask_controls", "build_controls", "is_criterion", "verdict_of", "controls_for", "detail", "judge_controls", "run_controls", "summarize"]
+__all__ = ["CONTROL_TASKS", "FAIL", "INCONCLUSIVE", "MIN_PAIRS", "PASS", "REFUSAL", "WEAK", "Control", "Graders",
+           "Outcome", "ask_controls", "build_controls", "is_criterion", "verdict_of", "controls_for", "detail",
+           "judge_controls", "run_controls", "summarize"]
 
 REFUSAL = "I don't know. The sources I was given do not contain the information needed to answer this question."
 _WORD = re.compile(r"[a-z0-9]+")

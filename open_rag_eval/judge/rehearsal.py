@@ -147,7 +147,8 @@ def expected_reply(request: JudgeRequest) -> str:
             s for s in re.split(r"(?<=[.!?])\s+", user.strip()) if s)  # one claim per sentence of the answer
     if request.task == Tasks.GENERATE_QUERY:
         reply = {"question": " ".join(["word"] * 15)}
-        return json.dumps(reply | {"answer": " ".join(["word"] * 40)} if '"question": "...", "answer"' in user else reply)
+        return json.dumps(reply | {"answer": " ".join(["word"] * 40)}
+                          if '"question": "...", "answer"' in user else reply)
     return ""
 
 

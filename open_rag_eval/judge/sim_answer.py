@@ -2,34 +2,53 @@
 
 ``answer(messages)`` recognises which published prompt it was sent (by phrases of the quoted templates, see
 the methods specification) and answers in exactly the format that prompt asks for, from the prompt's own
-content, by word overlap. It is deterministic, fast, and means nothing about a real system:
+content, by word overlap. It is deterministic, fast, and means nothing about a real system (per kind: the prompt it
+is recognised by -> its reply):
 
-| kind | recognised by | reply |
-|---|---|---|
-| ``umbrela`` | UMBRELA "bing" prompt (zero- or few-shot) | ``##final score: G``; G from query/passage overlap (G alone for vectara's ``<query>``/``<passage>`` variant) |
-| ``umbrela_basic`` | UMBRELA "basic" prompt (zero- or few-shot) | one line of explanation, then G alone |
-| ``nugget_create`` | nugget creator ("Update the list of atomic nuggets") | a Python list of nuggets |
-| ``nugget_importance`` | nugget scorer ("vital or okay") | a Python list of ``vital``/``okay`` |
-| ``nugget_assign`` | nugget assigner, 3-grade or 2-grade | a Python list of support labels |
-| ``support`` | TREC 2024 support prompt | ``Full Support`` / ``Partial Support`` / ``No Support`` |
-| ``no_answer`` | answer-attempt classifier | ``yes`` / ``no`` (refusal phrases give ``no``) |
-| ``generate_query`` | our test-set prompt ("You write test questions") | JSON: a question from the passage's salient words |
-| ``claim_extract`` | claim extraction ("You split an answer into atomic claims") | JSON: each sentence's clauses (split at ``;`` and ``, and``) as claims; refusal sentences none |
-| ``claim_verify`` | claim verification ("You check claims against numbered source texts") | JSON: a claim is supported by the sources holding >= 60% of its content words |
-| ``context_useful`` | context usefulness | JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content words |
-| ``context_relevance`` | both context-relevance prompts | JSON rating: 0 no query word in the context, 1 under half, 2 otherwise |
-| ``rubric`` | the rubric judges ("You grade one answer ... on one criterion") | JSON reason and score 0-10: faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded) |
-| ``criteria`` | a user's criterion (``type: criteria``: "against one criterion that its developers wrote") | JSON reason and score: the share s of the criterion's content words found in the answer; yes when s >= 0.5 (yes/no scale), else the grade low + s * (high - low), rounded |
-| ``criteria_steps`` | a criterion's evaluation steps ("You write the steps a careful grader follows") | JSON: three fixed steps naming the criterion |
-| ``answer_questions`` | answer relevance's question generation ("You write the questions that an answer answers") | JSON: N questions from the answer's salient words; refusal when the answer declines, noncommittal when it says "it depends" |
-| ``answer_relevance`` | judged answer relevance ("You rate how well an answer addresses a question") | JSON: refusal as above, else rating 0 no question word in the answer, 1 under half, 2 otherwise |
-| ``rag_guide_context_relevance`` | the RAG guide's "Rate how relevant this context is to the query (0-10)" | the number alone: the share of the query's content words in the context, times 10, rounded |
-| ``rag_guide_context_precision`` | the RAG guide's "Is this context relevant to the query? Answer 1 for yes, 0 for no" | ``1`` when the context holds at least half of the query's content words, else ``0`` |
-| ``rag_guide_claims`` | the RAG guide's "Extract individual factual claims from this answer" | one claim per line: each sentence's clauses as for ``claim_extract`` (a sentence without claims, e.g. a refusal, as itself) |
-| ``rag_guide_verify`` | the RAG guide's "Is this claim supported by the context? Answer YES or NO" | ``YES`` when the context holds >= 60% of the claim's content words, else ``NO`` |
-| ``rag_guide_answer_relevance`` | the RAG guide's "Rate how well this answer addresses the question (0-10)" | the number alone: the share of the question's content words in the answer, times 10, rounded |
-| ``rag_guide_correctness`` | the RAG guide's "Compare the answer to the ground truth" | the number alone: the share of the ground truth's content words in the answer, times 10, rounded |
-| ``unknown`` | anything else | a fixed generic reply |
+- ``umbrela``: UMBRELA "bing" prompt (zero- or few-shot) -> ``##final score: G``; G from query/passage overlap (G alone
+  for vectara's ``<query>``/``<passage>`` variant)
+- ``umbrela_basic``: UMBRELA "basic" prompt (zero- or few-shot) -> one line of explanation, then G alone
+- ``nugget_create``: nugget creator ("Update the list of atomic nuggets") -> a Python list of nuggets
+- ``nugget_importance``: nugget scorer ("vital or okay") -> a Python list of ``vital``/``okay``
+- ``nugget_assign``: nugget assigner, 3-grade or 2-grade -> a Python list of support labels
+- ``support``: TREC 2024 support prompt -> ``Full Support`` / ``Partial Support`` / ``No Support``
+- ``no_answer``: answer-attempt classifier -> ``yes`` / ``no`` (refusal phrases give ``no``)
+- ``generate_query``: our test-set prompt ("You write test questions") -> JSON: a question from the passage's salient
+  words
+- ``claim_extract``: claim extraction ("You split an answer into atomic claims") -> JSON: each sentence's clauses (split
+  at ``;`` and ``, and``) as claims; refusal sentences none
+- ``claim_verify``: claim verification ("You check claims against numbered source texts") -> JSON: a claim is supported
+  by the sources holding >= 60% of its content words
+- ``context_useful``: context usefulness -> JSON ``{"useful": 1}`` when the passage holds >= 25% of the answer's content
+  words
+- ``context_relevance``: both context-relevance prompts -> JSON rating: 0 no query word in the context, 1 under half, 2
+  otherwise
+- ``rubric``: the rubric judges ("You grade one answer ... on one criterion") -> JSON reason and score 0-10:
+  faithfulness and citation accuracy the share of the answer's content words in the sources, relevance and completeness
+  the share of the question's in the answer, coherence the share of sentences ending in . ! or ? (times 10, rounded)
+- ``criteria``: a user's criterion (``type: criteria``: "against one criterion that its developers wrote") -> JSON
+  reason and score: the share s of the criterion's content words found in the answer; yes when s >= 0.5 (yes/no scale),
+  else the grade low + s * (high - low), rounded
+- ``criteria_steps``: a criterion's evaluation steps ("You write the steps a careful grader follows") -> JSON: three
+  fixed steps naming the criterion
+- ``answer_questions``: answer relevance's question generation ("You write the questions that an answer answers") ->
+  JSON: N questions from the answer's salient words; refusal when the answer declines, noncommittal when it says "it
+  depends"
+- ``answer_relevance``: judged answer relevance ("You rate how well an answer addresses a question") -> JSON: refusal as
+  above, else rating 0 no question word in the answer, 1 under half, 2 otherwise
+- ``rag_guide_context_relevance``: the RAG guide's "Rate how relevant this context is to the query (0-10)" -> the number
+  alone: the share of the query's content words in the context, times 10, rounded
+- ``rag_guide_context_precision``: the RAG guide's "Is this context relevant to the query? Answer 1 for yes, 0 for no"
+  -> ``1`` when the context holds at least half of the query's content words, else ``0``
+- ``rag_guide_claims``: the RAG guide's "Extract individual factual claims from this answer" -> one claim per line: each
+  sentence's clauses as for ``claim_extract`` (a sentence without claims, e.g. a refusal, as itself)
+- ``rag_guide_verify``: the RAG guide's "Is this claim supported by the context? Answer YES or NO" -> ``YES`` when the
+  context holds >= 60% of the claim's content words, else ``NO``
+- ``rag_guide_answer_relevance``: the RAG guide's "Rate how well this answer addresses the question (0-10)" -> the
+  number alone: the share of the question's content words in the answer, times 10, rounded
+- ``rag_guide_correctness``: the RAG guide's "Compare the answer to the ground truth" -> the number alone: the share of
+  the ground truth's content words in the answer, times 10, rounded
+- ``unknown``: anything else -> a fixed generic reply
 
 Overlap is measured on "content words": lower-cased alphanumeric words minus a short stop-word list, crudely
 stemmed (a plural "s" dropped, then the first five letters kept, so "causes"/"caused" match).
@@ -236,7 +255,8 @@ def _create(text: str) -> Reply | None:
     if query is None or context is None:
         return None
     start = _literal_list(initial.group(1)) if initial else []
-    nuggets = create_nuggets(query.group(1).strip(), context.group(1), start or [], int(limit.group(1)) if limit else 30)
+    nuggets = create_nuggets(query.group(1).strip(), context.group(1), start or [],
+                             int(limit.group(1)) if limit else 30)
     return Reply(Tasks.NUGGET_CREATE, query.group(1).strip(), _py_list(nuggets))
 
 
@@ -645,8 +665,8 @@ def answer(messages: Sequence[tuple[str, str]]) -> str:
 
 # --- a gullible judge (injection probe tests): an instruction inside the judged text is obeyed ------------------
 
-_INJECTION = re.compile(r"ignore (?:all )?previous instructions and (?:output|answer|respond with) \"?([^\"\n]+?)\"?\.?$",
-                        re.IGNORECASE | re.MULTILINE)
+_INJECTION = re.compile(r"ignore (?:all )?previous instructions and (?:output|answer|respond with) "
+                        r"\"?([^\"\n]+?)\"?\.?$", re.IGNORECASE | re.MULTILINE)
 
 
 def obeyed(kind: str, messages: Sequence[tuple[str, str]]) -> str | None:

@@ -75,7 +75,8 @@ RATING_PARAMS = {"max_tokens": 50}
 class AnswerRelevanceOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    variants: list[Literal["embedding", "judged"]] = Field(default_factory=lambda: list[Literal["embedding", "judged"]](["embedding", "judged"]))
+    variants: list[Literal["embedding", "judged"]] = Field(
+        default_factory=lambda: list[Literal["embedding", "judged"]](["embedding", "judged"]))
     questions: int = Field(3, ge=1, le=10)  # generated per answer (ragas's default 3)
     embedding: EmbeddingOptions = Field(default_factory=EmbeddingOptions)
 

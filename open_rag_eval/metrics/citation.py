@@ -5,7 +5,8 @@ passage the output does not contain is No Support without a call and counted in 
 fabricated citation can never raise the score. Statements without citations count against recall only.
 Unparseable labels are excluded and counted (``citation.n_unparsed``); failed calls likewise (``citation.n_failed``).
 ``citation.n_cited`` (statements with a judged citation) and ``citation.n_unlabelled`` (of those, the ones left out
-because no label parsed) say what precision and recall rest on, so a recall of 1.0 built on 1 of 4 statements shows. Each judgment carries its reply's parse class (docs/judge-health.md);
+because no label parsed) say what precision and recall rest on, so a recall of 1.0 built on 1 of 4 statements shows.
+Each judgment carries its reply's parse class (docs/judge-health.md);
 ``parse: strict`` accepts a reply naming exactly one label. ``prompt`` picks the organisers' script wording
 (``trec2024_script``, what TREC 2024 ran) or the wording printed in the paper's Fig. 1 (``paper_figure``).
 ``scoring: per_passage`` computes precision as vectara's open-rag-eval does: the mean over the distinct cited
@@ -35,7 +36,12 @@ from open_rag_eval.metrics.structured import ResponseFormat
 from open_rag_eval.metrics.structured import params as structured_params
 from open_rag_eval.metrics.lexical import sources_entries
 from open_rag_eval.prompts import load
-from open_rag_eval.scoring.trec import STRICT_SUPPORT_WEIGHTS, SUPPORT_WEIGHTS, support_scores, support_scores_per_passage
+from open_rag_eval.scoring.trec import (
+    STRICT_SUPPORT_WEIGHTS,
+    SUPPORT_WEIGHTS,
+    support_scores,
+    support_scores_per_passage,
+)
 from open_rag_eval.core.types import AnswerPart, Detail, Passage, RAGOutput, Score
 
 __all__ = ["CitationJudge", "CitationOptions", "Judgment", "citation_result"]

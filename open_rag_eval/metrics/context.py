@@ -71,7 +71,8 @@ def _parse_field(text: str, name: str, allowed: tuple[int, ...], kind: type) -> 
 class ContextPrecisionOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    against: list[Literal["answer", "reference"]] = Field(default_factory=lambda: list[Literal["answer", "reference"]](["answer", "reference"]))
+    against: list[Literal["answer", "reference"]] = Field(
+        default_factory=lambda: list[Literal["answer", "reference"]](["answer", "reference"]))
 
     @field_validator("against")
     @classmethod

@@ -176,7 +176,8 @@ async def judge_grade(session: CriteriaSession, spec: CriterionSpec, output: RAG
     template = load(TEMPLATE)
     user = template.render(name=spec.name, criterion=_one_line(spec.text), steps=steps,
                            question=_one_line(output.query),
-                           sources=(sources or "(none retrieved)") if spec.sources else "(not shown for this criterion)",
+                           sources=(sources or "(none retrieved)") if spec.sources
+                           else "(not shown for this criterion)",
                            answer=cited_answer(output, numbers), scale=instruction, form=form)
     params: dict[str, Any] = {**PARAMS, **(LOGPROB_PARAMS if session.logprobs else {})}
     return await ask(session.judge, lambda t, s: JudgeRequest.chat(

@@ -187,7 +187,8 @@ class Nuggetizer:
             nuggets = updated
         return nuggets, "ok", []
 
-    async def _ask_create(self, judge: Judge, query: str, segments: Sequence[str], nuggets: list[str]) -> Asked[list[str]]:
+    async def _ask_create(self, judge: Judge, query: str, segments: Sequence[str],
+                          nuggets: list[str]) -> Asked[list[str]]:
         system, user_id = self.options.templates("create")
         template = load(user_id)
         context = "\n".join(f"[{j + 1}] {segment}" for j, segment in enumerate(segments))

@@ -38,7 +38,8 @@ TEMPLATES = {
     "vectara": "umbrela.vectara",  # vectara's re-wrapped bing prompt asking for a single integer
     "vectara_oss": "umbrela.vectara_oss",  # vectara's modified prompt (it sends it to GPT-OSS and Qwen models)
 }
-SYSTEMS = {"vectara": "vectara.parse_system", "vectara_oss": "vectara.parse_system"}  # the prompt's own system message; castorini's is SYSTEM
+# the prompt's own system message; castorini's is SYSTEM
+SYSTEMS = {"vectara": "vectara.parse_system", "vectara_oss": "vectara.parse_system"}
 
 
 class UmbrelaOptions(BaseModel):
@@ -147,12 +148,14 @@ def _values(grades: Sequence[Grade], options: UmbrelaOptions, k_values: Sequence
         [g.grade for g in grades if g.grade is not None]
     scores = umbrela_scores(known, k_values, pad=options.pad)
     result: dict[str, float | str] = {}
-    missing = None if failed is None else f"grade of passage {grades[failed].passage_id} failed: {grades[failed].reason}"
+    missing = None if failed is None else \
+        f"grade of passage {grades[failed].passage_id} failed: {grades[failed].reason}"
     for name, value in scores.items():
         if missing is not None and not _determined(name, value, failed or 0):
             result[name] = missing
         elif value is None:
-            result[name] = "no passages" if name == "mean" else "undefined: fewer than k documents were retrieved (pad: false, as vectara)"
+            result[name] = "no passages" if name == "mean" else \
+                "undefined: fewer than k documents were retrieved (pad: false, as vectara)"
         else:
             result[name] = float(value)
     return result

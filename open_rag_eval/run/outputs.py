@@ -25,7 +25,8 @@ __all__ = ["FETCHED_FILE", "fetch_source", "given_source", "load_outputs", "open
 
 
 def load_outputs(loaded: LoadedConfig, limit: int | None = None) -> list[RAGOutput]:
-    """The outputs named by ``input:`` (connector outputs are fetched in ``arun``), cut to the first ``limit`` queries."""
+    """The outputs named by ``input:`` (connector outputs are fetched in ``arun``), cut to the first ``limit``
+    queries."""
     from open_rag_eval.inputs import read_outputs
 
     if loaded.config.input is None:

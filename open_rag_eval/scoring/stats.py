@@ -2,8 +2,8 @@
 
 The 95% CI is Student's t interval from 30 values up; below that, where a t interval of a bounded score often
 leaves the possible range, it is the percentile bootstrap (2,000 resamples, seed 0: the same values give the same CI).
-Given the metric's range (``bounds``, the catalogue's ``value_bounds``), the interval is clipped to it: a mean of scores in
-[0, 1] never gets an interval reaching past 1.
+Given the metric's range (``bounds``, the catalogue's ``value_bounds``), the interval is clipped to it: a mean of
+scores in [0, 1] never gets an interval reaching past 1.
 """
 
 from __future__ import annotations

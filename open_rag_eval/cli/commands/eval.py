@@ -16,19 +16,21 @@ HELP = "evaluate RAG outputs (CSV/JSONL or a connector) and write results, summa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", required=True, type=Path, help="YAML config")
-    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR", help="results folder (overrides output_dir)")
+    parser.add_argument("-o", "--output", "--output-dir", dest="output_dir", type=Path, metavar="DIR",
+                        help="results folder (overrides output_dir)")
     parser.add_argument("--limit", type=positive_int, metavar="N",
                         help="evaluate only the first N queries (all their runs); N >= 1")
     parser.add_argument("--labels", type=Path, action="append", default=[], metavar="FILE",
                         help="people's labels (qrels, TSV or JSONL, as for calibrate; repeatable; overrides the "
                         "config's labels): summary.csv and the report add the judged metrics' corrected means "
                         "(docs/calibration.md)")
-    parser.add_argument("--dry-run", action="store_true", help="validate and estimate judge calls and cost; call nothing")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate and estimate judge calls and cost; call nothing")
     parser.add_argument("--strict-judge", action="store_true",
                         help="exit 6 when the judge is unhealthy (judge.health thresholds; results are still written)")
     parser.add_argument("--executor", choices=["local", "ray"],
-                        help="where to evaluate (overrides executor.type): this process, or Ray workers with one shared "
-                        "judge budget and cache (extra [ray]; docs/scaling.md)")
+                        help="where to evaluate (overrides executor.type): this process, or Ray workers with one "
+                        "shared judge budget and cache (extra [ray]; docs/scaling.md)")
     parser.add_argument("--ray-address", metavar="ADDRESS",
                         help="join this Ray cluster ('auto' or ray://host:10001; implies --executor ray)")
     parser.add_argument("--shard", metavar="I/N", type=_shard,
