@@ -242,3 +242,39 @@ def test_400_outputs_of_the_demo_s_evaluators_in_three_shards_write_the_local_ru
     assert_400_local(tmp_path / "local")
     assert result_bytes(tmp_path / "sharded") == result_bytes(tmp_path / "local")
     assert paid_calls(tmp_path / "sharded") == paid_calls(tmp_path / "local") == local_paid > 0
+
+
+
+def test_stages_split_model_metrics_as_the_contract_declares(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """trec's HHEM goes to the model stage and its judged metrics to the shards (``Contract.model_split``);
+    consistency's BERTScore is scored in the model stage and handed to it in the driver (``Contract.model_scores``);
+    an evaluator that declares model metrics but no split keeps them in its shards."""
+    from dataclasses import replace
+
+    from open_rag_eval.config import load_config_text
+    from open_rag_eval.evaluators.base import Contract
+    from open_rag_eval.evaluators.consistency import ConsistencyEvaluator, ConsistencyOptions
+    from open_rag_eval.evaluators.trec import TrecEvaluator
+    from open_rag_eval.executors.shards import stages
+
+    loaded = load_config_text(json.dumps({
+        "input": "data.csv", "judge": {"model": "simulated-judge"},
+        "evaluators": [{"type": "trec", "metrics": ["umbrela", "hhem", "citation"]},
+                       {"type": "consistency", "metrics": ["rouge", "bertscore"]}]}), base_dir=tmp_path)
+    plan = stages(loaded)
+    assert [spec.options.metrics for spec in plan.shards] == [["umbrela", "citation"]]
+    assert {i: spec.options.metrics for i, spec in plan.models.items()} == {0: ["hhem"]}
+    assert list(plan.bertscore) == [1] and [spec.options.metrics for spec in plan.driver] == [["rouge", "bertscore"]]
+    assert loaded.evaluators[0].options.metrics == ["umbrela", "hhem", "citation"]  # the run's own spec untouched
+
+    consistency = ConsistencyEvaluator(ConsistencyOptions(metrics=["bertscore"]))
+    take = consistency.contract().model_scores
+    assert take is not None
+    take("the model is not installed")
+    assert consistency.bertscored == "the model is not installed"
+
+    declared = TrecEvaluator.contract
+    monkeypatch.setattr(TrecEvaluator, "contract", lambda self: replace(declared(self), model_split=None))
+    plan = stages(loaded)
+    assert [spec.options.metrics for spec in plan.shards] == [["umbrela", "hhem", "citation"]] and plan.models == {}
+    assert isinstance(TrecEvaluator().contract(), Contract)
