@@ -99,7 +99,8 @@ def test_two_asks_for_one_key_pay_one_call_and_an_ask_after_it_pays_none(held: H
         assert key == KEY and isinstance(reply, Judgment) and reply.text == "##final score: 2"
         assert second == [(KEY, Shared(reply))]  # b's ask joined the call a's ask started: b counts it as shared
         assert len(held.completions) == 1
-        assert cache.get_sync(KEY) is not None and cache.get_sync(KEY).text == "##final score: 2"  # type: ignore[union-attr]
+        stored = cache.get_sync(KEY)
+        assert stored is not None and stored.text == "##final score: 2"
         await relay.submit("c", [CALL])  # just after the call completed: from memory, not paid, a cache hit
         assert await relay.collect("c", 60) == [(KEY, Completion("##final score: 2", True, 10, 2, "fp_test"))]
         assert relay.stats() == {"calls": 1, "joined": 1, "recent": 1, "in_flight": 0}

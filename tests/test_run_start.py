@@ -115,7 +115,8 @@ from open_rag_eval.cli import register_sections
 import open_rag_eval.cli.commands.eval, open_rag_eval.config, open_rag_eval.run.pipeline
 register_sections()
 print(sorted(m for m in sys.modules if m.startswith(("open_rag_eval.report", "open_rag_eval.diagnosis",
-      "open_rag_eval.tracking", "open_rag_eval.ablation", "open_rag_eval.health.controls", "open_rag_eval.run.controls"))))
+      "open_rag_eval.tracking", "open_rag_eval.ablation", "open_rag_eval.health.controls",
+      "open_rag_eval.run.controls"))))
 """
 
 

@@ -3,7 +3,8 @@
 ``judge.record: FILE`` appends one line per HTTP exchange with the real endpoint; ``judge.replay: FILE`` answers
 the same requests from the file, through the same client code (classification, retries, parsing), so a real
 model's behaviour can be tested without the model. Both are transports of the judge client
-(``judge.transports``): ``ReplayTransport`` answers from the file, ``RecordingTransport`` wraps the SDK transport. One line::
+(``judge.transports``): ``ReplayTransport`` answers from the file, ``RecordingTransport`` wraps the SDK transport.
+One line::
 
     {"key": "<sha256>", "task": "umbrela", "model": "...",
      "request": {"messages": [[role, content], ...], "params": {...}, "prompt_version": "...", "sample": 0},
