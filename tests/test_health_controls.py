@@ -354,6 +354,30 @@ def test_live_health_says_nothing_before_there_is_something_to_say() -> None:
     assert [(e.kind, e.text) for e in seen] == [("health", f"judge controls: umbrela {PASS}")]
 
 
+
+def test_live_health_says_when_a_failed_control_is_not_a_problem() -> None:
+    """A criterion's failed controls are a note while its grades are not all one label (docs/judge-health.md):
+    the live line says so beside "no problem"; a failed UMBRELA control is a problem and says plain "fail"."""
+    from open_rag_eval.core.progress import Event
+    from open_rag_eval.core.recording import HealthRecorder
+    from open_rag_eval.health.check import FAIL, HealthThresholds
+    from open_rag_eval.health.live import LiveHealth
+
+    seen: list[Event] = []
+    live = LiveHealth(seen.append, HealthThresholds())
+    recorder = HealthRecorder()
+    for grade in ("0", "1", "2", "1"):
+        recorder.record("criteria.explains_cause", "clean", 1, [grade])
+    live.recorder = recorder
+    failed = {"verdict": FAIL, "pairs": 4, "pairs_judged": 4, "told_apart": 0, "told_apart_share": 0.0,
+              "told_apart_ci": [0.0, 0.49], "correct": 0, "judged": 8, "labels": {"high": {"2": 4}, "low": {"2": 4}}}
+    live.controls_done({"state": "run", "tasks": {"criteria.explains_cause": failed}, "items": []})
+    assert [(e.kind, e.level, e.text) for e in seen][-1][2] == (
+        "judge health so far (4 judgments): no problem; controls: criteria.explains_cause fail (a problem only if "
+        "its grades are all one label)")
+    live.controls_done({"state": "run", "tasks": {"umbrela": failed}, "items": []})
+    assert seen[-1].level == "warning" and seen[-1].text.endswith("; controls: umbrela fail"), seen[-1].text
+
 # -- judge.context_tokens counts the reply the task needs, not the cap ------------------------------------------
 
 def test_context_tokens_counts_the_reply_a_task_needs_not_its_cap() -> None:

@@ -64,7 +64,7 @@ class HealthReport:
                     lines.append(f"{task}: {row['counts'][klass]} of {row['judgments']} judgments {_WHAT[klass]} "
                                  f"({_cause(klass, row)}; {row['rates'][klass]:.0%} > {limit_name} {limit:.0%})")
         for task, summary in self.controls.items():
-            if self._controls_failed(task):
+            if self.controls_failed(task):
                 lines.append(f"{task}: controls failed: {controls_line(summary)}")
             elif _unasked(summary):
                 lines.append(f"{task}: controls inconclusive: {_unasked_line(summary)}")
@@ -95,7 +95,7 @@ class HealthReport:
                              f"{self.thresholds.min_labels}), but a judge that gives one answer to everything looks "
                              "like this")
         for task, summary in self.controls.items():
-            if summary["verdict"] == FAIL and not self._controls_failed(task):
+            if summary["verdict"] == FAIL and not self.controls_failed(task):
                 lines.append(f"{task}: controls failed ({controls_line(summary)}), but the run's grades of this "
                              "criterion vary: it may not be about how an answer fits its question (then set "
                              "controls: false on it), or the judge grades something else")
@@ -117,7 +117,7 @@ class HealthReport:
     def _controls_verdict(self, task: str) -> str | None:
         return self.controls.get(task, {}).get("verdict")
 
-    def _controls_failed(self, task: str) -> bool:
+    def controls_failed(self, task: str) -> bool:
         """The task's controls failed and that makes it unhealthy. A criterion's controls assume the criterion is
         about how an answer fits its question (an answer to another question should not meet it as well); their
         failure makes it unhealthy only when the run's grades of the criterion are one label too (a judge that
@@ -140,7 +140,7 @@ class HealthReport:
                    if any(row["rates"][k] > getattr(self.thresholds, n) for k, n in _LIMITS.items())
                    or (self._degenerate(row) and self._controls_verdict(task) != PASS)]
         flagged += [task for task, summary in self.controls.items()
-                    if (self._controls_failed(task) or _unasked(summary)) and task not in flagged]
+                    if (self.controls_failed(task) or _unasked(summary)) and task not in flagged]
         if self.low_labelled and Tasks.SUPPORT not in flagged:
             flagged.append(Tasks.SUPPORT)
         return flagged
