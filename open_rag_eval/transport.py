@@ -21,10 +21,11 @@ from typing import Any
 
 import httpx2
 
+from open_rag_eval.core.wire import ACCEPT_ENCODING
+
 __all__ = ["ACCEPT_ENCODING", "BoundedTransport", "ReplyRefused", "bounded_body", "bounded_client", "megabytes",
            "refuse_redirect"]
 
-ACCEPT_ENCODING = "gzip, deflate"  # the only encodings we inflate (httpx would also offer br/zstd when installed)
 _DROPPED = {"content-encoding", "content-length", "transfer-encoding"}
 
 

@@ -1,15 +1,21 @@
 """The LLM judge: the ``Judge`` protocol, the OpenAI-compatible client and its collaborators.
 
-Importing this package is cheap; the client (and its HTTP stack) load on first use of its names.
+Importing this package is cheap: the config schemas, the client and its HTTP stack load on first use of their names.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from open_rag_eval.judge.base import Completion, Judge, JudgeRequest, Message
-from open_rag_eval.judge.config import JudgeConfig, Price, SimulatedJudgeConfig
+
+if TYPE_CHECKING:
+    from open_rag_eval.judge.accounting import Accounting, price_for
+    from open_rag_eval.judge.cache import JudgeCache
+    from open_rag_eval.judge.client import OpenAIJudge, open_judge
+    from open_rag_eval.judge.config import JudgeConfig, Price, SimulatedJudgeConfig
+    from open_rag_eval.judge.limits import Limiter, OutageBreaker, RetryPolicy
 
 __all__ = [
     "Accounting",
@@ -33,6 +39,9 @@ _LAZY = {
     "Accounting": "accounting",
     "price_for": "accounting",
     "JudgeCache": "cache",
+    "JudgeConfig": "config",
+    "Price": "config",
+    "SimulatedJudgeConfig": "config",
     "Limiter": "limits",
     "OutageBreaker": "limits",
     "RetryPolicy": "limits",

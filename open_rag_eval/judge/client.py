@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import time
@@ -33,6 +32,7 @@ import httpx2
 from open_rag_eval.core.eta import CallClock
 from open_rag_eval.core.errors import ConfigError, JudgeCallError, JudgeError, JudgeUnavailable
 from open_rag_eval.core.redaction import redact, redact_secrets, register_secret
+from open_rag_eval.core.wire import local_host
 from open_rag_eval.prompts import reply_schema
 from open_rag_eval.judge.accounting import Accounting, price_for
 from open_rag_eval.judge.base import Completion, JudgeRequest, Message, guarding
@@ -484,14 +484,7 @@ def _urls(config: JudgeConfig) -> list[tuple[str, int]]:
 
 def is_local_url(url: str) -> bool:
     """Loopback, private-network and ``localhost`` endpoints (vLLM, Ollama, LM Studio, ...) need no key."""
-    host = httpx2.URL(url).host.strip("[]").lower()
-    if host == "localhost" or host.endswith(".localhost") or host == "host.docker.internal":
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return address.is_loopback or address.is_private or address.is_unspecified
+    return local_host(httpx2.URL(url).host)
 
 
 def _open_cache(setting: str | bool, base_dir: Path) -> JudgeCache | MemoryCache | None:

@@ -16,28 +16,25 @@ an injected ``httpx2`` client, the judge goes through ``httpx2``).
 from __future__ import annotations
 
 import asyncio
-import os
+import socket
 import ssl
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 
 import httpx2
 
-from open_rag_eval.transport import ACCEPT_ENCODING, bounded_body, refuse_redirect
+from open_rag_eval.core.wire import post_head, proxied
+from open_rag_eval.judge import head_start
+from open_rag_eval.judge.head_start import Sent
+from open_rag_eval.transport import bounded_body, refuse_redirect
 
 __all__ = ["Http11Pool", "Reply", "proxied"]
 
 MAX_HEADER_LINES = 200
 MAX_IDLE = 100
 _NO_BODY = {204, 304}
-# the pool sets these itself (or refuses them)
-_OWN_HEADERS = {b"accept-encoding", b"connection", b"content-length", b"transfer-encoding"}
-_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
-
-
-def proxied() -> bool:
-    """A proxy is configured in the environment (any case): then the ``httpx2`` client, which honours it, is used."""
-    return any(os.environ.get(name) or os.environ.get(name.upper()) for name in _PROXY_VARIABLES)
 
 
 @dataclass(frozen=True)
@@ -106,21 +103,20 @@ class Http11Pool:
 
     @staticmethod
     def head(target: bytes, headers: Sequence[tuple[bytes, bytes]]) -> bytes:
-        """The encoded head of a POST to ``target`` with ``headers``, up to the value of its Content-Length (which
-        ``request`` adds for each body): the same head serves every request that differs only in its body."""
-        lines = [b"POST " + (target or b"/") + b" HTTP/1.1"]
-        lines += [name + b": " + value for name, value in headers if name.lower() not in _OWN_HEADERS]
-        lines.append(b"Accept-Encoding: " + ACCEPT_ENCODING.encode("ascii"))
-        return b"\r\n".join(lines) + b"\r\nContent-Length: "
+        """The encoded head of a POST to ``target`` with ``headers`` (``core.wire.post_head``)."""
+        return post_head(target, headers)
 
     async def request(self, head: bytes, body: bytes, *, deadline_s: float | None = None) -> Reply:
-        """POST ``body`` with ``head`` (from ``head``), bounded by ``deadline_s`` (else the pool's deadline)."""
+        """POST ``body`` with ``head`` (from ``head``), bounded by ``deadline_s`` (else the pool's deadline). A
+        request the program's head start has sent already (``judge.head_start``) is read from its connection,
+        its deadline counted from when it was sent."""
         request = head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
         deadline = self.deadline_s if deadline_s is None else deadline_s
+        sent = await self._sent_ahead(request)
         try:
-            async with asyncio.timeout(deadline):
+            async with asyncio.timeout(deadline if sent is None else deadline - (time.monotonic() - sent[1])):
                 try:
-                    return await self._exchange(request, reuse=True)
+                    return await self._exchange(request, reuse=sent is None, sent=sent)
                 except _Stale:
                     return await self._exchange(request, reuse=False)
         except TimeoutError:
@@ -134,13 +130,14 @@ class Http11Pool:
 
     # -- one exchange ------------------------------------------------------------------------------------------
 
-    async def _exchange(self, request: bytes, *, reuse: bool) -> Reply:
-        connection, reused = self._take() if reuse else None, True
-        if connection is None:
-            connection, reused = await self._connect(), False
+    async def _exchange(self, request: bytes, *, reuse: bool, sent: Sent | None = None) -> Reply:
+        """One exchange of ``request``: on an idle connection (``reuse``) or a new one, or read from the connection
+        the head start ``sent`` it on (which, like a reused one, may turn out closed by the server: ``_Stale``)."""
+        connection, reused = await self._open(reuse, sent)
         keep = False
         try:
-            connection.writer.write(request)
+            if sent is None:
+                connection.writer.write(request)
             status, headers, keep = await self._head_of(connection.reader, reused)
             refuse_redirect(status, headers.get("location", ""), self.url)
             content = await bounded_body(self._body(connection.reader, status, headers, keep),
@@ -152,6 +149,24 @@ class Http11Pool:
             raise
         finally:
             self._give_back(connection, keep)
+
+    async def _open(self, reuse: bool, sent: Sent | None) -> tuple[_Connection, bool]:
+        """The connection of an exchange, and whether the server may have closed it before answering."""
+        if sent is not None:
+            return await self._adopt(sent[0]), True
+        connection = self._take() if reuse else None
+        return (connection, True) if connection is not None else (await self._connect(), False)
+
+    async def _sent_ahead(self, request: bytes) -> Sent | None:
+        """The connection the head start sent ``request`` on, once written (None: not sent there)."""
+        future = head_start.claim(self._host, self._port, request) if self._tls is None else None
+        if future is None:
+            return None
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            future.add_done_callback(_close_sent)
+            raise
 
     def _take(self) -> _Connection | None:
         while self._idle:
@@ -174,6 +189,17 @@ class Http11Pool:
                 limit=2**16)
         except (OSError, ssl.SSLError) as error:
             raise httpx2.ConnectError(f"{type(error).__name__}: {error}") from None
+        return _Connection(reader, writer)
+
+    @staticmethod
+    async def _adopt(connection: socket.socket) -> _Connection:
+        try:
+            reader, writer = await asyncio.open_connection(sock=connection, limit=2**16)
+        except BaseException as error:
+            connection.close()
+            if isinstance(error, OSError):
+                raise httpx2.ConnectError(f"{type(error).__name__}: {error}") from None
+            raise
         return _Connection(reader, writer)
 
     async def _head_of(self, reader: asyncio.StreamReader, reused: bool) -> tuple[int, dict[str, str], bool]:
@@ -231,6 +257,13 @@ class Http11Pool:
                 yield data
         except (OSError, ValueError, asyncio.IncompleteReadError) as error:
             raise _protocol(error) from None
+
+
+def _close_sent(future: Future[Sent | None]) -> None:
+    """Close the connection of a head-start request whose asker was cancelled while it was being written."""
+    sent = None if future.cancelled() else future.result()
+    if sent is not None:
+        sent[0].close()
 
 
 def _protocol(error: BaseException) -> httpx2.RemoteProtocolError:

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from open_rag_eval.core.wire import NO_KEY
 from open_rag_eval.judge.config import JudgeConfig
 from open_rag_eval.judge.limits import RetryPolicy
 
 __all__ = ["NO_KEY", "SIMULATED_ENDPOINT", "JudgeSettings", "settings_for"]
 
 SIMULATED_ENDPOINT = "simulated://judge"
-NO_KEY = "not-needed"
 
 
 @dataclass(frozen=True)

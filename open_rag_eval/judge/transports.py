@@ -24,8 +24,6 @@ abandoned prompts, where the call is made); the client then counts only its requ
 
 from __future__ import annotations
 
-import json
-import os
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -35,7 +33,7 @@ import httpx2
 from httpx2._client import UseClientDefault
 from anyio import EndOfStream as _EndOfStream
 
-from open_rag_eval import __version__
+from open_rag_eval.core.wire import chat_body, sdk_settings, user_agent
 from open_rag_eval.judge.base import Completion, Message
 from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
 from open_rag_eval.judge.replies import Failure, Judgment
@@ -238,20 +236,18 @@ class SdkTransport:
         holds it against the SDK's."""
         target = self.targets[endpoint]
         url = httpx2.URL(target.base_url)
-        if target.azure_api_version is not None or url.query or not target.api_key or _sdk_settings():
+        if target.azure_api_version is not None or url.query or not target.api_key or sdk_settings():
             return None
         base = url.raw_path if url.raw_path.endswith(b"/") else url.raw_path + b"/"  # the SDK's trailing slash
         headers = {"authorization": f"Bearer {target.api_key}", "accept": "application/json",
-                   "content-type": "application/json", "user-agent": _user_agent(), **target.headers}
+                   "content-type": "application/json", "user-agent": user_agent(), **target.headers}
         request = httpx2.Request("POST", url.copy_with(raw_path=base + b"chat/completions"), headers=headers)
         return _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
                      self.timeout_s if deadline_s is None else deadline_s)
 
     def body(self, call: Call) -> bytes:
         """The request body: the final params, the model and the messages, as compact JSON."""
-        messages = [{"role": role, "content": content} for role, content in call.messages]
-        return json.dumps({**call.params, "model": self.model, "messages": messages}, ensure_ascii=False,
-                          separators=(",", ":")).encode()
+        return chat_body(call.params, self.model, call.messages)
 
     def _client(self, index: int) -> AsyncOpenAI:
         client = self._clients[index]
@@ -279,23 +275,10 @@ class SdkTransport:
             await self._http.aclose()
 
 
-_SDK_IGNORES = frozenset({"OPENAI_API_KEY", "OPENAI_BASE_URL"})  # both given to the SDK, which then ignores them
-
-
-def _sdk_settings() -> bool:
-    """Whether the environment holds an ``OPENAI_*`` setting the SDK may turn into a header (organization,
-    project, another key...): then every request waits for the SDK."""
-    return any(name.startswith("OPENAI_") and name not in _SDK_IGNORES for name in os.environ)
-
-
-def _user_agent() -> str:
-    return f"open-rag-eval/{__version__}"
-
-
 def _sdk_client(target: Target, http: httpx2.AsyncClient) -> AsyncOpenAI:
     from openai import AsyncAzureOpenAI, AsyncOpenAI
 
-    headers = {"user-agent": _user_agent(), **target.headers}
+    headers = {"user-agent": user_agent(), **target.headers}
     if target.azure_api_version is not None:
         return AsyncAzureOpenAI(azure_endpoint=target.base_url, azure_deployment=target.azure_deployment,
                                 api_version=target.azure_api_version, api_key=target.api_key, max_retries=0,

@@ -59,6 +59,16 @@ def positive_int(text: str) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from open_rag_eval.cli import head_start
+
+    head_start.begin(args)  # the run's first judge requests, sent while the rest loads (docs/scaling.md)
+    try:
+        return _evaluate(args)
+    finally:
+        head_start.finish()
+
+
+def _evaluate(args: argparse.Namespace) -> int:
     from open_rag_eval.cli import judge_kept, loading
     from open_rag_eval.cli.console import ProgressDisplay, print_plan, print_summary
     from open_rag_eval.core.progress import Progress

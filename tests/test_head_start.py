@@ -1,0 +1,196 @@
+"""The head start (``judge.head_start``, ``cli.head_start``): a run's first judge requests sent while the program
+loads, each asked by the run exactly once -- never sent twice, never lost, never hidden when the run does not ask
+it -- and the run's results those of a run without it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+import yaml
+
+from open_rag_eval.cli.head_start import CSV_COLUMNS, _foreseeable, requests_of
+from open_rag_eval.core.wire import chat_body
+from open_rag_eval.judge.head_start import HeadStart
+from open_rag_eval.judge.http11 import Http11Pool
+from open_rag_eval.judge.simulated import SimulatedJudgeServer, SimulatedServerConfig
+
+DEMO = Path(__file__).resolve().parents[1] / "configs" / "data" / "demo.csv"
+KEY_ENV = "OPEN_RAG_EVAL_TEST_HEAD_START_KEY"
+JUDGE = {"model": "simulated-judge", "api_key_env": KEY_ENV, "max_concurrency": 16, "cache": "cache.sqlite"}
+
+
+def _config(folder: Path, base_url: str, **judge: Any) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEMO, folder / "data.csv")
+    config = {"input": "data.csv", "output_dir": "out", "judge": {**JUDGE, "base_url": base_url, **judge},
+              "evaluators": [{"type": "trec", "k_values": [1, 3]}]}
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path
+
+
+def _eval(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The program itself (``python -m open_rag_eval``), as a user starts it."""
+    env = {**os.environ, KEY_ENV: "head-start-key", "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "open_rag_eval", "-v", "eval", "--config", str(config), *extra],
+                          env=env, cwd=config.parent, capture_output=True, text=True, timeout=300)
+
+
+def _calls(folder: Path) -> int:
+    manifest = json.loads((folder / "out" / "manifest.json").read_text(encoding="utf-8"))
+    return int(manifest["accounting"]["total"]["calls"])
+
+
+def test_the_program_sends_its_first_requests_while_loading_and_the_run_asks_each_once(tmp_path: Path) -> None:
+    """16 requests leave before the run has loaded; the judge (which checks the key) answers each once, the run
+    pays what the judge answered and never more than 16 at once, and writes what a run without a head start
+    writes (``--limit`` turns it off: the same six queries)."""
+    with SimulatedJudgeServer(SimulatedServerConfig(api_key="head-start-key", latency_ms=50)) as server:
+        config = _config(tmp_path / "ahead", server.base_url)
+        ran = _eval(config)
+        assert ran.returncode == 0, ran.stderr
+        assert "head start: 16 judge request(s) sent while the program loaded; the run asked 16 of them" in ran.stderr
+        assert "not asked by the run" not in ran.stderr
+        paid = _calls(tmp_path / "ahead")
+        assert server.stats.requests == paid > 16
+        assert server.stats.max_in_flight <= 16
+        assert {record.status for record in server.stats.log} == {200}
+        again = _eval(config)  # the cache holds every reply now: nothing is sent ahead, nothing asked again
+        assert again.returncode == 0, again.stderr
+        assert "head start" not in again.stderr
+        assert server.stats.requests == paid and _calls(tmp_path / "ahead") == 0
+    with SimulatedJudgeServer(SimulatedServerConfig(api_key="head-start-key", latency_ms=50)) as server:
+        config = _config(tmp_path / "plain", server.base_url)
+        ran = _eval(config, "--limit", "100")
+        assert ran.returncode == 0, ran.stderr
+        assert "head start" not in ran.stderr
+    for name in ("results.csv", "summary.csv"):
+        assert (tmp_path / "ahead" / "out" / name).read_bytes() == (tmp_path / "plain" / "out" / name).read_bytes()
+
+
+def test_requests_sent_ahead_that_the_run_never_asks_are_said(tmp_path: Path) -> None:
+    """A bad row stops the run at load, after the head start has sent the first pairs: the judge answered them,
+    and the run says so instead of hiding the calls."""
+    with SimulatedJudgeServer(SimulatedServerConfig(latency_ms=10)) as server:
+        config = _config(tmp_path, server.base_url)
+        lines = (tmp_path / "data.csv").read_text(encoding="utf-8").splitlines()
+        lines[-1] = ",".join(["q9", "", *lines[-1].split(",")[2:]])  # the last row has an empty query
+        (tmp_path / "data.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        ran = _eval(config)
+    assert ran.returncode == 3, ran.stderr
+    assert "empty query" in ran.stderr
+    assert "16 judge request(s) sent while the program loaded were not asked by the run" in ran.stderr
+
+
+@pytest.mark.parametrize(("change", "foreseeable"), [
+    ({}, True),
+    ({"judge": {"params": {"seed": 1}}}, False),
+    ({"judge": {"requests_per_minute": 60}}, False),
+    ({"judge": {"structured": "json_schema"}}, False),
+    ({"evaluators": [{"type": "trec", "metrics": ["citation"]}]}, False),
+    ({"evaluators": [{"type": "trec", "umbrela": {"prompt": "vectara"}}]}, False),
+    ({"evaluators": [{"type": "trec"}, {"type": "golden"}]}, False),
+    ({"profile": "vectara"}, False),
+    ({"input": "outputs.jsonl"}, False),
+])
+def test_only_a_run_whose_first_requests_are_known_from_its_file_gets_a_head_start(change: dict[str, Any],
+                                                                                   foreseeable: bool) -> None:
+    config: dict[str, Any] = {"input": "data.csv", "judge": {**JUDGE, "base_url": "http://127.0.0.1:9/v1"},
+                              "evaluators": [{"type": "trec", "k_values": [1, 3]}]}
+    for key, value in change.items():
+        config[key] = {**config[key], **value} if key == "judge" else value
+    assert _foreseeable(config) is foreseeable
+
+
+def test_a_head_start_request_is_the_request_of_the_runs_umbrela_grader() -> None:
+    """The request built here, byte for byte, is the default UMBRELA grader's through the judge's own steps (its
+    final params, the transport's body)."""
+    from open_rag_eval.evaluators.trec import TrecOptions
+    from open_rag_eval.metrics.umbrela import UmbrelaGrader
+    from open_rag_eval.core.types import Passage
+
+    request = UmbrelaGrader(TrecOptions().umbrela).request("what is it", Passage(id="[1]", text=" a text "), 0.0, 0)
+    body = chat_body(request.params, "m", request.messages)
+    built = next(requests_of(iter([("what is it", " a text ")]), "m", b"HEAD:"))
+    assert built == b"HEAD:" + str(len(body)).encode() + b"\r\n\r\n" + body
+
+
+def test_the_columns_read_are_the_csv_layouts() -> None:
+    from open_rag_eval.inputs.csv_layout import CSV_OPTIONAL, CSV_REQUIRED
+
+    assert CSV_COLUMNS == {*CSV_REQUIRED, *CSV_OPTIONAL}
+
+
+class _Listener:
+    """A loopback socket that accepts and keeps what each connection sends; never answers."""
+
+    def __init__(self) -> None:
+        self.socket = socket.create_server(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.received: list[bytes] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection, _ = self.socket.accept()
+            except OSError:
+                return
+            self.received.append(connection.recv(65536))
+
+
+def test_a_request_asked_before_it_was_sent_is_never_sent_and_one_never_asked_is_closed_and_counted() -> None:
+    listener = _Listener()
+    head_start = HeadStart("127.0.0.1", listener.port, [b"first", b"second"], connect_s=5)
+    assert head_start.claim("127.0.0.1", listener.port, b"first") is None  # the run sends it itself
+    head_start.start()
+    for _ in range(200):
+        if listener.received:
+            break
+        time.sleep(0.01)
+    assert head_start.finish() == (1, 1)
+    assert listener.received == [b"second"]
+    listener.socket.close()
+
+
+def test_the_pool_reads_a_sent_request_with_its_deadline_counted_from_the_sending() -> None:
+    """A judge that never answers: the deadline (1 s) runs from when the head start wrote the request, so the run,
+    asking 0.7 s later, waits about 0.3 s, not 1 s."""
+    listener = _Listener()
+    pool = Http11Pool(f"http://127.0.0.1:{listener.port}/v1/chat/completions", deadline_s=1.0, max_bytes=1000,
+                      headers={})
+    body = b"{}"
+    request = pool._head + str(len(body)).encode() + b"\r\n\r\n" + body
+    head_start = HeadStart("127.0.0.1", listener.port, [request], connect_s=5).start()
+
+    async def ask() -> float:
+        from open_rag_eval.judge import head_start as process
+
+        process._active = head_start
+        try:
+            await asyncio.sleep(0.7)
+            began = time.monotonic()
+            with pytest.raises(httpx2.ReadTimeout):
+                await pool.post(body)
+            return time.monotonic() - began
+        finally:
+            process._active = None
+            await pool.aclose()
+
+    waited = asyncio.run(ask())
+    assert waited < 0.65
+    assert listener.received == [request]  # sent once, by the head start
+    assert head_start.finish() == (1, 0)
+    listener.socket.close()
