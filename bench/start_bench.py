@@ -39,14 +39,50 @@ mark("interpreter and site")
 import open_rag_eval.cli as cli
 mark("open_rag_eval.cli imported")
 import open_rag_eval.cli.commands.eval as command
-import open_rag_eval.judge.http11 as http11
-send, run = http11.Http11Pool.request, command.run
+import importlib.abc, importlib.util
+run, sent = command.run, []
 
-async def first(self, *args, **kwargs):
-    if http11.Http11Pool.request is first:
-        http11.Http11Pool.request = send
+def first_sent():
+    if not sent:
+        sent.append(1)
         mark("first judge request (openai imported: %s)" % ("openai" in sys.modules))
-    return await send(self, *args, **kwargs)
+
+def patch(http11):  # the judge's pool, patched once the run imports it (importing it here would move it earlier)
+    send = http11.Http11Pool.request
+
+    async def first(self, *args, **kwargs):
+        first_sent()
+        return await send(self, *args, **kwargs)
+
+    http11.Http11Pool.request = first
+
+class Patcher(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "open_rag_eval.judge.http11":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+sys.meta_path.insert(0, Patcher())
+# the head start (judge.head_start, where the tree has it) sends a run's first requests from a thread while the
+# program loads; the package is looked for as a file, since importing open_rag_eval.judge costs an older tree more
+if os.path.exists(os.path.join(os.path.dirname(cli.__file__), os.pardir, "judge", "head_start.py")):
+    import open_rag_eval.judge.head_start as head_start
+    write = head_start.HeadStart._send
+
+    def written(self, request):
+        first_sent()
+        return write(self, request)
+
+    head_start.HeadStart._send = written
 
 def marked(args):
     mark("parser and the config sections' schemas")
@@ -60,7 +96,7 @@ def marked(args):
     config.load_config = load_config
     return run(args)
 
-http11.Http11Pool.request, command.run = first, marked
+command.run = marked
 atexit.register(mark, "exit")
 sys.argv = ["open-rag-eval", "-q", "eval", "--config", sys.argv[1]]
 cli.main()
