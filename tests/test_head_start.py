@@ -4,6 +4,7 @@ it -- and the run's results those of a run without it."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -194,3 +195,39 @@ def test_the_pool_reads_a_sent_request_with_its_deadline_counted_from_the_sendin
     assert listener.received == [request]  # sent once, by the head start
     assert head_start.finish() == (1, 0)
     listener.socket.close()
+
+
+def test_a_judge_the_head_start_cannot_reach_leaves_every_request_to_the_run() -> None:
+    """Nothing listens: the head start's first connection fails, it sends nothing more, and the run's own request
+    fails as it would have without it (a connection error, which the client retries)."""
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    pool = Http11Pool(f"http://127.0.0.1:{port}/v1/chat/completions", deadline_s=5.0, max_bytes=1000, headers={})
+    requests = [pool._head + b"2\r\n\r\n{}", pool._head + b"3\r\n\r\n{ }"]
+    head_start = HeadStart("127.0.0.1", port, requests, connect_s=5).start()
+
+    async def ask() -> None:
+        from open_rag_eval.judge import head_start as process
+
+        process._active = head_start
+        try:
+            with pytest.raises(httpx2.ConnectError):
+                await pool.post(b"{ }")
+        finally:
+            process._active = None
+            await pool.aclose()
+
+    asyncio.run(ask())
+    assert head_start.finish() == (0, 0)
+
+
+@pytest.mark.parametrize("text", ["input: [a\n", "\tjudge: 1\n", "- a list\n", "input: data.csv\njudge: {base_url: 7}\n"])
+def test_a_config_the_head_start_cannot_read_leaves_the_run_to_say_what_is_wrong(tmp_path: Path, text: str) -> None:
+    from open_rag_eval.cli.head_start import begin
+    from open_rag_eval.judge import head_start as process
+
+    (tmp_path / "config.yaml").write_text(text, encoding="utf-8")
+    args = argparse.Namespace(whole_process=True, dry_run=False, limit=None, shard=None, executor=None,
+                              ray_address=None, track=None, config=tmp_path / "config.yaml")
+    begin(args)
+    assert process.finish() is None

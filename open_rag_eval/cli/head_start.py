@@ -68,8 +68,8 @@ def begin(args: argparse.Namespace) -> None:
         return
     try:
         planned = _plan(args.config)
-    except (OSError, ValueError, UnicodeError, csv.Error) as error:
-        log.debug("no head start: %s", error)
+    except Exception as error:  # noqa: BLE001  (a file the run will refuse, with its own error, or anything else:
+        log.debug("no head start: %s", error)  # a head start never stops a run)
         return
     if planned is not None:
         head_start.begin(planned)

@@ -21,12 +21,13 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 
-__all__ = ["HeadStart", "Sent", "begin", "claim", "finish"]
+__all__ = ["HeadStart", "Sent", "begin", "claim", "close_sent", "finish"]
 
 log = logging.getLogger("open_rag_eval.judge")
 
+FINISH_WAIT_S = 1.0  # how long ``finish`` waits for a request being written to be sent or fail
 Sent = tuple[socket.socket, float]  # a connection with one request written on it, and when writing began
 
 
@@ -56,16 +57,16 @@ class HeadStart:
         return future
 
     def finish(self) -> tuple[int, int]:
-        """Stop: requests not sent yet never will be; those sent and never claimed are closed. Returns how many
-        were sent, and how many of those were never claimed."""
+        """Stop: requests not sent yet never will be; those sent (or being written) and never claimed are closed.
+        Returns how many were sent, and how many of those were never claimed."""
         waiting, self._waiting = self._waiting, {}
+        begun = [future for future in waiting.values() if not future.cancel()]
+        wait(begun, timeout=FINISH_WAIT_S)  # the one being written, if any
         unclaimed = 0
-        for future in waiting.values():
-            if not future.cancel():
-                sent = future.result()
-                if sent is not None:
-                    sent[0].close()
-                    unclaimed += 1
+        for future in begun:
+            if not future.done() or future.result() is not None:
+                unclaimed += 1
+            future.add_done_callback(close_sent)  # now, or once its writing ends
         return self._sent, unclaimed
 
     def _send_all(self) -> None:
@@ -91,6 +92,13 @@ class HeadStart:
             return None
         self._sent += 1
         return connection, began
+
+
+def close_sent(future: Future[Sent | None]) -> None:
+    """Close the connection a request was sent on (a done future of ``claim``), if it was."""
+    sent = None if future.cancelled() else future.result()
+    if sent is not None:
+        sent[0].close()
 
 
 _active: HeadStart | None = None

@@ -20,7 +20,6 @@ import socket
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 
 import httpx2
@@ -112,9 +111,11 @@ class Http11Pool:
         its deadline counted from when it was sent."""
         request = head + str(len(body)).encode("ascii") + b"\r\n\r\n" + body
         deadline = self.deadline_s if deadline_s is None else deadline_s
-        sent = await self._sent_ahead(request)
         try:
-            async with asyncio.timeout(deadline if sent is None else deadline - (time.monotonic() - sent[1])):
+            async with asyncio.timeout(deadline) as bound:
+                sent = await self._sent_ahead(request)
+                if sent is not None:  # the deadline runs from the sending
+                    bound.reschedule(asyncio.get_running_loop().time() + deadline - (time.monotonic() - sent[1]))
                 try:
                     return await self._exchange(request, reuse=sent is None, sent=sent)
                 except _Stale:
@@ -165,7 +166,7 @@ class Http11Pool:
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
-            future.add_done_callback(_close_sent)
+            future.add_done_callback(head_start.close_sent)
             raise
 
     def _take(self) -> _Connection | None:
@@ -257,13 +258,6 @@ class Http11Pool:
                 yield data
         except (OSError, ValueError, asyncio.IncompleteReadError) as error:
             raise _protocol(error) from None
-
-
-def _close_sent(future: Future[Sent | None]) -> None:
-    """Close the connection of a head-start request whose asker was cancelled while it was being written."""
-    sent = None if future.cancelled() else future.result()
-    if sent is not None:
-        sent[0].close()
 
 
 def _protocol(error: BaseException) -> httpx2.RemoteProtocolError:
