@@ -105,11 +105,6 @@ def _words(text: str) -> set[str]:
     return {w[:5] for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
-def _overlap(a: str, b: str) -> float:
-    wa = _words(a)
-    return len(wa & _words(b)) / len(wa) if wa else 0.0
-
-
 def _sentences(text: str, min_words: int = 5, max_words: int = 40) -> list[str]:
     found = [" ".join(_MARKER.sub(" ", s).split()) for s in _SENTENCE.split(text.strip())]
     return [s for s in found if min_words <= len(s.split()) <= max_words]
@@ -148,6 +143,15 @@ class _Pool:
     ``POOL_MAX``, else an evenly spread sample; passages longer than twice the run's median are left out."""
 
     entries: tuple[tuple[str, Passage, frozenset[str]], ...]
+    _openings: dict[str, tuple[str, frozenset[str]]] = field(default_factory=dict, compare=False, repr=False)
+
+    def opening(self, text: str) -> tuple[str, frozenset[str]]:
+        """``_opening`` of ``text`` and its words, computed once per text (every pair of a build asks them again)."""
+        found = self._openings.get(text)
+        if found is None:
+            first = _opening(text)
+            found = self._openings[text] = (first, frozenset(_words(first)))
+        return found
 
     @classmethod
     def of(cls, queries: Sequence[_Query]) -> _Pool:
@@ -253,12 +257,18 @@ def _no_answer_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Cont
             Control(Tasks.NO_ANSWER, n, "low", q.query_id, q.query, REFUSAL, built="a canonical refusal")]
 
 
-def _assign_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
-    quoted = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(q.answer, 3)), "")
+def _opening(text: str) -> str:
+    """The first twelve words of ``text``'s first sentence of at least three words, without its end punctuation."""
+    return next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(text, 3)), "")
 
-    def absent_from(passage: Passage) -> str:
-        first = next((" ".join(s.split()[:12]).rstrip(".,;:!?") for s in _sentences(passage.text, 3)), "")
-        return first if first and _overlap(first, q.answer) < 0.5 else ""
+
+def _assign_pair(q: _Query, queries: _Pool, n: int, used: _Used) -> list[Control]:
+    quoted = _opening(q.answer)
+    answer = _words(q.answer)
+
+    def absent_from(passage: Passage) -> str:  # its opening, when that shares less than half its words with the answer
+        first, words = queries.opening(passage.text)
+        return first if first and (len(words & answer) / len(words) if words else 0.0) < 0.5 else ""
 
     found = _unrelated(q.answer, queries, q.query_id, used, lambda p: bool(absent_from(p))) if quoted else None
     if found is None:
