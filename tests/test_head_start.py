@@ -221,7 +221,12 @@ def test_a_judge_the_head_start_cannot_reach_leaves_every_request_to_the_run() -
     assert head_start.finish() == (0, 0)
 
 
-@pytest.mark.parametrize("text", ["input: [a\n", "\tjudge: 1\n", "- a list\n", "input: data.csv\njudge: {base_url: 7}\n"])
+LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9))
+
+
+@pytest.mark.parametrize("text", ["input: [a\n", "\tjudge: 1\n", "- a list\n", "input: data.csv\njudge: {base_url: 7}\n",
+                                  LAUGHS])
 def test_a_config_the_head_start_cannot_read_leaves_the_run_to_say_what_is_wrong(tmp_path: Path, text: str) -> None:
     from open_rag_eval.cli.head_start import begin
     from open_rag_eval.judge import head_start as process

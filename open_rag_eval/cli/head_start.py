@@ -7,7 +7,7 @@ Only where those requests can be known exactly, from the config file as written 
   ``--track``, ``--dry-run``;
 - a config of ``input`` (a CSV in the one-row-per-passage layout), ``output_dir``, ``report``, ``diagnosis``,
   ``judge`` and one evaluator, ``trec``, that sets at most ``k_values`` and a ``metrics`` list with ``umbrela``,
-  and no ``${VAR}`` anywhere;
+  and no ``${VAR}``, YAML anchor or alias anywhere;
 - a judge at an ``http://`` ``base_url`` (one endpoint) whose settings change neither a request nor its pacing
   (``ALLOWED_JUDGE``: no ``params``, rate limits, structured replies, recording...), and no cache file yet (a
   cached reply is never asked again);
@@ -68,8 +68,8 @@ def begin(args: argparse.Namespace) -> None:
         return
     try:
         planned = _plan(args.config)
-    except Exception as error:  # noqa: BLE001  (a file the run will refuse, with its own error, or anything else:
-        log.debug("no head start: %s", error)  # a head start never stops a run)
+    except Exception as error:  # noqa: BLE001  (a file the run will refuse with its own error, or anything else:
+        log.debug("no head start (%s)", type(error).__name__)  # a head start never stops a run; no file text here)
         return
     if planned is not None:
         head_start.begin(planned)
@@ -94,8 +94,8 @@ def _plan(config_path: Path) -> HeadStart | None:
     if config_path.stat().st_size > MAX_CONFIG_BYTES:
         return None
     text = config_path.read_text(encoding="utf-8")
-    if "${" in text:
-        return None
+    if "${" in text or "&" in text or "*" in text:  # an env reference, or YAML anchors and aliases: the config's
+        return None  # own loader interpolates the one and bounds the other (a few lines can expand to gigabytes)
     config = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     if not _foreseeable(config):
         return None
