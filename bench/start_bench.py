@@ -1,15 +1,18 @@
 """Where a run's time goes before its first judge request, step by step, in two trees side by side.
 
     python bench/start_bench.py                        # main vs this checkout, 3 cold runs of each, alternating
-    python bench/start_bench.py --before HEAD~5 --runs 5
+    python bench/start_bench.py --before HEAD~5 --after main --runs 5    # two exports: like with like
 
 Each run is ``open-rag-eval eval`` of the benchmark data (bench/judge_bench.py: 20 queries x 5 passages, the trec
 evaluator, concurrency 64, a fresh cache) against one ``simulate-judge`` process (300 +- 50 ms), started as the
 program is (``main()``, the console script's path) with marks at each step: the interpreter and ``site``, the CLI
-imported, the argument parser and the config sections' schemas, ``run.pipeline`` imported, the config loaded, the
-first judge request, the process's exit (its exit handlers). At each mark: the process's CPU (all its threads) and
-the wall time since launch. Prints the median of each tree's runs and the load average of each run: CPU seconds
-are what to compare on a shared machine; wall seconds only beside their load.
+imported, the argument parser, ``run.pipeline`` and the config imported (its sections' schemas), the config loaded,
+the first judge request (from the run's pool, or from the head start's thread where the tree has one), the
+process's exit (its exit handlers). The run's modules are patched as the run imports them, never imported earlier
+than the run would. At each mark: the process's CPU (all its threads) and the wall time since launch. Prints the
+median of each tree's runs and the load average of each run: CPU seconds are what to compare on a shared machine;
+wall seconds only beside their load. A checkout ran slower than an export of the same commit here (30-90 ms to the
+first request), so compare two exports (``--after``).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def first_sent():
         sent.append(1)
         mark("first judge request (openai imported: %s)" % ("openai" in sys.modules))
 
-def patch(http11):  # the judge's pool, patched once the run imports it (importing it here would move it earlier)
+def patch_pool(http11):
     send = http11.Http11Pool.request
 
     async def first(self, *args, **kwargs):
@@ -56,13 +59,31 @@ def patch(http11):  # the judge's pool, patched once the run imports it (importi
 
     http11.Http11Pool.request = first
 
+def patch_config(config):
+    load = config.load_config
+
+    def load_config(*a, **k):
+        mark("run.pipeline and the config imported")
+        loaded = load(*a, **k)
+        mark("config loaded")
+        return loaded
+
+    config.load_config = load_config
+
+# the judge's pool and the config's loader are patched as the run imports them: importing them here would move
+# their import (and the config's schemas) before the run's own steps
+PATCHES = {"open_rag_eval.judge.http11": patch_pool, "open_rag_eval.config": patch_config}
+
 class Patcher(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path, target=None):
-        if name != "open_rag_eval.judge.http11":
+        if name not in PATCHES or getattr(self, "busy", False):
             return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        execute = spec.loader.exec_module
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        execute, patch = spec.loader.exec_module, PATCHES.pop(name)
 
         def exec_module(module):
             execute(module)
@@ -85,15 +106,7 @@ if os.path.exists(os.path.join(os.path.dirname(cli.__file__), os.pardir, "judge"
     head_start.HeadStart._send = written
 
 def marked(args):
-    mark("parser and the config sections' schemas")
-    import open_rag_eval.config as config
-    load = config.load_config
-    def load_config(*a, **k):
-        mark("run.pipeline imported")
-        loaded = load(*a, **k)
-        mark("config loaded")
-        return loaded
-    config.load_config = load_config
+    mark("the argument parser")
     return run(args)
 
 command.run = marked
@@ -115,13 +128,16 @@ def one_run(tree: Path, config: Path, marks: Path) -> list[tuple[str, float, flo
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--before", default="main", help="a git revision of this repository (default main)")
+    parser.add_argument("--after", help="a git revision too, exported as --before is (default: this checkout as it "
+                        "is; two exports compare like with like)")
     parser.add_argument("--runs", type=int, default=3, help="cold runs of each tree")
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--jitter-ms", type=float, default=50.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="start-bench-") as tmp:
         work = Path(tmp)
-        trees = {"before": export(args.before, work / "before"), "after": ROOT}
+        trees = {"before": export(args.before, work / "before"),
+                 "after": ROOT if args.after is None else export(args.after, work / "after")}
         for tree in trees.values():  # compiled once, as an installed package is
             subprocess.run([sys.executable, "-m", "compileall", "-q", str(tree / "open_rag_eval")], check=True,
                            stdout=subprocess.DEVNULL)
@@ -139,8 +155,8 @@ def main() -> int:
                         found[name].setdefault(step.split(" (")[0], []).append((cpu, wall))
         finally:
             judge.kill()
-    print(f"before: {args.before}, loads {min(loads['before']):.1f}-{max(loads['before']):.1f}; after: this "
-          f"checkout, loads {min(loads['after']):.1f}-{max(loads['after']):.1f}; median of {args.runs} cold runs each")
+    print(f"before: {args.before}, loads {min(loads['before']):.1f}-{max(loads['before']):.1f}; after: "
+          f"{args.after or 'this checkout'}, loads {min(loads['after']):.1f}-{max(loads['after']):.1f}; median of {args.runs} cold runs each")
     print(f"{'from launch to':<42}{'CPU before':>11}{'CPU after':>10}{'wall before':>12}{'wall after':>11}")
     for step in found["after"]:
         cpu = [statistics.median(c for c, _ in found[name].get(step, [(float('nan'), 0.0)])) for name in trees]
