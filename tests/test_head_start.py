@@ -236,3 +236,34 @@ def test_a_config_the_head_start_cannot_read_leaves_the_run_to_say_what_is_wrong
                               ray_address=None, track=None, config=tmp_path / "config.yaml")
     begin(args)
     assert process.finish() is None
+
+
+DRIVER = """
+import sys
+import open_rag_eval.judge.head_start as head_start
+write, seen = head_start.HeadStart._send, []
+
+def first(self, request):
+    if not seen:
+        seen.append(sorted(name for name in ("pydantic", "asyncio", "httpx2", "numpy", "openai") if name in sys.modules))
+        print("loaded at the first request sent ahead:", seen[0], file=sys.stderr)
+    return write(self, request)
+
+head_start.HeadStart._send = first
+import open_rag_eval.cli as cli
+sys.argv = ["open-rag-eval", "-v", "eval", "--config", sys.argv[1]]
+cli.main()
+"""
+
+
+def test_the_first_request_leaves_before_pydantic_asyncio_or_any_http_package_has_loaded(tmp_path: Path) -> None:
+    """What the head start waits for is the standard library, libyaml and the prompt files: the config schemas,
+    the event loop and the HTTP client load while the judge answers."""
+    with SimulatedJudgeServer(SimulatedServerConfig(latency_ms=10)) as server:
+        config = _config(tmp_path, server.base_url)
+        env = {**os.environ, KEY_ENV: "head-start-key", "HF_HUB_OFFLINE": "1"}
+        ran = subprocess.run([sys.executable, "-c", DRIVER, str(config)], env=env, cwd=tmp_path, capture_output=True,
+                             text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr
+    assert "loaded at the first request sent ahead: []" in ran.stderr
+    assert "the run asked 16 of them" in ran.stderr

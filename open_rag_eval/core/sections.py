@@ -12,8 +12,10 @@ not registered at load).
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # no pydantic at import: the CLI names the owners before its first judge request is out
+    from pydantic import BaseModel
 
 __all__ = ["SECTIONS", "register_owner", "register_section", "registered", "schema_of"]
 
