@@ -26,6 +26,7 @@ from open_rag_eval.run.corrected import RunLabels
 from open_rag_eval.run.evaluation import evaluate_windows
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import JOURNAL_FILE
+from open_rag_eval.run.memory import trim_heap
 from open_rag_eval.run.results import spilled_run_status, write_spilled
 from open_rag_eval.run.session import run_info
 from open_rag_eval.run.source import OutputSource
@@ -179,7 +180,7 @@ def _write(loaded: LoadedConfig, spill: Spill, generation: Generation, progress:
 async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[EvalResult]]], spill: Spill,
                          generation: Generation, health: Any) -> tuple[list[dict[str, Any]], int] | None:
     """Each window, as it comes, to outputs.jsonl and the spill; the health report's citation figures counted
-    window by window (None without ``health``)."""
+    window by window (None without ``health``); the C heap trimmed after each (``trim_heap``)."""
     low: list[dict[str, Any]] = []
     n_cited = 0
     with generation.writing(), atomic_stream(generation.path / JOURNAL_FILE) as journal:
@@ -190,6 +191,8 @@ async def _spill_windows(windows: AsyncIterator[tuple[list[RAGOutput], list[Eval
                 found = _cited([score for part in parts for score in part.scores], health)
                 low += found[0]
                 n_cited += found[1]
+            del window, parts
+            trim_heap()  # the window's free C heap pages back to the system: else RSS grows with the outputs
     return (low, n_cited) if health is not None else None
 
 

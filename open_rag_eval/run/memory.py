@@ -1,13 +1,16 @@
-"""A run's memory: Python's cyclic collector less often while outputs are evaluated, and the run's garbage and
-the C heap's free pages handed back before the report is drawn."""
+"""A run's memory: Python's cyclic collector less often while outputs are evaluated, the C heap's free pages
+handed back after each window, and the run's garbage and the C heap's free pages handed back before the report is
+drawn."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-__all__ = ["GC_THRESHOLDS", "fewer_collections", "release_memory"]
+__all__ = ["GC_THRESHOLDS", "fewer_collections", "release_memory", "trim_heap"]
 
 
 GC_THRESHOLDS = (50_000, 20, 100)
@@ -38,9 +41,28 @@ def release_memory() -> None:
     back to the system (glibc's ``malloc_trim``; elsewhere nothing): a 2,000-output run's RSS drops by a sixth
     before its report is drawn, so the report does not add its memory on top of the evaluation's."""
     gc.collect()
-    import ctypes  # noqa: PLC0415 (only here)
+    trim_heap()
 
+
+def trim_heap() -> bool:
+    """Hand the C heap's free pages back to the system (glibc's ``malloc_trim(0)``; elsewhere nothing, False).
+
+    Called after each window of a run: a window's large strings and buffers (prompts, request bodies, replies,
+    its pickled results) come from the C heap, and what they leave free there is not all reused by the next
+    window; without a trim those free pages stay resident, so a run's RSS grew with its number of outputs (about
+    0.2 MB per 1,000 outputs, measured at 30,000 outputs with the bytes in use flat) although nothing it keeps
+    does. Results are unchanged: only free memory is returned."""
+    trim = _malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    """glibc's ``malloc_trim``, looked up once (None: not glibc)."""
     try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
     except (OSError, AttributeError):  # not glibc
-        pass
+        return None
