@@ -63,3 +63,35 @@ def test_trimming_hands_freed_heap_pages_back() -> None:
     assert trim_heap() is True
     assert freed - _rss_mb() > 32  # most of the 64 MB freed is no longer resident
     assert kept[0][0] == ord("y")
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                     "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+
+def _mallinfo() -> _Mallinfo2:
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = _Mallinfo2
+    return libc.mallinfo2()  # type: ignore[no-any-return]
+
+
+def _mallinfo2() -> bool:
+    try:
+        ctypes.CDLL("libc.so.6").mallinfo2  # noqa: B018 (glibc 2.33 and later)
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not _mallinfo2(), reason="glibc's mallopt, mallinfo2")
+def test_a_large_block_is_mapped_on_its_own_after_larger_ones_were_freed() -> None:
+    from open_rag_eval.run.memory import fixed_mmap_threshold
+
+    size = _mallinfo().fordblks + 2**20  # more than all the heap's free bytes: no free block can hold it
+    freed = bytearray(size + 8 * 2**20)  # freed: glibc's default then cuts blocks of up to its size from the heap
+    del freed
+    assert fixed_mmap_threshold() is True
+    before = _mallinfo().hblkhd  # bytes of the blocks mapped on their own
+    block = bytearray(size)
+    assert _mallinfo().hblkhd - before >= len(block)

@@ -26,7 +26,7 @@ from open_rag_eval.run.corrected import RunLabels
 from open_rag_eval.run.evaluation import evaluate_windows
 from open_rag_eval.run.generation import Generation
 from open_rag_eval.run.journal import JOURNAL_FILE
-from open_rag_eval.run.memory import trim_heap
+from open_rag_eval.run.memory import fixed_mmap_threshold, trim_heap
 from open_rag_eval.run.results import spilled_run_status, write_spilled
 from open_rag_eval.run.session import run_info
 from open_rag_eval.run.source import OutputSource
@@ -90,6 +90,7 @@ async def run_loop(loaded: LoadedConfig, evaluators: list[Evaluator], source: Ou
     merged from shards) are spilled and written as they come, and the judge-health controls are asked once,
     here, with the run's judge, from the run's first outputs (``FirstOutputs``, taken from the windows) beside the
     evaluation (``beside_first_stage``): every executor writes the local run's files and pays its calls."""
+    fixed_mmap_threshold()  # large blocks in mappings of their own: the heap does not creep up window by window
     with generation.writing():
         spill = Spill(generation.path / SPILL_FILE)
     with spill:
