@@ -243,7 +243,7 @@ def write_spilled(output_dir: Path, spill: Spill, info: RunInfo, extra_rows: Seq
         for outputs, scores in spill.windows(("outputs", "scores")):
             yield from _csv_rows(outputs, scores, metrics, errored, info)
 
-    summary = [_aggregate(m, spill.values(m), spill.kinds.get(m) or Counter()) for m in metrics]
+    summary = [_aggregate(m, spill.column(m), spill.kinds.get(m) or Counter()) for m in metrics]
     summary += list(extra_rows)
     status = metric_status_of(summary, spill.kinds)
     atomic_write(output_dir / "results.csv", lambda handle: write_csv(handle, _csv_header(metrics, errored), rows()))

@@ -128,11 +128,16 @@ class Spill:
 
     def values(self, metric: str) -> list[float]:
         """Every value of ``metric`` in the order the run gave them."""
+        return self.column(metric).tolist()
+
+    def column(self, metric: str) -> array[float]:
+        """``values`` as a typed array: 8 bytes a value, not a float object each (a run's summary reads its
+        metrics' columns this way)."""
         column: array[float] = array("d")
         blocks = self._columns.get(metric, array("q"))
         for at in range(0, len(blocks), 2):
             column.frombytes(self._get((blocks[at], blocks[at + 1])))
-        return column.tolist()
+        return column
 
     def close(self) -> None:
         try:

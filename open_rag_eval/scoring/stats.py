@@ -12,6 +12,7 @@ import importlib
 import math
 import sys
 import threading
+from array import array
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import TypedDict
@@ -66,7 +67,7 @@ def t_critical_95(df: int) -> float:
 
 def quantile(ordered: Sequence[float], q: float) -> float:
     """The q-quantile (0..1) of sorted values, interpolating linearly between order statistics (numpy's default)."""
-    if not ordered:
+    if len(ordered) == 0:
         raise ValueError("quantile of no values")
     position = (len(ordered) - 1) * q
     low = math.floor(position)
@@ -95,8 +96,9 @@ def aggregate(metric: str, values: Sequence[float], n_failed: int = 0,
     n = len(values)
     if n == 0:
         return Aggregate(metric, None, None, None, None, 0, n_failed)
-    ordered = sorted(values)
-    spread = _Spread(min=ordered[0], median=quantile(ordered, 0.5), p95=quantile(ordered, 0.95), max=ordered[-1])
+    ordered = _ordered(values)
+    spread = _Spread(min=float(ordered[0]), median=float(quantile(ordered, 0.5)),
+                     p95=float(quantile(ordered, 0.95)), max=float(ordered[-1]))
     mean = math.fsum(values) / n
     if n == 1:
         return Aggregate(metric, mean, None, None, None, 1, n_failed, **spread)
@@ -108,6 +110,16 @@ def aggregate(metric: str, values: Sequence[float], n_failed: int = 0,
         low, high = mean - half, mean + half
     low, high = clip_interval(low, high, bounds)
     return Aggregate(metric, mean, std, low, high, n, n_failed, **spread)
+
+
+def _ordered(values: Sequence[float]) -> Sequence[float]:
+    """``sorted(values)``; a typed array of floats (a run's column of values, 8 bytes each) sorted as a typed array,
+    without a float object per value: numpy's stable sort puts the values in the order ``sorted`` does."""
+    if isinstance(values, array) and values.typecode == "d":
+        import numpy as np
+
+        return np.sort(np.frombuffer(values, dtype=np.float64), kind="stable")  # type: ignore[return-value]
+    return sorted(values)
 
 
 def bootstrap_ci(values: Sequence[float], resamples: int = 2000, seed: int = 0) -> tuple[float, float]:
