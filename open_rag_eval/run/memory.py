@@ -5,7 +5,6 @@ pages handed back before the report is drawn."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import functools
 import gc
 from collections.abc import Iterator
@@ -81,6 +80,8 @@ def trim_heap() -> bool:
 @functools.cache
 def _libc() -> Any:
     """glibc, loaded once (None: not glibc)."""
+    import ctypes  # noqa: PLC0415 (only here: none of it before a run's first judge request)
+
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.malloc_trim, libc.mallopt  # noqa: B018 (both there, or not glibc)
