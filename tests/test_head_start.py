@@ -135,12 +135,13 @@ def test_the_columns_read_are_the_csv_layouts() -> None:
 
 
 class _Listener:
-    """A loopback socket that accepts and keeps what each connection sends; never answers."""
+    """A loopback socket that accepts, keeps each connection open and what it sends; never answers."""
 
     def __init__(self) -> None:
         self.socket = socket.create_server(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]
         self.received: list[bytes] = []
+        self.connections: list[socket.socket] = []  # open until the test ends: a closed one would be a reply
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -149,6 +150,7 @@ class _Listener:
                 connection, _ = self.socket.accept()
             except OSError:
                 return
+            self.connections.append(connection)
             self.received.append(connection.recv(65536))
 
 
