@@ -89,3 +89,29 @@ def test_two_processes_write_one_cache_at_once(tmp_path: Path) -> None:
     assert all(r["texts"] == ["1"] * 20 for r in results)
     assert len(JudgeCache(cache)) == 30
     assert len(server.completions) == sum(r["accounting"]["calls"] for r in results)
+
+
+def test_writes_go_through_one_writer_thread_in_order_and_close_waits_for_them(tmp_path: Path) -> None:
+    """200 writes given at once: one thread writes them (the loop's shared pool started up to six), the last
+    value of a key given twice is the one kept, and every write is in the file once ``close`` returns."""
+    import asyncio
+    import threading
+
+    cache = JudgeCache(tmp_path / "cache.sqlite")
+    entry = CachedCompletion("text", 3, 1, None, "m", 0.0)
+
+    async def write() -> set[str]:
+        await asyncio.gather(*(cache.put(f"k{i}", entry) for i in range(200)))
+        names = {thread.name for thread in threading.enumerate() if thread.name.startswith(("judge-cache",
+                                                                                              "asyncio_"))}
+        await cache.put("k0", CachedCompletion("last", 3, 1, None, "m", 0.0))
+        return names
+
+    threads = asyncio.run(write())
+    cache.close()
+    assert threads == {"judge-cache_0"}
+    reopened = JudgeCache(tmp_path / "cache.sqlite")
+    assert len(reopened) == 200
+    hit = reopened.get_sync("k0")
+    assert hit is not None and hit.text == "last"
+    reopened.close()

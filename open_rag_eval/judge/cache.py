@@ -18,6 +18,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,10 +127,13 @@ def read_entries(connection: sqlite3.Connection) -> Iterator[tuple[str, CachedCo
 
 
 class JudgeCache:
-    """Two connections, each guarded by a lock. Writes run in a worker thread, so a database busy with another
-    process's write never blocks the loop; lookups by key run in the caller's thread on their own connection (in
-    WAL mode a reader never waits for a writer, and a lookup costs less than a hop to a thread and back).
-    Every SQLite failure (corrupt, locked, read-only, disk full...) raises ``StorageError`` naming the file."""
+    """Two connections, each guarded by a lock. Writes run in the cache's own writer thread, one at a time in the
+    order given, so a database busy with another process's write never blocks the loop (one thread: the writes
+    are serial anyway, and the loop's shared pool started a thread per write in flight, up to six, each start
+    waiting for the interpreter lock while the run's first replies came in); lookups by key run in the caller's
+    thread on their own connection (in WAL mode a reader never waits for a writer, and a lookup costs less than a
+    hop to a thread and back). ``close`` waits for the writes given. Every SQLite failure (corrupt, locked,
+    read-only, disk full...) raises ``StorageError`` naming the file."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -142,6 +146,7 @@ class JudgeCache:
         except BaseException:
             self._db.close()
             raise
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="judge-cache")
 
     def get_sync(self, key: str) -> CachedCompletion | None:
         with self._read_lock, guard(self.path, CACHE_DB):
@@ -169,13 +174,14 @@ class JudgeCache:
         return self.get_sync(key)
 
     async def put(self, key: str, entry: CachedCompletion) -> None:
-        await asyncio.to_thread(self.put_sync, key, entry)
+        await asyncio.get_running_loop().run_in_executor(self._writer, self.put_sync, key, entry)
 
     def __len__(self) -> int:
         with self._lock, guard(self.path, CACHE_DB):
             return int(self._db.execute("SELECT COUNT(*) FROM completions").fetchone()[0])
 
     def close(self) -> None:
+        self._writer.shutdown(wait=True)
         with self._lock, self._read_lock:
             self._reader.close()
             self._db.close()
