@@ -128,6 +128,14 @@ def test_a_head_start_request_is_the_request_of_the_runs_umbrela_grader() -> Non
     assert built == b"HEAD:" + str(len(body)).encode() + b"\r\n\r\n" + body
 
 
+def test_the_judge_defaults_read_are_the_configs() -> None:
+    """A default that drifted would send requests the run does not ask, or more at once than it allows."""
+    from open_rag_eval.cli.head_start import DEFAULTS
+    from open_rag_eval.judge.config import JudgeConfig
+
+    assert DEFAULTS == {name: getattr(JudgeConfig(), name) for name in DEFAULTS}
+
+
 def test_the_columns_read_are_the_csv_layouts() -> None:
     from open_rag_eval.inputs.csv_layout import CSV_OPTIONAL, CSV_REQUIRED
 
@@ -227,8 +235,8 @@ LAUGHS = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
     f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 9)}]\n" for i in range(9))
 
 
-@pytest.mark.parametrize("text", ["input: [a\n", "\tjudge: 1\n", "- a list\n", "input: data.csv\njudge: {base_url: 7}\n",
-                                  LAUGHS])
+@pytest.mark.parametrize("text", ["input: [a\n", "\tjudge: 1\n", "- a list\n",
+                                  "input: data.csv\njudge: {base_url: 7}\n", LAUGHS])
 def test_a_config_the_head_start_cannot_read_leaves_the_run_to_say_what_is_wrong(tmp_path: Path, text: str) -> None:
     from open_rag_eval.cli.head_start import begin
     from open_rag_eval.judge import head_start as process
@@ -247,7 +255,8 @@ write, seen = head_start.HeadStart._send, []
 
 def first(self, request):
     if not seen:
-        seen.append(sorted(name for name in ("pydantic", "asyncio", "httpx2", "numpy", "openai") if name in sys.modules))
+        heavy = ("pydantic", "asyncio", "httpx2", "numpy", "openai")
+        seen.append(sorted(name for name in heavy if name in sys.modules))
         print("loaded at the first request sent ahead:", seen[0], file=sys.stderr)
     return write(self, request)
 

@@ -55,8 +55,8 @@ UMBRELA_TEMPLATE = "umbrela.bing_zeroshot"
 UMBRELA_PARAMS: dict[str, float | int] = {"temperature": 0.0, "top_p": 1.0, "frequency_penalty": 0.5,
                                           "presence_penalty": 0.0, "max_tokens": 100}
 DEFAULT_CACHE = ".open-rag-eval/cache.sqlite"
-DEFAULTS: dict[str, Any] = {"model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY", "max_concurrency": 32, "timeout_s": 60.0,
-            "cache": DEFAULT_CACHE}  # judge.config.JudgeConfig's
+DEFAULTS: dict[str, Any] = {"model": "gpt-4o-mini", "api_key_env": "OPENAI_API_KEY", "max_concurrency": 32,
+                            "timeout_s": 60.0, "cache": DEFAULT_CACHE}  # judge.config.JudgeConfig's
 MAX_ROWS = 20_000  # the first rows read for the pairs, at most
 MAX_CONFIG_BYTES = 1 << 20
 
