@@ -278,3 +278,22 @@ def test_the_first_request_leaves_before_pydantic_asyncio_or_any_http_package_ha
     assert ran.returncode == 0, ran.stderr
     assert "loaded at the first request sent ahead: []" in ran.stderr
     assert "the run asked 16 of them" in ran.stderr
+
+
+def test_a_server_we_did_not_write_answers_each_request_sent_ahead_once(tmp_path: Path) -> None:
+    """The standard library's HTTP server (keep-alive, a thread per connection), answering every UMBRELA request
+    with grade 2 after 50 ms: each request it sees is a distinct one, it sees exactly the calls the run counts, and
+    never more than 16 at once."""
+    from tests.openai_server import Reply, ScriptedServer
+
+    with ScriptedServer(default=Reply.ok("##final score: 2", delay_s=0.05)) as server:
+        config = _config(tmp_path, server.base_url)
+        text = yaml.safe_load(config.read_text(encoding="utf-8"))
+        text["evaluators"] = [{"type": "trec", "k_values": [1, 3], "metrics": ["umbrela"]}]
+        config.write_text(yaml.safe_dump(text), encoding="utf-8")
+        ran = _eval(config)
+        bodies = [json.dumps(seen.body, sort_keys=True) for seen in server.requests]
+        assert ran.returncode == 0, ran.stderr
+        assert "head start: 16 judge request(s) sent while the program loaded; the run asked 16 of them" in ran.stderr
+        assert len(bodies) == len(set(bodies)) == _calls(tmp_path) > 16
+        assert server.max_in_flight <= 16
