@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from open_rag_eval.core.wire import NO_KEY, chat_body, local_host, post_head, proxied, sdk_settings, user_agent
+from open_rag_eval.core.wire import NO_KEY, chat_body, chat_head, local_host, proxied, sdk_settings
 from open_rag_eval.judge import head_start
+from open_rag_eval.store.sqlite import setting_path
 from open_rag_eval.judge.head_start import HeadStart
 
 __all__ = ["ALLOWED_JUDGE", "UMBRELA_PARAMS", "UMBRELA_SYSTEM", "UMBRELA_TEMPLATE", "begin", "finish", "requests_of"]
@@ -107,12 +108,8 @@ def _plan(config_path: Path) -> HeadStart | None:
     key = os.environ.get(judge["api_key_env"], "").strip() or (NO_KEY if local_host(url.hostname or "") else "")
     if not key or proxied() or sdk_settings():
         return None
-    base_path = url.path if url.path.endswith("/") else url.path + "/"
-    head = post_head((base_path + "chat/completions").encode("ascii"), [
-        (b"Host", url.netloc.encode("ascii")), (b"authorization", f"Bearer {key}".encode("latin-1")),
-        (b"accept", b"application/json"), (b"content-type", b"application/json"),
-        (b"user-agent", user_agent().encode("ascii"))])
-    pairs = _first_pairs(_resolve_input(config["input"], base), judge["max_concurrency"])
+    head = chat_head(url.netloc.encode("ascii"), url.path.encode("ascii"), key)
+    pairs = _first_pairs(setting_path(config["input"], base), judge["max_concurrency"])
     requests = list(requests_of(pairs, str(judge["model"]), head))
     if not requests:
         return None
@@ -171,14 +168,7 @@ def _cached(cache: str | bool, base: Path) -> bool:
     if cache is False:
         return False
     name = DEFAULT_CACHE if cache is True else str(cache)
-    path = Path(os.path.expanduser(name))
-    path = Path(os.path.normpath(path if path.is_absolute() else base / path))
-    return path.exists() or not name.strip()
-
-
-def _resolve_input(name: str, base: Path) -> Path:
-    path = Path(os.path.expanduser(name))
-    return path if path.is_absolute() else base / path
+    return not name.strip() or setting_path(name, base).exists()
 
 
 def _first_pairs(path: Path, count: int) -> Iterator[tuple[str, str]]:

@@ -29,6 +29,7 @@ from open_rag_eval.config.peer import is_peer_config, translate_peer_config
 from open_rag_eval.core.sections import SECTIONS, schema_of
 from open_rag_eval.profiles import ProfileName
 from open_rag_eval.core.redaction import register_interpolated
+from open_rag_eval.store.sqlite import setting_path
 from open_rag_eval.registry import resolve
 
 __all__ = ["Config", "EvaluatorSpec", "LoadedConfig", "ReportOptions", "SweepOptions", "absolute_paths", "config_error",
@@ -114,8 +115,7 @@ class LoadedConfig:
     sections: dict[str, BaseModel] = field(default_factory=dict)  # the owned sections validated at load
 
     def resolve_path(self, value: str | Path) -> Path:
-        path = Path(os.path.expanduser(str(value)))
-        return Path(os.path.normpath(path if path.is_absolute() else self.base_dir / path))
+        return setting_path(value, self.base_dir)
 
     @property
     def judge(self) -> JudgeConfig:

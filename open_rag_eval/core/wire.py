@@ -16,8 +16,8 @@ from typing import Any
 
 from open_rag_eval._version import __version__
 
-__all__ = ["ACCEPT_ENCODING", "NO_KEY", "OWN_HEADERS", "chat_body", "local_host", "post_head", "proxied",
-           "sdk_settings", "user_agent"]
+__all__ = ["ACCEPT_ENCODING", "NO_KEY", "OWN_HEADERS", "chat_body", "chat_head", "local_host", "post_head",
+           "proxied", "sdk_settings", "user_agent"]
 
 ACCEPT_ENCODING = "gzip, deflate"  # the only encodings we inflate (httpx would also offer br/zstd when installed)
 # the judge's pool sets these itself (or refuses them)
@@ -34,6 +34,18 @@ def post_head(target: bytes, headers: Iterable[tuple[bytes, bytes]]) -> bytes:
     lines += [name + b": " + value for name, value in headers if name.lower() not in OWN_HEADERS]
     lines.append(b"Accept-Encoding: " + ACCEPT_ENCODING.encode("ascii"))
     return b"\r\n".join(lines) + b"\r\nContent-Length: "
+
+
+def chat_head(netloc: bytes, base_path: bytes, api_key: str, headers: Mapping[str, str] | None = None) -> bytes:
+    """The head (``post_head``) of a chat completion to a plain OpenAI-compatible endpoint at ``netloc`` and
+    ``base_path``, as normalised by an HTTP library: the request the ``openai`` SDK builds less its ``x-stainless-*``
+    diagnostic headers (tests/test_judge_transports.py holds the two together)."""
+    base = base_path if base_path.endswith(b"/") else base_path + b"/"  # the SDK's trailing slash
+    own = {"authorization": f"Bearer {api_key}", "accept": "application/json", "content-type": "application/json",
+           "user-agent": user_agent(), **(headers or {})}
+    return post_head(base + b"chat/completions",
+                     [(b"Host", netloc), *((name.encode("latin-1"), value.encode("latin-1")) for name, value in
+                                           own.items())])
 
 
 def chat_body(params: Mapping[str, Any], model: str, messages: Sequence[tuple[str, str]]) -> bytes:

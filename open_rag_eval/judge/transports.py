@@ -33,7 +33,7 @@ import httpx2
 from httpx2._client import UseClientDefault
 from anyio import EndOfStream as _EndOfStream
 
-from open_rag_eval.core.wire import chat_body, sdk_settings, user_agent
+from open_rag_eval.core.wire import chat_body, chat_head, sdk_settings, user_agent
 from open_rag_eval.judge.base import Completion, Message
 from open_rag_eval.judge.http11 import Http11Pool, Reply, proxied
 from open_rag_eval.judge.replies import Failure, Judgment
@@ -238,11 +238,7 @@ class SdkTransport:
         url = httpx2.URL(target.base_url)
         if target.azure_api_version is not None or url.query or not target.api_key or sdk_settings():
             return None
-        base = url.raw_path if url.raw_path.endswith(b"/") else url.raw_path + b"/"  # the SDK's trailing slash
-        headers = {"authorization": f"Bearer {target.api_key}", "accept": "application/json",
-                   "content-type": "application/json", "user-agent": user_agent(), **target.headers}
-        request = httpx2.Request("POST", url.copy_with(raw_path=base + b"chat/completions"), headers=headers)
-        return _Head(pooled.pool(request.url), Http11Pool.head(request.url.raw_path, request.headers.raw),
+        return _Head(pooled.pool(url), chat_head(url.netloc, url.raw_path, target.api_key, target.headers),
                      self.timeout_s if deadline_s is None else deadline_s)
 
     def body(self, call: Call) -> bytes:

@@ -82,11 +82,16 @@ def guard(path: Path, db: Database) -> Iterator[None]:
 
 
 def db_path(raw: str | Path, base_dir: Path, db: Database) -> Path:
-    """The file a setting names (relative to ``base_dir``); an empty setting is an error, never the folder."""
-    text = str(raw)
-    if not text.strip():
+    """The file a setting names (``setting_path``); an empty setting is an error, never the folder."""
+    if not str(raw).strip():
         raise StorageError(f"the {db.what} path is empty: set it to a file path", path=db.setting)
-    path = Path(os.path.expanduser(text))
+    return setting_path(raw, base_dir)
+
+
+def setting_path(raw: str | Path, base_dir: Path) -> Path:
+    """The path a config setting names: ``~`` expanded, relative to ``base_dir`` (the config's folder) unless
+    absolute, normalised (no link followed)."""
+    path = Path(os.path.expanduser(str(raw)))
     return Path(os.path.normpath(path if path.is_absolute() else Path(base_dir) / path))
 
 
